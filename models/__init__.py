@@ -1,0 +1,44 @@
+"""Tables and schemas. Imports neither Celery, Redis nor Qdrant."""
+
+from models.cards import MEMORY_TYPES, ConflictGroup, MemoryCard, SearchRequest, SearchResult
+from models.events import DEFAULT_LIMITS, Event, EventKind, Limits, Role
+from models.scope import LEVELS, Scope
+from models.tables import (
+    CURRENT_STATUSES,
+    Audit,
+    DeadLetter,
+    IndexState,
+    Job,
+    JobStatus,
+    Memory,
+    MemoryStatus,
+    RawEvent,
+    ScopeState,
+    Trust,
+)
+
+__all__ = [
+    "CURRENT_STATUSES",
+    "DEFAULT_LIMITS",
+    "LEVELS",
+    "MEMORY_TYPES",
+    "Audit",
+    "ConflictGroup",
+    "DeadLetter",
+    "Event",
+    "EventKind",
+    "IndexState",
+    "Job",
+    "JobStatus",
+    "Limits",
+    "Memory",
+    "MemoryCard",
+    "MemoryStatus",
+    "RawEvent",
+    "Role",
+    "Scope",
+    "ScopeState",
+    "SearchRequest",
+    "SearchResult",
+    "Trust",
+]

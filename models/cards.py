@@ -1,0 +1,80 @@
+"""What agents read back: search requests and short memory cards."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from models.scope import Scope
+
+MemoryTypeName = Literal["identity", "preference", "fact", "task", "event", "summary", "procedure"]
+MEMORY_TYPES: tuple[str, ...] = (
+    "identity",
+    "preference",
+    "fact",
+    "task",
+    "event",
+    "summary",
+    "procedure",
+)
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(min_length=1, max_length=4096)
+    scope: Scope
+    k: int = Field(default=5, ge=1, le=100)
+    types: tuple[MemoryTypeName, ...] | None = None
+    as_of: datetime | None = None
+    max_tokens: int | None = Field(default=None, ge=1, le=100_000)
+    with_provenance: bool = False
+
+    @field_validator("query", mode="after")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("query must contain some text, not only whitespace")
+        return v
+
+    @field_validator("as_of", mode="after")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is None:
+            return None
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+
+
+class MemoryCard(BaseModel):
+    id: str
+    statement: str
+    type: str
+    source: str
+    trust: str
+    valid_from: datetime
+    confidence: float
+    score: float
+    status: str = "active"
+    provenance: list[str] | None = None
+
+
+class ConflictGroup(BaseModel):
+    """Two or more trusted memories that disagree; returned together, never as winners."""
+
+    conflict: Literal[True] = True
+    conflict_set: str
+    score: float
+    sides: list[MemoryCard]
+
+
+class SearchResult(BaseModel):
+    cards: list[MemoryCard | ConflictGroup]
+    tokens: int = 0
+
+    def flat(self) -> list[MemoryCard]:
+        out: list[MemoryCard] = []
+        for c in self.cards:
+            out.extend(c.sides if isinstance(c, ConflictGroup) else [c])
+        return out

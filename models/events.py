@@ -1,0 +1,139 @@
+"""The raw event an agent emits: the only thing on the request path."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from models.scope import IDENT, IDENT_RULE, Scope, check_ident
+
+
+class EventKind(StrEnum):
+    message = "message"
+    tool_result = "tool_result"
+    observation = "observation"
+    feedback = "feedback"
+    outcome = "outcome"
+    session_end = "session_end"
+
+
+class Role(StrEnum):
+    user = "user"
+    assistant = "assistant"
+    tool = "tool"
+    system = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    content_max_bytes: int = 32 * 1024
+    meta_max_bytes: int = 8 * 1024
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(BaseModel):
+    """One raw event. Validate with ``Event.model_validate(data, context={"limits": ...})``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+    event_id: str = Field(default_factory=new_event_id)
+    tenant: str
+    agent: str
+    user: str = ""
+    project: str = ""
+    session: str = ""
+    kind: EventKind = EventKind.message
+    role: Role = Role.user
+    content: str = ""
+    at: datetime = Field(default_factory=utcnow)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("event_id", mode="before")
+    @classmethod
+    def _event_id(cls, v: Any) -> str:
+        if not isinstance(v, str) or not IDENT.match(v):
+            raise ValueError(f"event_id must be {IDENT_RULE}; got {v!r}")
+        return v
+
+    @field_validator("tenant", "agent", mode="before")
+    @classmethod
+    def _required_level(cls, v: Any, info: ValidationInfo) -> str:
+        return check_ident(str(info.field_name), v, required=True)
+
+    @field_validator("user", "project", "session", mode="before")
+    @classmethod
+    def _optional_level(cls, v: Any, info: ValidationInfo) -> str:
+        return check_ident(str(info.field_name), v, required=False)
+
+    @field_validator("content", mode="after")
+    @classmethod
+    def _content_size(cls, v: str, info: ValidationInfo) -> str:
+        limit = _limits(info).content_max_bytes
+        size = len(v.encode("utf-8"))
+        if size > limit:
+            raise ValueError(
+                f"content is {size} bytes, over the limit of {limit}; split it into several "
+                "events or raise SLEEPMEM_CONTENT_MAX_BYTES"
+            )
+        return v
+
+    @field_validator("at", mode="after")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        # A naive time is taken as UTC: agents mostly log in UTC and refusing would lose data.
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+
+    @field_validator("meta", mode="after")
+    @classmethod
+    def _meta_size(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        limit = _limits(info).meta_max_bytes
+        try:
+            size = len(orjson.dumps(v))
+        except TypeError as exc:
+            raise ValueError(f"meta must be a JSON object of plain values: {exc}") from None
+        if size > limit:
+            raise ValueError(
+                f"meta is {size} bytes of JSON, over the limit of {limit}; keep meta small "
+                "and put text in content"
+            )
+        return v
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(
+            tenant=self.tenant,
+            agent=self.agent,
+            user=self.user,
+            project=self.project,
+            session=self.session,
+        )
+
+    def to_stream(self) -> dict[str, bytes]:
+        """Flat field map for XADD; the drain rebuilds the event with :meth:`from_stream`."""
+        return {"e": orjson.dumps(self.model_dump(mode="json"))}
+
+    @classmethod
+    def from_stream(cls, fields: dict[bytes, bytes], limits: Limits = DEFAULT_LIMITS) -> Event:
+        return cls.model_validate(orjson.loads(fields[b"e"]), context={"limits": limits})
+
+
+def _limits(info: ValidationInfo) -> Limits:
+    ctx = info.context or {}
+    limits = ctx.get("limits") if isinstance(ctx, dict) else None
+    return limits if isinstance(limits, Limits) else DEFAULT_LIMITS

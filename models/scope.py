@@ -1,0 +1,74 @@
+"""Scopes: who a memory belongs to, nested tenant ⊃ agent ⊃ user ⊃ project ⊃ session."""
+
+from __future__ import annotations
+
+import re
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+LEVELS: tuple[str, ...] = ("tenant", "agent", "user", "project", "session")
+IDENT_RULE = "1-128 characters of letters, digits and _ . : @ -, starting with a letter or digit"
+
+
+def check_ident(field: str, value: str | None, *, required: bool) -> str:
+    """Normalise one scope level; '' means 'not set'. Raises ValueError naming the rule."""
+    if value is None or value == "":
+        if required:
+            raise ValueError(f"{field} is required ({IDENT_RULE})")
+        return ""
+    if not isinstance(value, str) or not IDENT.match(value):
+        raise ValueError(f"{field} must be {IDENT_RULE}; got {value!r}")
+    return value
+
+
+class Scope(BaseModel):
+    """A position in the scope tree. Unset levels are ''."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    agent: str = ""
+    user: str = ""
+    project: str = ""
+    session: str = ""
+
+    @field_validator("tenant", mode="before")
+    @classmethod
+    def _tenant(cls, v: str | None) -> str:
+        return check_ident("tenant", v, required=True)
+
+    @field_validator("agent", "user", "project", "session", mode="before")
+    @classmethod
+    def _level(cls, v: str | None, info: object) -> str:
+        name = getattr(info, "field_name", "scope")
+        return check_ident(name, v, required=False)
+
+    @property
+    def key(self) -> str:
+        """Canonical string of every level; the unit of consolidation drops the session."""
+        return "/".join(f"{lvl[0]}={getattr(self, lvl)}" for lvl in LEVELS)
+
+    @property
+    def owner(self) -> Self:
+        """The consolidation scope: this scope without its session."""
+        return self.model_copy(update={"session": ""})
+
+    @classmethod
+    def from_key(cls, key: str) -> Scope:
+        parts = dict(p.split("=", 1) for p in key.split("/"))
+        return cls(**{lvl: parts.get(lvl[0], "") for lvl in LEVELS})
+
+    def levels(self) -> dict[str, str]:
+        return {lvl: getattr(self, lvl) for lvl in LEVELS}
+
+    def sees(self, other: Scope) -> bool:
+        """True when a search in ``self`` may return a memory stored at ``other``.
+
+        Each level of the memory must be unset or equal to the searcher's: broader scopes
+        are visible, siblings and narrower scopes are not.
+        """
+        return all(
+            getattr(other, lvl) in ("", getattr(self, lvl)) for lvl in LEVELS
+        ) and other.tenant == self.tenant

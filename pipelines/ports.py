@@ -1,0 +1,129 @@
+"""The ports a pipeline is given: the outside world seen as small protocols.
+
+Stages never build these themselves; tasks build them once per worker process and pass
+them in, and unit tests pass in-memory versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from models.scope import Scope
+
+Clock = Callable[[], datetime]
+Vector = npt.NDArray[np.float32]
+SparseVector = dict[int, float]
+
+
+class Embedder(Protocol):
+    """Turns text into unit-length dense vectors. Always called with a batch."""
+
+    name: str
+    dim: int
+
+    def embed(
+        self, texts: Sequence[str], *, kind: Literal["query", "document"] = "document"
+    ) -> Vector: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LLMUsage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: LLMUsage) -> LLMUsage:
+        return LLMUsage(
+            self.calls + other.calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+class ChatModel(Protocol):
+    """An OpenAI-compatible chat model asked for one JSON object per call."""
+
+    model: str
+
+    def complete_json(
+        self, *, system: str, user: str, schema: dict[str, Any]
+    ) -> tuple[dict[str, Any], LLMUsage]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPoint:
+    """One current memory version in the vector index."""
+
+    id: str
+    vector: Vector
+    sparse: SparseVector
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFilter:
+    """What a search may see. Backends translate it into their own filter language.
+
+    ``scope``: each level of a point must be unset or equal to the scope's (nesting);
+    the tenant must match exactly. ``as_of``: points valid at that time, whatever their
+    status; otherwise only current statuses not expired at ``now``.
+    """
+
+    scope: Scope
+    now: datetime
+    types: tuple[str, ...] | None = None
+    as_of: datetime | None = None
+    statuses: tuple[str, ...] = ("active", "pending_confirmation")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: str
+    score: float
+
+
+class VectorIndex(Protocol):
+    """Dense + sparse (lexical) index over current memory versions."""
+
+    def ensure(self, *, dim: int) -> None: ...
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None: ...
+
+    def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None: ...
+
+    def delete(self, ids: Sequence[str]) -> None: ...
+
+    def search_dense(self, vector: Vector, *, where: IndexFilter, limit: int) -> list[Hit]: ...
+
+    def search_sparse(
+        self, sparse: SparseVector, *, where: IndexFilter, limit: int
+    ) -> list[Hit]: ...
+
+    def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+
+    def all_ids(self, *, tenant: str | None = None) -> list[str]: ...
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Ports:
+    """Everything a consolidation or lifecycle pipeline may touch."""
+
+    embedder: Embedder
+    index: VectorIndex
+    clock: Clock
+    chat: ChatModel | None = None
+    extras: dict[str, Any] = field(default_factory=dict)

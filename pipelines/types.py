@@ -1,0 +1,93 @@
+"""Typed batches that flow between the consolidation stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from models.scope import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    """A raw event as stages see it: already redacted, already validated."""
+
+    event_id: str
+    scope: Scope
+    kind: str
+    role: str
+    content: str
+    at: datetime
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Op(StrEnum):
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    NOOP = "NOOP"
+    DELETE = "DELETE"
+    INVALIDATE = "INVALIDATE"
+    MERGE = "MERGE"
+    COMPRESS = "COMPRESS"
+    ARCHIVE = "ARCHIVE"
+    CONFLICT = "CONFLICT"
+    REJECT = "REJECT"
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One thing an extractor believes is worth remembering, before any judgement.
+
+    ``subject`` + ``attribute`` name the slot a memory fills ("user" + "residence");
+    only memories of the same slot may replace one another. ``value`` is the slot's
+    normalised value, used to tell a repeat from a change. ``attribute`` is '' for
+    free-standing memories (events) that never replace anything.
+    """
+
+    type: str
+    statement: str
+    provenance: list[str]
+    valid_from: datetime
+    scope: Scope
+    subject: str = "user"
+    attribute: str = ""
+    value: str = ""
+    source: str = "user"
+    trust: str = "high"
+    confidence: float = 1.0
+    importance: float = 0.5
+    change: bool = False
+    negated: bool = False
+    one_off: bool = False
+    inferred: bool = False
+    from_tool: bool = False
+    emphasis: bool = False
+    forget_topic: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Rejection:
+    candidate: Candidate
+    reason: str
+
+
+@dataclass(slots=True)
+class Extraction:
+    """What an extractor returns for a batch of events."""
+
+    candidates: list[Candidate]
+    extractor: str
+    model: str = ""
+    llm_calls: int = 0
+    llm_tokens: int = 0
+
+
+class Extractor(Protocol):
+    """Turns a scope's pending events (event-time order) into candidates."""
+
+    name: str
+
+    def extract(self, events: list[EventView]) -> Extraction: ...

@@ -1,0 +1,1 @@
+"""APScheduler jobs behind a leader lock; each job only enqueues Celery tasks."""

@@ -1,0 +1,1 @@
+"""Celery app factory and per-process resources."""
