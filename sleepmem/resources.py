@@ -1,0 +1,95 @@
+"""Per-process resources: the clients a process needs, built once, closed once.
+
+Nothing here runs at import time. ``build_resources`` is called from Celery's
+``worker_process_init``, from the API's lifespan and from CLI commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+from sqlalchemy.engine import Engine
+
+from sleepmem.db import make_engine
+from sleepmem.embedded import EmbeddedRedis
+from sleepmem.keys import Keys
+from sleepmem.settings import Settings
+
+if TYPE_CHECKING:
+    from pipelines.ports import ChatModel, Embedder, VectorIndex
+
+
+@dataclass(slots=True)
+class Resources:
+    settings: Settings
+    redis: redis.Redis
+    engine: Engine
+    keys: Keys
+    redis_url: str
+    broker_url: str
+    embedded_redis: EmbeddedRedis | None = None
+    _index: Any = None
+    _embedder: Any = None
+    _chat: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            from sleepmem.vectors import open_index
+
+            self._index = open_index(self.settings)
+            self._index.ensure(dim=self.embedder.dim)
+        return self._index  # type: ignore[no-any-return]
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from sleepmem.embedders import make_embedder
+
+            self._embedder = make_embedder(self.settings)
+        return self._embedder  # type: ignore[no-any-return]
+
+    @property
+    def chat(self) -> ChatModel | None:
+        if self._chat is None and self.settings.extractor == "llm":
+            from sleepmem.llm import make_chat_model
+
+            self._chat = make_chat_model(self.settings)
+        return self._chat  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        self.redis.close()
+        self.engine.dispose()
+
+
+def redis_urls(settings: Settings) -> tuple[str, str, EmbeddedRedis | None]:
+    """(client URL, Celery broker URL, embedded server if any)."""
+    if settings.redis_url:
+        url = settings.redis_url
+        broker = url.replace("unix://", "redis+socket://", 1) if url.startswith("unix://") else url
+        return url, broker, None
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    server = EmbeddedRedis(settings.data_dir.resolve()).start()
+    return server.url, server.celery_url, server
+
+
+def build_resources(settings: Settings | None = None) -> Resources:
+    settings = settings or Settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    url, broker, server = redis_urls(settings)
+    client = redis.Redis.from_url(url)
+    return Resources(
+        settings=settings,
+        redis=client,
+        engine=make_engine(settings.sql_url),
+        keys=Keys(settings.namespace),
+        redis_url=url,
+        broker_url=broker,
+        embedded_redis=server,
+    )

@@ -1,0 +1,119 @@
+"""Fixtures that start real services and clean up only what they made.
+
+- Redis: the machine's server (SLEEPMEM_TEST_REDIS_URL, default redis://127.0.0.1:6379/0),
+  with a namespace unique to the test, whose keys alone are deleted afterwards.
+- SQL: a fresh SQLite file per test, and for PostgreSQL a database created for this
+  test run (SLEEPMEM_TEST_PG_URL names the server) and dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis as redis_lib
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from sleepmem.db import make_engine
+from sleepmem.keys import Keys
+from sleepmem.settings import Settings
+
+REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+PG_SERVER = os.environ.get("SLEEPMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-llm", action="store_true", help="run tests against the real local LLM")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-llm") or os.environ.get("SLEEPMEM_TEST_LLM_URL"):
+        return
+    skip = pytest.mark.skip(reason="opt-in: pass --run-llm or set SLEEPMEM_TEST_LLM_URL")
+    for item in items:
+        if "llm" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"smtest-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def keys(namespace: str) -> Keys:
+    return Keys(namespace)
+
+
+@pytest.fixture
+def redis(namespace: str) -> Iterator[redis_lib.Redis]:
+    client = redis_lib.Redis.from_url(REDIS_URL)
+    client.ping()
+    yield client
+    for key in client.scan_iter(match=f"{namespace}:*", count=1000):
+        client.delete(key)
+    client.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'sleepmem.db'}"
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A database of our own on the machine's PostgreSQL, dropped after the run."""
+    name = f"sleepmem_test_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    yield f"{PG_SERVER}/{name}"
+    with admin.connect() as conn:
+        conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+            ),
+            {"n": name},
+        )
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Runs the test once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'sleepmem.db'}"
+    return str(request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture
+def engine(sql_url: str) -> Iterator[Engine]:
+    eng = make_engine(sql_url)
+    yield eng
+    if not sql_url.startswith("sqlite"):
+        # Shared per-run PostgreSQL database: empty the tables this test filled.
+        from sqlmodel import SQLModel
+
+        with eng.begin() as conn:
+            for table in reversed(SQLModel.metadata.sorted_tables):
+                conn.execute(table.delete())
+    eng.dispose()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, namespace: str, sqlite_url: str) -> Settings:
+    """Settings for a test: machine Redis, own namespace, SQLite in tmp, embedded index."""
+    return Settings(
+        data_dir=tmp_path / "data",
+        redis_url=REDIS_URL,
+        database_url=sqlite_url,
+        namespace=namespace,
+        embedder="hashing",
+        auth_enabled=False,
+        _env_file=None,  # type: ignore[call-arg]
+    )
