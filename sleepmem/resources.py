@@ -7,6 +7,7 @@ Nothing here runs at import time. ``build_resources`` is called from Celery's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -18,7 +19,11 @@ from sleepmem.keys import Keys
 from sleepmem.settings import Settings
 
 if TYPE_CHECKING:
-    from pipelines.ports import ChatModel, Embedder, VectorIndex
+    from pipelines.ports import ChatModel, Clock, Embedder, Ports, VectorIndex
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(slots=True)
@@ -59,6 +64,17 @@ class Resources:
 
             self._chat = make_chat_model(self.settings)
         return self._chat  # type: ignore[no-any-return]
+
+    def ports(self, clock: Clock | None = None) -> Ports:
+        """The pipeline ports of this process, with the wall clock unless told otherwise."""
+        from pipelines.ports import Ports
+
+        return Ports(
+            embedder=self.embedder,
+            index=self.index,
+            clock=clock or _utcnow,
+            chat=self.chat,
+        )
 
     def close(self) -> None:
         if self._index is not None:

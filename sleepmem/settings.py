@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     embedder: Literal["usem", "openai", "hashing"] = "usem"
     embed_model: str = "text-embedding-3-small"
     embed_threads: int | None = None
+    embed_batch: int = 256
+    embed_dim: int | None = Field(default=None, description="unset = known or probed size")
     min_inference_confidence: float = 0.6
     procedure_min_samples: int = 3
     procedure_min_success_rate: float = 0.6

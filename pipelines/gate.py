@@ -1,0 +1,57 @@
+"""Write gate: what may never become long-term memory (DESIGN rule 1).
+
+Secrets are redacted before events reach disk; the gate is the second line, and it
+decides promotion: low-confidence inferences, one-off instructions and instructions
+planted in tool output do not become lasting memories.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pipelines.types import Candidate, Rejection
+
+STRUCTURED_TYPES = frozenset({"identity", "preference", "fact", "procedure"})
+# A redaction marker left in a statement means the statement was about a secret: keep the
+# harmless rest only as an episode, never as a structured fact whose value is the secret.
+REDACTED = re.compile(r"\[REDACTED:[a-z_]+\]")
+
+
+@dataclass(frozen=True, slots=True)
+class GatePolicy:
+    min_inference_confidence: float = 0.6
+
+
+def gate(
+    candidates: list[Candidate], *, policy: GatePolicy
+) -> tuple[list[Candidate], list[Rejection]]:
+    kept: list[Candidate] = []
+    rejected: list[Rejection] = []
+    for cand in candidates:
+        reason = _refusal(cand, policy)
+        if reason is None:
+            kept.append(cand)
+        else:
+            rejected.append(Rejection(cand, reason))
+    return kept, rejected
+
+
+def _refusal(cand: Candidate, policy: GatePolicy) -> str | None:
+    if not cand.scope.tenant:
+        return "no scope"
+    if not cand.statement.strip() and cand.forget_topic is None:
+        return "empty statement"
+    if cand.inferred and cand.confidence < policy.min_inference_confidence:
+        return f"inference below confidence {policy.min_inference_confidence}"
+    trusted_tool = bool(cand.details.get("trusted_tool"))
+    if cand.from_tool and cand.type in STRUCTURED_TYPES and not trusted_tool:
+        return "untrusted tool output cannot become identity, preference, fact or rule"
+    if cand.from_tool and cand.type == "procedure" and cand.source != "system":
+        return "tool output cannot write procedures"
+    if cand.type in STRUCTURED_TYPES and REDACTED.search(cand.value):
+        return "slot value is a secret"
+    if cand.one_off and not cand.scope.session:
+        # A one-off instruction without a session has nowhere short-lived to go.
+        return "one-off instruction outside a session"
+    return None

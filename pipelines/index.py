@@ -1,0 +1,122 @@
+"""Keep the vector index in step with SQL, after the SQL commit (DESIGN: persist, index).
+
+Rows are written with ``index_state=pending``; this stage pushes them to the index and
+marks them indexed. Whatever a crash leaves pending, :func:`reconcile` re-applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from models import Memory
+from pipelines.ports import Embedder, IndexPoint, VectorIndex
+from sleepmem import repository as repo
+from sleepmem.lexical import sparse_document
+
+
+def payload_for(mem: Memory) -> dict[str, object]:
+    return {
+        "tenant": mem.tenant,
+        "agent": mem.agent,
+        "user": mem.user,
+        "project": mem.project,
+        "session": mem.session,
+        "scope_key": mem.scope_key,
+        "lineage": mem.lineage,
+        "type": mem.type,
+        "status": mem.status,
+        "hidden": bool(mem.details.get("hidden", False)),
+        "valid_from": mem.valid_from.timestamp(),
+        "valid_to": mem.valid_to.timestamp() if mem.valid_to else None,
+        "expires_at": mem.expires_at.timestamp() if mem.expires_at else None,
+    }
+
+
+def index_text(mem: Memory) -> str:
+    return mem.statement
+
+
+def upsert_memories(
+    memories: Iterable[Memory], *, index: VectorIndex, embedder: Embedder, batch: int = 256
+) -> list[str]:
+    rows = list(memories)
+    done: list[str] = []
+    for i in range(0, len(rows), batch):
+        chunk = rows[i : i + batch]
+        texts = [index_text(m) for m in chunk]
+        vectors = embedder.embed(texts, kind="document")
+        index.upsert(
+            [
+                IndexPoint(
+                    id=m.id, vector=vectors[j], sparse=sparse_document(texts[j]),
+                    payload=payload_for(m),
+                )
+                for j, m in enumerate(chunk)
+            ]
+        )
+        done.extend(m.id for m in chunk)
+    return done
+
+
+@dataclass(slots=True)
+class IndexReport:
+    upserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+
+def apply_to_index(
+    *,
+    engine: Engine,
+    index: VectorIndex,
+    embedder: Embedder,
+    upsert: list[Memory],
+    payload_only: list[Memory],
+    delete: list[str],
+) -> IndexReport:
+    report = IndexReport()
+    if delete:
+        index.delete(delete)
+        report.deleted = len(delete)
+    ids = upsert_memories(upsert, index=index, embedder=embedder)
+    report.upserted = len(ids)
+    for mem in payload_only:
+        index.set_payload([mem.id], payload_for(mem))
+        ids.append(mem.id)
+    report.updated = len(payload_only)
+    with Session(engine) as session:
+        repo.mark_indexed(session, ids=ids)
+        session.commit()
+    return report
+
+
+def reconcile(
+    *, engine: Engine, index: VectorIndex, embedder: Embedder, batch: int = 1000
+) -> IndexReport:
+    """Converge the index on SQL: push pending rows, drop points SQL no longer has."""
+    report = IndexReport()
+    while True:
+        with Session(engine) as session:
+            rows = repo.pending_index(session, limit=batch)
+        if not rows:
+            break
+        r = apply_to_index(
+            engine=engine, index=index, embedder=embedder, upsert=rows, payload_only=[], delete=[]
+        )
+        report.upserted += r.upserted
+    point_ids = index.all_ids()
+    if point_ids:
+        known: set[str] = set()
+        with Session(engine) as session:
+            for i in range(0, len(point_ids), 1000):
+                chunk = point_ids[i : i + 1000]
+                known.update(session.exec(select(Memory.id).where(col(Memory.id).in_(chunk))))
+        orphans = [p for p in point_ids if p not in known]
+        if orphans:
+            index.delete(orphans)
+            report.deleted = len(orphans)
+    return report

@@ -1,0 +1,72 @@
+"""Persist a plan in one SQL transaction: memory versions, erasures, audit rows, events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session
+
+from models import Audit, IndexState
+from pipelines.resolve import Plan
+from sleepmem import PIPELINE_VERSION
+from sleepmem import repository as repo
+
+
+@dataclass(frozen=True, slots=True)
+class AuditContext:
+    tenant: str
+    task_id: str = ""
+    worker: str = ""
+    extractor: str = ""
+    model: str = ""
+    llm_calls: int = 0
+    llm_tokens: int = 0
+
+
+def persist(
+    session: Session,
+    plan: Plan,
+    *,
+    ctx: AuditContext,
+    consumed_events: list[str],
+    now: datetime,
+) -> None:
+    """Everything or nothing: the caller's session commits once, after this returns."""
+    for mem in plan.new.values():
+        mem.index_state = IndexState.pending.value
+        session.add(mem)
+    for mem in plan.changed.values():
+        mem.index_state = IndexState.pending.value
+        session.merge(mem)
+    session.flush()
+    repo.delete_memories(session, ids=list(plan.deleted))
+    repo.delete_events(session, ids=sorted(plan.deleted_events))
+    first = True
+    for draft in plan.audits:
+        session.add(
+            Audit(
+                at=now,
+                op=draft.op.value,
+                tenant=ctx.tenant,
+                scope_key=plan.scope_key,
+                memory_ids_before=draft.before,
+                memory_ids_after=draft.after,
+                reason=draft.reason,
+                task_id=ctx.task_id,
+                worker=ctx.worker,
+                pipeline_version=PIPELINE_VERSION,
+                extractor=ctx.extractor,
+                model=ctx.model,
+                input_event_ids=[e for e in draft.events if e not in plan.deleted_events]
+                if draft.op.value != "DELETE"
+                else draft.events,
+                content_hash=draft.content_hash,
+                # The batch's LLM usage is counted once, on its first audit row.
+                llm_calls=ctx.llm_calls if first else 0,
+                llm_tokens=ctx.llm_tokens if first else 0,
+            )
+        )
+        first = False
+    remaining = [e for e in consumed_events if e not in plan.deleted_events]
+    repo.mark_consolidated(session, event_ids=remaining, now=now)

@@ -1,0 +1,406 @@
+"""Dedup and resolve: every candidate ends as ADD, UPDATE, NOOP, CONFLICT, DELETE or REJECT.
+
+Nothing is overwritten: an UPDATE closes the old version (valid_to, invalidated_at,
+superseded_by) and appends a new one that ``supersedes`` it. Only memories of the same
+slot (subject + attribute) can replace one another.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
+from pipelines.memories import content_hash, copy_row, memory_id, new_memory, norm_text
+from pipelines.types import Candidate, Op, Rejection
+from sleepmem.lexical import tokens
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+TtlFor = Callable[[str], timedelta | None]
+Slot = tuple[str, str, str]  # subject, attribute, session
+
+
+@dataclass(slots=True)
+class AuditDraft:
+    op: Op
+    before: list[str]
+    after: list[str]
+    reason: str
+    events: list[str]
+    content_hash: str = ""
+
+
+@dataclass(slots=True)
+class Plan:
+    """What one batch does to one scope, applied in a single SQL transaction."""
+
+    scope_key: str
+    new: dict[str, Memory] = field(default_factory=dict)
+    changed: dict[str, Memory] = field(default_factory=dict)
+    deleted: dict[str, Memory] = field(default_factory=dict)
+    deleted_events: set[str] = field(default_factory=set)
+    audits: list[AuditDraft] = field(default_factory=list)
+
+    def touch(self, mem: Memory) -> Memory:
+        """The row to mutate for ``mem``: a new row in place, an existing one as a copy."""
+        if mem.id in self.new:
+            return self.new[mem.id]
+        if mem.id not in self.changed:
+            self.changed[mem.id] = copy_row(mem)
+        return self.changed[mem.id]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for a in self.audits:
+            out[a.op.value] = out.get(a.op.value, 0) + 1
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvePolicy:
+    ttl: TtlFor
+    session_ttl: timedelta
+    procedure_min_samples: int = 3
+    procedure_min_success_rate: float = 0.6
+    extractor: str = "rules"
+
+
+class Resolver:
+    """Applies candidates one by one, in event-time order, to a scope's current memories."""
+
+    def __init__(
+        self,
+        *,
+        scope_key: str,
+        existing: list[Memory],
+        now: datetime,
+        policy: ResolvePolicy,
+        all_versions: list[Memory] | None = None,
+    ) -> None:
+        self.now = now
+        self.policy = policy
+        self.plan = Plan(scope_key=scope_key)
+        self._current: dict[str, Memory] = {
+            m.id: m for m in existing if m.status in CURRENT_STATUSES
+        }
+        self._versions: dict[str, Memory] = {m.id: m for m in (all_versions or existing)}
+        # Lookup tables keep a batch linear in its size, not quadratic in the scope's.
+        self._slots: dict[Slot, set[str]] = {}
+        self._texts: dict[tuple[str, str], str] = {}
+        for mem in self._current.values():
+            self._remember(mem)
+
+    def _remember(self, mem: Memory) -> None:
+        if mem.attribute:
+            self._slots.setdefault((mem.subject, mem.attribute, mem.session), set()).add(mem.id)
+        else:
+            self._texts.setdefault((mem.session, norm_text(mem.statement)), mem.id)
+
+    def _forget_lookup(self, mem: Memory) -> None:
+        if mem.attribute:
+            self._slots.get((mem.subject, mem.attribute, mem.session), set()).discard(mem.id)
+        else:
+            key = (mem.session, norm_text(mem.statement))
+            if self._texts.get(key) == mem.id:
+                del self._texts[key]
+
+    # -- views of the scope as it stands mid-batch ---------------------------------------
+    def _row(self, mid: str) -> Memory:
+        return self.plan.new.get(mid) or self.plan.changed.get(mid) or self._versions[mid]
+
+    def current(self) -> list[Memory]:
+        return [self._row(mid) for mid in self._current]
+
+    def _slot_members(self, slot: Slot) -> list[Memory]:
+        return [self._row(mid) for mid in sorted(self._slots.get(slot, ())) if mid in self._current]
+
+    def _add(self, mem: Memory) -> Memory:
+        self.plan.new[mem.id] = mem
+        self._current[mem.id] = mem
+        self._versions[mem.id] = mem
+        self._remember(mem)
+        return mem
+
+    def _retire(self, mem: Memory, *, at: datetime, by: str | None, status: str) -> None:
+        row = self.plan.touch(mem)
+        row.status = status
+        row.valid_to = at if row.valid_to is None else row.valid_to
+        row.invalidated_at = self.now
+        row.superseded_by = by
+        row.conflict_set = None
+        self._current.pop(mem.id, None)
+        self._forget_lookup(row)
+
+    # -- the judgement -------------------------------------------------------------------
+    def apply(self, cand: Candidate) -> None:
+        if cand.forget_topic is not None:
+            self._forget(cand)
+        elif cand.type == "procedure":
+            self._procedure(cand)
+        elif cand.attribute:
+            self._slot(cand)
+        else:
+            self._episode(cand)
+
+    def reject(self, rejection: Rejection) -> None:
+        self.plan.audits.append(
+            AuditDraft(
+                Op.REJECT,
+                [],
+                [],
+                rejection.reason,
+                list(rejection.candidate.provenance),
+                content_hash(rejection.candidate.statement),
+            )
+        )
+
+    def _new(self, cand: Candidate, **kw: object) -> Memory:
+        ttl = self.policy.session_ttl if cand.one_off else self.policy.ttl(cand.type)
+        return new_memory(
+            cand,
+            scope_key=self.plan.scope_key,
+            now=self.now,
+            ttl=ttl,
+            extractor=self.policy.extractor,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    def _noop(self, mem: Memory, cand: Candidate, reason: str) -> None:
+        row = self.plan.touch(mem)
+        row.mention_count += 1
+        row.provenance = list(dict.fromkeys([*row.provenance, *cand.provenance]))
+        # Mentions raise importance and slide expiry (DESIGN rules 6 and 11); recency is
+        # left alone: only retrieval hits refresh it.
+        bump = 0.1 if cand.emphasis else 0.05
+        row.importance = min(1.0, max(row.importance, cand.importance) + bump)
+        row.confidence = max(row.confidence, cand.confidence)
+        ttl = self.policy.ttl(row.type)
+        if ttl is not None and row.expires_at is not None:
+            row.expires_at = max(row.expires_at, self.now + ttl)
+        self.plan.audits.append(AuditDraft(Op.NOOP, [row.id], [row.id], reason, cand.provenance))
+
+    def _episode(self, cand: Candidate) -> None:
+        same = self._texts.get((cand.scope.session, norm_text(cand.statement)))
+        if same is not None and same in self._current:
+            self._noop(self._row(same), cand, "repeat of an existing memory")
+            return
+        mem = self._add(self._new(cand))
+        self.plan.audits.append(AuditDraft(Op.ADD, [], [mem.id], "new memory", cand.provenance))
+
+    def _slot(self, cand: Candidate) -> None:
+        slot: Slot = (cand.subject, cand.attribute, cand.scope.session)
+        members = self._slot_members(slot)
+        value = norm_text(cand.value or cand.statement)
+        if not members:
+            if cand.negated and not cand.value:
+                self.plan.audits.append(
+                    AuditDraft(Op.NOOP, [], [], "negation of an unknown slot", cand.provenance)
+                )
+                return
+            mem = self._add(self._new(cand))
+            self.plan.audits.append(
+                AuditDraft(Op.ADD, [], [mem.id], "new memory", cand.provenance)
+            )
+            return
+
+        same = [m for m in members if _value(m) == value and not cand.negated]
+        if same:
+            self._noop(same[0], cand, "repeat of an existing memory")
+            return
+
+        high = [m for m in members if m.trust == Trust.high.value]
+        if cand.trust == Trust.low.value and high:
+            self.plan.audits.append(
+                AuditDraft(
+                    Op.REJECT,
+                    [m.id for m in high],
+                    [],
+                    "a low-trust statement never supersedes a high-trust one",
+                    cand.provenance,
+                    content_hash(cand.statement),
+                )
+            )
+            return
+
+        if cand.negated and not cand.value:
+            for m in members:
+                self._retire(m, at=cand.valid_from, by=None, status=MemoryStatus.superseded.value)
+                self._retire_episodes(_value(m), by=None, at=cand.valid_from)
+            self.plan.audits.append(
+                AuditDraft(
+                    Op.INVALIDATE,
+                    [m.id for m in members],
+                    [],
+                    "explicit negation",
+                    cand.provenance,
+                )
+            )
+            return
+
+        explicit = cand.change or cand.negated
+        if explicit or not high or cand.trust != Trust.high.value:
+            self._supersede(members, cand)
+            return
+        self._conflict(members, cand)
+
+    def _supersede(self, members: list[Memory], cand: Candidate) -> None:
+        head = max(members, key=lambda m: m.version)
+        new = self._new(
+            cand, lineage=head.lineage, version=head.version + 1, supersedes=head.id
+        )
+        new = self._add(new)
+        for m in members:
+            self._retire(m, at=cand.valid_from, by=new.id, status=MemoryStatus.superseded.value)
+            self._retire_episodes(_value(m), by=new.id, at=cand.valid_from)
+        self.plan.audits.append(
+            AuditDraft(
+                Op.UPDATE,
+                [m.id for m in members],
+                [new.id],
+                "explicit change" if cand.change else "newer statement of equal or higher trust",
+                cand.provenance,
+            )
+        )
+
+    def _conflict(self, members: list[Memory], cand: Candidate) -> None:
+        set_id = members[0].conflict_set or memory_id(
+            "conflict", self.plan.scope_key, *sorted(m.id for m in members)
+        )
+        new = self._add(
+            self._new(cand, status=MemoryStatus.pending_confirmation.value)
+        )
+        new.conflict_set = set_id
+        for m in members:
+            row = self.plan.touch(m)
+            row.status = MemoryStatus.pending_confirmation.value
+            row.conflict_set = set_id
+        self.plan.audits.append(
+            AuditDraft(
+                Op.CONFLICT,
+                [m.id for m in members],
+                [new.id, *(m.id for m in members)],
+                "two high-trust statements disagree without an explicit change",
+                cand.provenance,
+            )
+        )
+
+    def _retire_episodes(self, old_value: str, *, by: str | None, at: datetime) -> None:
+        """Episodes and summaries that describe a superseded state stop counting as current."""
+        if len(old_value) < 2:
+            return
+        for mem in self.current():
+            if mem.type not in ("event", "summary") or mem.attribute:
+                continue
+            if _mentions(mem.statement, old_value):
+                self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
+                self.plan.audits.append(
+                    AuditDraft(
+                        Op.INVALIDATE,
+                        [mem.id],
+                        [by] if by else [],
+                        "describes a superseded state",
+                        [],
+                    )
+                )
+
+    def _forget(self, cand: Candidate) -> None:
+        topic = (cand.forget_topic or "").strip()
+        victims = [
+            m for m in self._versions.values()
+            if m.id not in self.plan.deleted and topic and _mentions(m.statement, norm_text(topic))
+        ]
+        lineages = {m.lineage for m in victims}
+        victims = [m for m in self._versions.values() if m.lineage in lineages]
+        for m in victims:
+            self.plan.deleted[m.id] = m
+            self.plan.new.pop(m.id, None)
+            self.plan.changed.pop(m.id, None)
+            self._current.pop(m.id, None)
+            self._forget_lookup(m)
+            self.plan.deleted_events.update(m.provenance)
+        # The request itself names the topic: its raw event goes too.
+        self.plan.deleted_events.update(cand.provenance)
+        self.plan.audits.append(
+            AuditDraft(
+                Op.DELETE,
+                [m.id for m in victims],
+                [],
+                "explicit forget request",
+                list(cand.provenance),
+                content_hash(*sorted(m.statement for m in victims)),
+            )
+        )
+
+    def apply_merge(
+        self, cand: Candidate, *, old: Memory | None, op: Op, members: list[str] | None
+    ) -> Memory:
+        """Append a merged memory (a new profile version, or a session summary)."""
+        if old is None:
+            mem = self._add(self._new(cand))
+            before: list[str] = []
+        else:
+            mem = self._add(
+                self._new(cand, lineage=old.lineage, version=old.version + 1, supersedes=old.id)
+            )
+            self._retire(old, at=cand.valid_from, by=mem.id, status=MemoryStatus.superseded.value)
+            before = [old.id]
+        self.plan.audits.append(
+            AuditDraft(
+                op,
+                [*before, *(members or [])],
+                [mem.id],
+                f"{op.value.lower()} of fragments",
+                list(dict.fromkeys(cand.provenance)),
+            )
+        )
+        return mem
+
+    def _procedure(self, cand: Candidate) -> None:
+        success = bool(cand.details.get("success"))
+        slot: Slot = (cand.subject, cand.attribute, "")
+        members = self._slot_members(slot)
+        if members:
+            row = self.plan.touch(members[0])
+            row.mention_count += 1
+            row.provenance = list(dict.fromkeys([*row.provenance, *cand.provenance]))
+            op, before = Op.NOOP, [row.id]
+        else:
+            row = self._add(self._new(cand))
+            row.details = {"successes": 0, "failures": 0, "trigger": cand.subject,
+                           "action": cand.attribute}
+            op, before = Op.ADD, []
+        details = dict(row.details)
+        details["successes" if success else "failures"] = (
+            int(details.get("successes" if success else "failures", 0)) + 1
+        )
+        n = int(details.get("successes", 0)) + int(details.get("failures", 0))
+        rate = int(details.get("successes", 0)) / n if n else 0.0
+        # Suggested only with enough evidence (DESIGN rule 8).
+        details["hidden"] = (
+            n < self.policy.procedure_min_samples or rate < self.policy.procedure_min_success_rate
+        )
+        details["success_rate"] = round(rate, 3)
+        row.details = details
+        row.statement = (
+            f"When handling a {row.subject}: {row.attribute} "
+            f"({details['successes']} of {n} outcomes succeeded)."
+        )
+        row.confidence = round(rate, 3)
+        self.plan.audits.append(
+            AuditDraft(op, before, [row.id], "outcome recorded", cand.provenance)
+        )
+
+
+def _value(mem: Memory) -> str:
+    return norm_text(str(mem.details.get("value") or mem.statement))
+
+
+def _mentions(statement: str, needle: str) -> bool:
+    """Whether ``statement`` talks about ``needle`` (a normalised value or topic)."""
+    if _CJK.search(needle):
+        return needle in norm_text(statement)
+    need = set(tokens(needle))
+    return bool(need) and need <= set(tokens(statement))
+

@@ -1,0 +1,11 @@
+"""Module-level app for ``celery -A workers.main worker``; import only from that CLI.
+
+Importing this module reads ``SLEEPMEM_*`` and derives the broker URL (starting the
+embedded Redis when none is configured). Library code uses :func:`create_celery`.
+"""
+
+from __future__ import annotations
+
+from workers.app import create_celery_from_env
+
+app = create_celery_from_env()

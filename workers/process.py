@@ -1,0 +1,126 @@
+"""Per-process resources and logging for workers.
+
+Prefork children build their clients in ``worker_process_init`` (after the fork, so no
+socket is shared between processes); thread and solo pools build them once in
+``worker_init``. The embedded runtime and tests install resources they built themselves.
+Tasks reach them through :func:`current_resources`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import structlog
+from celery import signals
+
+from sleepmem.errors import ConfigurationError
+from sleepmem.logs import configure_logging, get_logger
+from sleepmem.resources import Resources, build_resources
+from sleepmem.settings import Settings
+
+_lock = threading.Lock()
+_resources: Resources | None = None
+
+
+def install_resources(resources: Resources) -> None:
+    """Make ``resources`` the ones this process's tasks use."""
+    global _resources
+    with _lock:
+        _resources = resources
+
+
+def uninstall_resources() -> Resources | None:
+    """Forget the installed resources (without closing them) and return them."""
+    global _resources
+    with _lock:
+        res, _resources = _resources, None
+    return res
+
+
+def current_resources() -> Resources:
+    res = _resources
+    if res is None:
+        raise ConfigurationError(
+            "no resources in this process: start tasks through `sleepmem worker`, "
+            "`sleepmem serve`, or install_resources() first"
+        )
+    return res
+
+
+def warm(resources: Resources) -> None:
+    """Load the embedder now, so the first consolidation does not pay for it."""
+    resources.embedder.embed(["warm-up"], kind="document")
+
+
+def open_process_resources(settings: Settings | None = None) -> Resources:
+    settings = settings or Settings()
+    configure_logging(level=settings.log_level, json=settings.log_json)
+    resources = build_resources(settings)
+    warm(resources)
+    install_resources(resources)
+    get_logger("sleepmem.worker").info(
+        "worker_process_ready",
+        pid=os.getpid(),
+        namespace=settings.namespace,
+        embedded=settings.embedded,
+        embedder=resources.embedder.name,
+    )
+    return resources
+
+
+def close_process_resources() -> None:
+    res = uninstall_resources()
+    if res is not None:
+        res.close()
+
+
+def _on_worker_init(sender: Any = None, **_: Any) -> None:
+    # Prefork parents must not open clients that their children would inherit.
+    pool = getattr(sender, "pool_cls", "prefork")
+    pool_name = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
+    if pool_name.rsplit(".", 1)[-1] != "prefork" and _resources is None:
+        open_process_resources()
+
+
+def _on_process_init(**_: Any) -> None:
+    open_process_resources()
+
+
+def _on_process_shutdown(**_: Any) -> None:
+    close_process_resources()
+
+
+def _on_worker_shutdown(**_: Any) -> None:
+    close_process_resources()
+
+
+def connect_process_hooks() -> None:
+    """Build resources per worker process; only the worker command calls this."""
+    signals.worker_init.connect(_on_worker_init, weak=False, dispatch_uid="sleepmem.init")
+    signals.worker_process_init.connect(
+        _on_process_init, weak=False, dispatch_uid="sleepmem.process_init"
+    )
+    signals.worker_process_shutdown.connect(
+        _on_process_shutdown, weak=False, dispatch_uid="sleepmem.process_shutdown"
+    )
+    signals.worker_shutdown.connect(
+        _on_worker_shutdown, weak=False, dispatch_uid="sleepmem.worker_shutdown"
+    )
+
+
+def _bind_task(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    structlog.contextvars.bind_contextvars(
+        task_id=task_id or "", task_name=getattr(task, "name", "")
+    )
+
+
+def _unbind_task(**_: Any) -> None:
+    structlog.contextvars.unbind_contextvars("task_id", "task_name")
+
+
+def connect_task_context() -> None:
+    """Bind task id and name to every log line a task writes (idempotent)."""
+    signals.task_prerun.connect(_bind_task, weak=False, dispatch_uid="sleepmem.bind_task")
+    signals.task_postrun.connect(_unbind_task, weak=False, dispatch_uid="sleepmem.unbind_task")
