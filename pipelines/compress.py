@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from models import Memory
+from models import Memory, Scope
 from pipelines.memories import memory_id
 from pipelines.resolve import AuditDraft, Resolver
 from pipelines.types import Candidate, Op
@@ -127,9 +127,7 @@ def _clause(statement: str) -> str:
     return statement.strip().rstrip(".。!！")
 
 
-def _scope_of(mem: Memory) -> object:
-    from models import Scope
-
+def _scope_of(mem: Memory) -> Scope:
     return Scope(
         tenant=mem.tenant, agent=mem.agent, user=mem.user, project=mem.project, session=""
     )

@@ -115,6 +115,10 @@ class VectorIndex(Protocol):
 
     def count(self) -> int: ...
 
+    def maintain(self) -> bool:
+        """Off-hot-path housekeeping (index build, segment merge); True if anything changed."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -148,7 +148,7 @@ def _aware(t: datetime) -> datetime:
 
 def _score(m: Memory, relevance: float, now: datetime, w: RankWeights) -> float:
     age = max(0.0, (now - _aware(m.last_access)).total_seconds())
-    recency = 0.5 ** (age / w.recency_half_life_s)
+    recency: float = 0.5 ** (age / w.recency_half_life_s)
     return (
         w.relevance * relevance
         + w.recency * recency

@@ -32,8 +32,6 @@ Send = Callable[[str], None]
 
 log = get_logger("sleepmem.schedules.tick")
 
-DRAIN_SLOT = "queued"
-
 
 def _utc(now: datetime) -> datetime:
     return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
@@ -100,7 +98,7 @@ def enqueue_due(
 
 def enqueue_drain(*, redis: redis_lib.Redis, keys: Keys, settings: Settings, send: Send) -> bool:
     """Queue one drain task unless one is already waiting; the task clears the key."""
-    once = keys.task_once(names.DRAIN, DRAIN_SLOT)
+    once = keys.task_once(names.DRAIN, names.DRAIN_QUEUED_SLOT)
     ttl = max(60, int(settings.tick_seconds * 10))
     if not redis.set(once, "1", nx=True, ex=ttl):
         return False

@@ -31,6 +31,8 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
+    # Erasure must be physical: overwrite deleted content instead of leaving free pages.
+    cur.execute("PRAGMA secure_delete=ON")
     cur.close()
 
 

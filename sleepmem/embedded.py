@@ -6,6 +6,7 @@ the same directory reuses the running server instead of starting another one.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,7 @@ class EmbeddedRedis:
 
     def stop(self) -> None:
         if self._server is not None:
-            try:
+            # shutdown closes the socket under the client, which then raises.
+            with contextlib.suppress(Exception):
                 self._server.shutdown(save=True, now=True)
-            except Exception:  # noqa: BLE001 - shutdown closes the socket under us
-                pass
             self._server = None

@@ -2,8 +2,9 @@
 
 Secrets are replaced by ``[REDACTED:<kind>]``. Patterns are precompiled and written for the
 general shape of each secret (prefixes, separators, checksums), not for known strings.
-Most messages hold no secret at all, so each rule is guarded by a cheap prefilter and the
-common case costs a handful of C-level regex scans.
+Most messages hold no secret at all, so every rule is guarded by a substring test and the
+labelled rules run case-sensitively over the lower-cased text: Python's ``re`` skips ahead
+on a literal first character but not under IGNORECASE, a 10x difference per scan.
 """
 
 from __future__ import annotations
@@ -13,14 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-MARK = "[REDACTED:{}]"
-
-# A value never starts inside a marker we already wrote, so rules do not redact each other.
-_NOT_MARKED = r"(?!\[REDACTED)"
-
-# Characters that end a value in running text: whitespace, quotes and CJK punctuation or
-# ideographs (Chinese text has no spaces, "密码是abc123，记住" must stop at the comma).
-_VALUE_CHARS = r"[^\s\"'“”‘’`，。；：、！？（）【】《》\u4e00-\u9fff]"
+Accept = Callable[[str, re.Match[str]], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,29 +27,158 @@ class RedactionResult:
         return bool(self.kinds)
 
 
-def _mark(kind: str) -> str:
-    return MARK.format(kind)
+def mark(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
 
 
-# -- private keys and connection strings -----------------------------------------------------
+# A value never starts inside a marker already written (rules do not redact each other),
+# nor at a separator that the label's optional parts left over.
+_VALUE_START = r"(?!\[redacted)(?![:=：])"
+# Characters that end a value in running text: whitespace, quotes, CJK punctuation and
+# ideographs (Chinese has no spaces: "密码是abc123，记住" must stop at the comma).
+_VALUE_CHAR = r"[^\s\"'“”‘’`，。；：、！？（）【】《》\u4e00-\u9fff]"
+# "<label> is <value>": a connector is required, so "password manager" stays untouched.
+_SEP = r"[\"']?\s*(?:[:=：]|\bis(?:\s+now)?\b|\bwas\b|\bare\b|是|为|為)\s*[\"'“‘`]?\s*"
+# Dates, times and decimals ("2024-05-01", "12:30", "3.1415") are not codes.
+_CODE_DIGITS = r"(?<!\d)(\d{4,8})(?!\d)(?![\-/.:]\d)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """A pattern over lower-cased text; ``group`` is the span replaced when ``accept`` agrees."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    group: int = 0
+    accept: Accept | None = None
+
+    @property
+    def any_case(self) -> re.Pattern[str]:
+        return _any_case(self.pattern)
+
+
+_ANY_CASE: dict[str, re.Pattern[str]] = {}
+
+
+def _any_case(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    # Only for the rare text whose lower() changes length (e.g. "İ"): spans would not map.
+    compiled = _ANY_CASE.get(pattern.pattern)
+    if compiled is None:
+        compiled = _ANY_CASE[pattern.pattern] = re.compile(pattern.pattern, re.IGNORECASE)
+    return compiled
+
+
+# -- label words that may precede a value --------------------------------------------------
+_PASSWORD_WORDS = frozenset(
+    "a an the my your his her our their this that same wrong incorrect correct invalid "
+    "expired required needed reset changed strong weak too not still now set saved stored "
+    "updated missing empty blank ok okay fine secure protected hidden in on at under "
+    "written case-sensitive".split()
+)
+_CODE_NOT_SECRET = frozenset(
+    "zip postal post area country status error exit source promo discount coupon product "
+    "item http response return dial tax reference ref tracking airport color colour region "
+    "language currency sort qr bar".split()
+)
+# A labelled key value must look machine-made: a digit or a symbol, or simply long.
+_SECRETISH = re.compile(r"(?=.*\d)|(?=.*[^A-Za-z])|.{20,}")
+
+
+def _machine_made(value: str, _m: re.Match[str]) -> bool:
+    return _SECRETISH.match(value) is not None
+
+
+def _not_a_word(value: str, _m: re.Match[str]) -> bool:
+    return value.rstrip(".,;!?)").lower() not in _PASSWORD_WORDS
+
+
+def _not_a_label(_value: str, m: re.Match[str]) -> bool:
+    return not (m.group(2) == "code" and (m.group(1) or "") in _CODE_NOT_SECRET)
+
+
+_BEARER = _Rule("bearer_token", re.compile(r"(?<![a-z])bearer\s+(?!\[redacted)([a-z0-9._~+/\-]{8,}=*)"), 1)
+_KEY_LABEL = _Rule(
+    "api_key",
+    re.compile(
+        r"(?:key|token|secret|apikey|密钥|秘钥|令牌)(?:[_\- ]?id)?(?![a-z])"
+        + _SEP
+        + _VALUE_START
+        + r"("
+        + _VALUE_CHAR
+        + r"{8,})"
+    ),
+    1,
+    _machine_made,
+)
+# Without a connector ("with secret wJalr..."), only a long mix of letters and digits counts.
+_KEY_BARE = _Rule(
+    "api_key",
+    re.compile(
+        r"(?:key|token|secret)(?![a-z])\s+" + _VALUE_START
+        + r"((?=\S*\d)(?=\S*[a-z])[a-z0-9+/_\-]{20,}={0,2})(?![^\s,.;!?])"
+    ),
+    1,
+)
+_PASSWORD = _Rule(
+    "password",
+    re.compile(
+        r"(?:(?<![a-z])(?:password|passwd|passphrase|pwd)(?![a-z])|密码|口令)"
+        r"(?:\s+(?:for|to|on|of|at)\s+[^\s:=：]{1,40})?"
+        + _SEP
+        + _VALUE_START
+        + r"("
+        + _VALUE_CHAR
+        + r"+)"
+    ),
+    1,
+    _not_a_word,
+)
+_OTP_STRONG = _Rule(
+    "one_time_code",
+    re.compile(
+        r"(?:(?<![a-z])(?:otp|one[ \-]time\s+(?:pass(?:word|code)?|code|pin)|"
+        r"verification(?:\s+code)?|security\s+code|log[ \-]?in\s+code|"
+        r"auth(?:entication)?\s+code|2fa(?:\s+code)?|confirmation\s+code|sms\s+code)|"
+        r"验证码|校验码|动态码|短信码)[^\d\n]{0,24}?" + _CODE_DIGITS
+    ),
+    1,
+)
+# Bare "code"/"pin" only counts right before the digits, and not after a harmless label.
+_OTP_WEAK = _Rule(
+    "one_time_code",
+    re.compile(
+        r"(?<![a-z])(?:([a-z]+)[ \-])?(passcode|pin(?:\s+code)?|code)"
+        r"\s*(?:\bis\b|[:=：#]|是|为)?\s*" + _CODE_DIGITS
+    ),
+    3,
+    _not_a_label,
+)
+_OTP_AFTER = _Rule(
+    "one_time_code",
+    re.compile(
+        _CODE_DIGITS + r"(?=[^\d\n]{0,30}?(?:\botp\b|one[ \-]time|verification|"
+        r"security\s+code|log[ \-]?in\s+code|\b2fa\b|验证码|校验码|动态码))"
+    ),
+    1,
+)
+
+# -- shapes that need no label (case matters for these) -------------------------------------
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
     re.DOTALL,
 )
-# scheme://user:password@host - only the password is replaced, the rest stays readable.
+# scheme://user:password@host: only the password goes, the rest stays readable.
 _CONN_STRING = re.compile(
-    r"\b([a-zA-Z][a-zA-Z0-9+.\-]{1,30}://[^\s:/@\"']*:)" + _NOT_MARKED + r"([^\s@/\"']+)(@)"
+    r"(?<![A-Za-z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]{1,30}://[^\s:/@\"']*:"
+    r"(?!\[REDACTED)([^\s@/\"']+)@"
 )
-
-# -- tokens with a recognisable shape --------------------------------------------------------
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}")
-_BEARER = re.compile(r"\b([Bb]earer\s+)" + _NOT_MARKED + r"([A-Za-z0-9._~+/\-]{8,}=*)")
+_JWT = re.compile(r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}")
 _API_KEY = re.compile(
     r"(?<![A-Za-z0-9])(?:"
-    r"sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"  # OpenAI/Anthropic
+    r"sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"  # OpenAI, Anthropic
     r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe
-    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}"  # AWS access key ids
+    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}"  # AWS key ids
     r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
     r"|glpat-[A-Za-z0-9_\-]{20,}"  # GitLab
     r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack
@@ -64,171 +187,133 @@ _API_KEY = re.compile(
     r"|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"  # SendGrid
     r")"
 )
+_CARD = re.compile(r"(?<![A-Za-z0-9.\-])[2-6]\d{3}(?:[ \-]?\d){9,15}(?![A-Za-z0-9])")
+_DIGIT_GROUP = re.compile(r"\d+")
 
-# -- "<label> is <value>" forms --------------------------------------------------------------
-_SEP = r"\s*(?:[:=：]|\bis\b(?:\s+now)?|\bwas\b|是|为|為)?\s*[\"'“‘`]?\s*"
-_KEY_LABEL = re.compile(
-    r"(?i)(?<![A-Za-z])((?:api|app|client|access|secret|private|auth|session|refresh|bearer|"
-    r"personal\s+access)?[_\- ]?(?:key|token|secret)(?:[_\- ]?id)?|apikey|密钥|秘钥|令牌|"
-    r"访问密钥|api\s*密钥)"
-    + _SEP
-    + _NOT_MARKED
-    + r"("
-    + _VALUE_CHARS
-    + r"{8,})"
+# Substring guards over the lower-cased text: a rule runs only if its trigger is present.
+_TOKEN_PREFIXES = (
+    "sk-", "sk_", "rk_", "pk_", "akia", "asia", "agpa", "aida", "aroa", "ghp_", "gho_",
+    "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "aiza", "hf_", "sg.",
 )
-_PASSWORD = re.compile(
-    r"(?i)(?<![A-Za-z])((?:pass(?:word|wd|phrase|code)?|pwd|密码|口令)"
-    r"(?:\s+(?:for|to|on|of|at)\s+[^\s:=]{1,40})?"
-    + _SEP
-    + r")"
-    + _NOT_MARKED
-    + r"("
-    + _VALUE_CHARS
-    + r"+)"
+_KEY_WORDS = ("key", "token", "secret", "密钥", "秘钥", "令牌")
+_PASS_WORDS = ("pass", "pwd", "密码", "口令")
+_CODE_WORDS = (
+    "code", "otp", "pin", "verif", "2fa", "one-time", "one time", "验证码", "校验码",
+    "动态码", "短信码",
 )
-# Words that commonly follow "password is" without being one ("the password is wrong").
-_PASSWORD_WORDS = frozenset(
-    "a an the my your his her our their this that same wrong incorrect correct invalid "
-    "expired required needed reset changed strong weak too not still now set saved "
-    "stored updated missing empty blank ok okay fine secure protected hidden".split()
-)
-# A keyed value must look machine-made: some digits or symbols, or simply long.
-_SECRETISH = re.compile(r"(?=.*\d)|.{20,}|(?=.*[^A-Za-z])")
+_DIGITS = "0123456789"
 
-# -- numbers ---------------------------------------------------------------------------------
-_CARD = re.compile(r"(?<![\w.\-])[2-6]\d{3}(?:[ \-]?\d){9,15}(?![\w])")
-_OTP_BEFORE = re.compile(
-    r"(?i)(?<![A-Za-z])([a-z]+[ \-])?"
-    r"(otp|one[ \-]time\s+(?:pass(?:word|code)?|code|pin)|verification(?:\s+code)?|"
-    r"security\s+code|login\s+code|auth(?:entication)?\s+code|2fa(?:\s+code)?|"
-    r"confirmation\s+code|sms\s+code|passcode|pin(?:\s+code)?|code|"
-    r"验证码|校验码|动态码|动态密码|短信码)"
-    r"[^\d\n]{0,24}?(?<!\d)(\d{4,8})(?!\d)"
-)
-_OTP_AFTER = re.compile(
-    r"(?i)(?<!\d)(\d{4,8})(?!\d)(?=[^\d\n]{0,30}?(?:otp\b|one[ \-]time|verification|"
-    r"security\s+code|login\s+code|2fa|验证码|校验码|动态码|动态密码))"
-)
-# "zip code 94107", "error code 5003": a label word before "code" that is not a secret.
-_CODE_NOT_SECRET = frozenset(
-    "zip postal post area country status error exit source promo discount coupon product "
-    "item http response return dial tax reference ref tracking airport color colour "
-    "region language currency sort".split()
-)
 
-# Cheap guards: a rule runs only if its trigger can appear in the text at all.
-_HAS_DIGIT_RUN = re.compile(r"\d{4}")
-_KEYISH = re.compile(r"(?i)key|token|secret|密钥|秘钥|令牌")
-_PASSISH = re.compile(r"(?i)pass|pwd|密码|口令")
-_TOKENISH = re.compile(
-    r"sk-|[rsp]k_|AKIA|ASIA|AGPA|AIDA|AROA|gh[pousr]_|github_pat_|glpat-|xox|AIza|hf_|SG\."
-)
+def _any_in(words: tuple[str, ...], low: str) -> bool:
+    for word in words:
+        if word in low:
+            return True
+    return False
 
 
 def _luhn_ok(digits: str) -> bool:
     total = 0
     for i, ch in enumerate(reversed(digits)):
         d = ord(ch) - 48
-        if i % 2 == 1:
-            d *= 2
-            if d > 9:
-                d -= 9
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
         total += d
     return total % 10 == 0
 
 
-def _card_sub(found: list[str]) -> Callable[[re.Match[str]], str]:
-    def sub(m: re.Match[str]) -> str:
-        raw = m.group(0)
-        groups = re.split(r"[ \-]", raw)
-        # A run may swallow a trailing number ("4111 1111 1111 1111 2024"): drop groups
-        # from the right until the digits pass Luhn or get too short.
-        while groups:
-            digits = "".join(groups)
-            if len(digits) < 13:
-                return raw
-            if len(digits) <= 19 and _luhn_ok(digits):
-                found.append("card_number")
-                kept = raw[len(" ".join(groups)) :] if " " in raw else raw[len("-".join(groups)) :]
-                return _mark("card_number") + kept
-            groups.pop()
-        return raw
+class _Redactor:
+    """One call's state: the text as it is being rewritten, its lower case, what was found."""
 
-    return sub
+    __slots__ = ("found", "low", "text")
 
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.low = text.lower()
+        self.found: list[str] = []
 
-def _otp_before_sub(found: list[str]) -> Callable[[re.Match[str]], str]:
-    def sub(m: re.Match[str]) -> str:
-        label_word = (m.group(1) or "").strip(" -").lower()
-        keyword = m.group(2).lower()
-        if keyword == "code" and label_word in _CODE_NOT_SECRET:
-            return m.group(0)
-        found.append("one_time_code")
-        start, end = m.span(3)
-        whole = m.group(0)
-        base = m.start(0)
-        return whole[: start - base] + _mark("one_time_code") + whole[end - base :]
+    def rule(self, rule: _Rule) -> None:
+        same_length = len(self.low) == len(self.text)
+        pattern = rule.pattern if same_length else rule.any_case
+        haystack = self.low if same_length else self.text
+        out: list[str] = []
+        last = 0
+        for m in pattern.finditer(haystack):
+            start, end = m.span(rule.group)
+            value = self.text[start:end]
+            if rule.accept is not None and not rule.accept(value, m):
+                continue
+            out += (self.text[last:start], mark(rule.kind))
+            self.found.append(rule.kind)
+            last = end
+        if out:
+            out.append(self.text[last:])
+            self.text = "".join(out)
+            self.low = self.text.lower()
 
-    return sub
+    def shape(self, kind: str, pattern: re.Pattern[str], group: int = 0) -> None:
+        def sub(m: re.Match[str]) -> str:
+            self.found.append(kind)
+            whole = m.group(0)
+            if not group:
+                return mark(kind)
+            base = m.start()
+            return whole[: m.start(group) - base] + mark(kind) + whole[m.end(group) - base :]
 
+        before = len(self.found)
+        self.text = pattern.sub(sub, self.text)
+        if len(self.found) != before:
+            self.low = self.text.lower()
 
-def _keyed_sub(
-    found: list[str], kind: str, *, stop_words: frozenset[str] = frozenset()
-) -> Callable[[re.Match[str]], str]:
-    def sub(m: re.Match[str]) -> str:
-        value = m.group(2)
-        bare = value.rstrip(".,;!?)").lower()
-        if bare in stop_words or not bare:
-            return m.group(0)
-        if kind == "api_key" and not _SECRETISH.match(value):
-            return m.group(0)
-        found.append(kind)
-        return m.group(1) + _mark(kind)
+    def cards(self) -> None:
+        def sub(m: re.Match[str]) -> str:
+            raw = m.group(0)
+            groups = list(_DIGIT_GROUP.finditer(raw))
+            # A run may swallow a trailing number ("4111 1111 1111 1111 2024"): drop groups
+            # from the right until the digits pass Luhn or get too short for a card.
+            while groups:
+                digits = "".join(g.group(0) for g in groups)
+                if len(digits) < 13:
+                    break
+                if len(digits) <= 19 and _luhn_ok(digits):
+                    self.found.append("card_number")
+                    return mark("card_number") + raw[groups[-1].end() :]
+                groups.pop()
+            return raw
 
-    return sub
+        self.text = _CARD.sub(sub, self.text)
 
 
 def redact(text: str) -> RedactionResult:
-    """Replace every secret in ``text``; ``kinds`` lists what was found, one per secret."""
+    """Replace every secret in ``text``; ``kinds`` names what was found, once per secret."""
     if not text:
         return RedactionResult(text, ())
-    found: list[str] = []
-
-    def count(kind: str) -> Callable[[re.Match[str]], str]:
-        def sub(_m: re.Match[str]) -> str:
-            found.append(kind)
-            return _mark(kind)
-
-        return sub
-
+    r = _Redactor(text)
     if "PRIVATE KEY" in text:
-        text = _PRIVATE_KEY.sub(count("private_key"), text)
+        r.shape("private_key", _PRIVATE_KEY)
     if "://" in text:
-        text = _CONN_STRING.sub(
-            lambda m: (found.append("connection_password"), m.group(1) + _mark("password") + "@")[1],
-            text,
-        )
+        r.shape("password", _CONN_STRING, 1)
     if "eyJ" in text:
-        text = _JWT.sub(count("jwt"), text)
-    if "earer" in text:
-        text = _BEARER.sub(
-            lambda m: (found.append("bearer_token"), m.group(1) + _mark("bearer_token"))[1], text
-        )
-    if _TOKENISH.search(text):
-        text = _API_KEY.sub(count("api_key"), text)
-    if _KEYISH.search(text):
-        text = _KEY_LABEL.sub(_keyed_sub(found, "api_key"), text)
-    if _PASSISH.search(text):
-        text = _PASSWORD.sub(_keyed_sub(found, "password", stop_words=_PASSWORD_WORDS), text)
-    if _HAS_DIGIT_RUN.search(text):
-        text = _CARD.sub(_card_sub(found), text)
-        text = _OTP_BEFORE.sub(_otp_before_sub(found), text)
-        text = _OTP_AFTER.sub(count("one_time_code"), text)
-    return RedactionResult(text, tuple(found))
+        r.shape("jwt", _JWT)
+    if "bearer" in r.low:
+        r.rule(_BEARER)
+    if _any_in(_TOKEN_PREFIXES, r.low):
+        r.shape("api_key", _API_KEY)
+    if _any_in(_KEY_WORDS, r.low):
+        r.rule(_KEY_LABEL)
+        r.rule(_KEY_BARE)
+    if _any_in(_PASS_WORDS, r.low):
+        r.rule(_PASSWORD)
+    digits = sum(map(r.text.count, _DIGITS))
+    if digits >= 13:
+        r.cards()
+    if digits >= 4 and _any_in(_CODE_WORDS, r.low):
+        r.rule(_OTP_STRONG)
+        r.rule(_OTP_WEAK)
+        r.rule(_OTP_AFTER)
+    return RedactionResult(r.text, tuple(r.found))
 
 
-# Meta keys whose value is a secret whatever it looks like ({"password": "x"}).
+# Keys whose value is a secret whatever it looks like ({"password": "x"}).
 _SECRET_KEY_NAME = re.compile(
     r"(?i)^(?:.*[_\-.\s])?(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|"
     r"access[_\-]?key(?:[_\-]?id)?|private[_\-]?key|authorization|cookie|otp|pin|cvv|cvc|"
@@ -237,19 +322,20 @@ _SECRET_KEY_NAME = re.compile(
 
 
 def redact_json(obj: Any) -> Any:
-    """Redact every string in a JSON value; values under secret-named keys go whole."""
+    """Redact every string in a JSON value; a scalar under a secret-named key goes whole."""
     if isinstance(obj, str):
-        return redact(obj).text
+        return redact(obj).text if obj else obj
     if isinstance(obj, dict):
         out: dict[Any, Any] = {}
         for key, value in obj.items():
             if (
                 isinstance(key, str)
-                and value not in (None, "")
-                and not isinstance(value, bool | dict | list)
+                and isinstance(value, str | int | float)
+                and not isinstance(value, bool)
+                and value != ""
                 and _SECRET_KEY_NAME.match(key)
             ):
-                out[key] = _mark("secret")
+                out[key] = mark("secret")
             else:
                 out[key] = redact_json(value)
         return out

@@ -69,7 +69,7 @@ def lineage_versions(session: Session, *, lineage: str) -> list[Memory]:
 
 def mark_consolidated(session: Session, *, event_ids: Sequence[str], now: datetime) -> None:
     if event_ids:
-        session.exec(  # type: ignore[call-overload]
+        session.exec(
             update(RawEvent)
             .where(col(RawEvent.event_id).in_(list(event_ids)))
             .values(consolidated=True, consolidated_at=now)
@@ -79,7 +79,7 @@ def mark_consolidated(session: Session, *, event_ids: Sequence[str], now: dateti
 def reset_scope_state(session: Session, *, scope_key: str, now: datetime) -> None:
     """After a consolidation: pending is what arrived meanwhile, not zero."""
     remaining = len(pending_events(session, scope_key=scope_key))
-    session.exec(  # type: ignore[call-overload]
+    session.exec(
         update(ScopeState)
         .where(col(ScopeState.scope_key) == scope_key)
         .values(pending_count=remaining, session_end=False, last_consolidated_at=now)
@@ -89,14 +89,14 @@ def reset_scope_state(session: Session, *, scope_key: str, now: datetime) -> Non
 def delete_memories(session: Session, *, ids: Sequence[str]) -> int:
     if not ids:
         return 0
-    res = session.exec(delete(Memory).where(col(Memory.id).in_(list(ids))))  # type: ignore[call-overload]
+    res = session.exec(delete(Memory).where(col(Memory.id).in_(list(ids))))
     return int(res.rowcount or 0)
 
 
 def delete_events(session: Session, *, ids: Sequence[str]) -> int:
     if not ids:
         return 0
-    res = session.exec(delete(RawEvent).where(col(RawEvent.event_id).in_(list(ids))))  # type: ignore[call-overload]
+    res = session.exec(delete(RawEvent).where(col(RawEvent.event_id).in_(list(ids))))
     return int(res.rowcount or 0)
 
 
@@ -113,7 +113,7 @@ def pending_index(session: Session, *, limit: int = 1000) -> list[Memory]:
 
 def mark_indexed(session: Session, *, ids: Sequence[str]) -> None:
     if ids:
-        session.exec(  # type: ignore[call-overload]
+        session.exec(
             update(Memory)
             .where(col(Memory.id).in_(list(ids)))
             .values(index_state=IndexState.indexed.value)

@@ -72,7 +72,8 @@ class Resources:
         return Ports(
             embedder=self.embedder,
             index=self.index,
-            clock=clock or _utcnow,
+            # A controlled clock (scenario runner, tests) is installed in extras["clock"].
+            clock=clock or self.extras.get("clock") or _utcnow,
             chat=self.chat,
         )
 

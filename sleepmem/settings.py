@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     batch_max: int = 200
     tick_seconds: float = 5.0
     lease_seconds: float = 600.0
+    leader_ttl_seconds: float = 15.0
+    drain_budget_seconds: float = 30.0
 
     # -- extraction --------------------------------------------------------------------
     extractor: Literal["rules", "llm"] = "rules"

@@ -21,3 +21,7 @@ QUEUES: tuple[str, ...] = (QUEUE_DRAIN, QUEUE_CONSOLIDATE, QUEUE_MAINTENANCE)
 # Anything not listed here runs on the maintenance queue (the app's default queue), so a
 # new lifecycle task needs no routing entry.
 ROUTES: dict[str, str] = {DRAIN: QUEUE_DRAIN, CONSOLIDATE: QUEUE_CONSOLIDATE}
+
+# Slot of the ``task_once`` key that coalesces queued drains (set by the tick, cleared by
+# the drain task when it starts).
+DRAIN_QUEUED_SLOT = "queued"

@@ -36,7 +36,7 @@ def _schema(field: str, kind: pl.IndexKind) -> Any:
     return {
         "keyword": _KEYWORD,
         "float": qe.PayloadSchemaType.Float,
-        "bool": qe.PayloadSchemaType.Bool,
+        "integer": qe.PayloadSchemaType.Integer,
     }[kind]
 
 
@@ -46,7 +46,7 @@ def _condition(cond: pl.Condition) -> qe.FieldCondition:
             return qe.FieldCondition(cond.key, match=qe.MatchValue(cond.values[0]))
         return qe.FieldCondition(cond.key, match=qe.MatchAny(list(cond.values)))
     if isinstance(cond, pl.Flag):
-        return qe.FieldCondition(cond.key, match=qe.MatchValue(cond.value))
+        return qe.FieldCondition(cond.key, match=qe.MatchValue(cond.stored))
     return qe.FieldCondition(cond.key, range=qe.RangeFloat(gt=cond.gt, lte=cond.lte))
 
 
@@ -151,11 +151,14 @@ class EdgeIndex:
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
             return
+        self._open()
         batch = []
         for p in points:
             vector = p.vector.tolist()
             if len(vector) != self.dim:
-                raise ValidationError("vector", f"has {len(vector)} dimensions, index has {self.dim}")
+                raise ValidationError(
+                    "vector", f"has {len(vector)} dimensions, index has {self.dim}"
+                )
             batch.append(
                 qe.Point(
                     pl.point_id(p.id),
@@ -211,13 +214,17 @@ class EdgeIndex:
             with_vector=False,
         )
         with self._lock:
-            found = self._open().query(request)
+            shard = self._open()
+            try:
+                found = shard.query(request)
+            except Exception as exc:
+                raise ValidationError("query", f"the index refused the search: {exc}") from exc
         return [Hit(pl.memory_id(p.id), float(p.score)) for p in found]
 
     def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not ids:
             return {}
-        pids = [pl.point_id(i) for i in ids]
+        pids: list[qe.PointId] = [pl.point_id(i) for i in ids]
         with self._lock:
             records = self._open().retrieve(pids, True, False)
         return {pl.memory_id(r.id): pl.decode(r.payload or {}) for r in records}

@@ -4,7 +4,9 @@ Backends differ in their filter classes, not in semantics: :func:`conditions` st
 filter as a list of engine-neutral conditions (all must hold) that each backend translates
 one-to-one. Stored payloads avoid values engines treat inconsistently: an unset scope level
 ('') is stored as :data:`UNSET`, and an open-ended time (None) as :data:`FOREVER`, so every
-condition is a plain keyword match or a numeric range.
+condition is a plain keyword match or a numeric range. Flags (``hidden``) are stored as
+0/1: qdrant-edge's binding turns a bool match value into an integer, which then never
+matches a stored bool.
 
 Point ids are our 32-hex-digit memory ids; engines want UUIDs, which hold them losslessly.
 """
@@ -30,7 +32,7 @@ SCOPE_FIELDS: tuple[str, ...] = LEVELS
 KEYWORD_FIELDS: tuple[str, ...] = (*LEVELS, "scope_key", "lineage", "type", "status")
 TIME_FIELDS: tuple[str, ...] = ("valid_from", "valid_to", "expires_at")
 OPEN_TIME_FIELDS: frozenset[str] = frozenset({"valid_to", "expires_at"})
-BOOL_FIELDS: tuple[str, ...] = ("hidden",)
+FLAG_FIELDS: tuple[str, ...] = ("hidden",)
 
 DENSE = "dense"
 LEXICAL = "lexical"
@@ -80,8 +82,8 @@ def _encode_field(key: str, value: Any) -> Any:
                 raise ValidationError(key, "is required (epoch seconds)")
             return FOREVER
         return epoch(value)
-    if key in BOOL_FIELDS:
-        return bool(value)
+    if key in FLAG_FIELDS:
+        return int(bool(value))
     return value
 
 
@@ -104,7 +106,7 @@ def encode(payload: Mapping[str, Any], *, partial: bool = False) -> dict[str, An
         out.setdefault(key, UNSET)
     for key in OPEN_TIME_FIELDS:
         out.setdefault(key, FOREVER)
-    out.setdefault("hidden", False)
+    out.setdefault("hidden", 0)
     return out
 
 
@@ -117,6 +119,9 @@ def decode(stored: Mapping[str, Any]) -> dict[str, Any]:
     for key in OPEN_TIME_FIELDS:
         if key in out and (out[key] is None or out[key] >= FOREVER):
             out[key] = None
+    for key in FLAG_FIELDS:
+        if key in out:
+            out[key] = bool(out[key])
     return out
 
 
@@ -133,10 +138,14 @@ class AnyOf:
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """The bool field equals ``value``."""
+    """The flag field (stored as 0/1) equals ``value``."""
 
     key: str
     value: bool
+
+    @property
+    def stored(self) -> int:
+        return int(self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +190,7 @@ def conditions(where: IndexFilter) -> list[Condition]:
     return out
 
 
-IndexKind = Literal["keyword", "float", "bool"]
+IndexKind = Literal["keyword", "float", "integer"]
 
 
 def indexed_fields() -> dict[str, IndexKind]:
@@ -189,5 +198,5 @@ def indexed_fields() -> dict[str, IndexKind]:
     maintenance job selects by."""
     fields: dict[str, IndexKind] = dict.fromkeys(KEYWORD_FIELDS, "keyword")
     fields.update(dict.fromkeys(TIME_FIELDS, "float"))
-    fields.update(dict.fromkeys(BOOL_FIELDS, "bool"))
+    fields.update(dict.fromkeys(FLAG_FIELDS, "integer"))
     return fields

@@ -1,0 +1,1 @@
+"""Evaluations: behaviour scenarios and public recall benchmarks."""

@@ -1,0 +1,69 @@
+"""The read path: validate a search, run it in-process, record the hits in Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError as PydanticValidationError
+
+from models import Scope, SearchRequest, SearchResult
+from pipelines.retrieve import RankWeights, hit_ids, search
+from sleepmem.errors import ValidationError
+from sleepmem.hits import record_hits
+from sleepmem.resources import Resources
+
+
+def rank_weights(resources: Resources) -> RankWeights:
+    s = resources.settings
+    return RankWeights(
+        relevance=s.w_relevance,
+        recency=s.w_recency,
+        importance=s.w_importance,
+        confidence=s.w_confidence,
+        recency_half_life_s=s.recency_half_life_s,
+        candidates=s.candidates,
+    )
+
+
+def build_request(
+    query: Any,
+    *,
+    scope: Scope | Mapping[str, Any],
+    k: Any = 5,
+    types: Sequence[str] | None = None,
+    as_of: datetime | str | None = None,
+    max_tokens: int | None = None,
+    with_provenance: bool = False,
+) -> SearchRequest:
+    """A SearchRequest, or ValidationError naming the first bad field and its rule."""
+    try:
+        return SearchRequest.model_validate(
+            {
+                "query": query,
+                "scope": scope if isinstance(scope, Scope) else dict(scope),
+                "k": k,
+                "types": list(types) if types is not None else None,
+                "as_of": as_of,
+                "max_tokens": max_tokens,
+                "with_provenance": with_provenance,
+            }
+        )
+    except PydanticValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "request"
+        raise ValidationError(field, str(err["msg"])) from None
+
+
+class Reader:
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+
+    def search(self, request: SearchRequest) -> SearchResult:
+        res = self.resources
+        ports = res.ports()
+        result = search(engine=res.engine, ports=ports, request=request, weights=rank_weights(res))
+        # Every returned card counts as a hit (DESIGN rule 6): one XADD, applied later.
+        record_hits(res.redis, res.keys, hit_ids(result), at=ports.clock())
+        return result
