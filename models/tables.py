@@ -7,7 +7,26 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Column, DateTime, Index, Text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on every backend (SQLite stores no offset and returns naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _now() -> datetime:
@@ -15,7 +34,7 @@ def _now() -> datetime:
 
 
 def _ts(**kw: Any) -> Any:
-    return Field(sa_column=Column(DateTime(timezone=True), **kw))
+    return Field(sa_column=Column(UTCDateTime(), **kw))
 
 
 class MemoryStatus(StrEnum):

@@ -6,6 +6,7 @@ marks them indexed. Whatever a crash leaves pending, :func:`reconcile` re-applie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from sqlmodel import Session, col, select
 
 from models import Memory
 from pipelines.ports import Embedder, IndexPoint, VectorIndex
+from pipelines.topics import topics
 from sleepmem import repository as repo
 from sleepmem.lexical import sparse_document
 
@@ -36,8 +38,21 @@ def payload_for(mem: Memory) -> dict[str, object]:
     }
 
 
+_SUBJECT = re.compile(r"\b(?:the user's|the user|user's)\s*|用户的|用户", re.IGNORECASE)
+
+
+def subjectless(text: str) -> str:
+    """Drop the generic subject: queries and statements both name "the user", which
+    would otherwise make every third-person statement look relevant to every question."""
+    return _SUBJECT.sub("", text).strip() or text
+
+
 def index_text(mem: Memory) -> str:
-    return mem.statement
+    """What gets embedded: the statement without its generic subject, plus the topics it
+    implies (see pipelines.topics)."""
+    labels = topics(mem.statement)
+    body = subjectless(mem.statement)
+    return f"{body} ({', '.join(labels)})" if labels else body
 
 
 def upsert_memories(

@@ -24,8 +24,14 @@ from models import (
     SearchRequest,
     SearchResult,
 )
+from pipelines.index import subjectless
 from pipelines.ports import Hit, IndexFilter, Ports
-from sleepmem.lexical import sparse_query
+from sleepmem.lexical import sparse_query, token_id, tokens
+
+# Queries name the person the memory is about ("the user's", "用户的"), and extracted
+# statements do too; on the lexical side that word would only favour paraphrased
+# statements over the user's own words, so queries drop it.
+QUERY_STOP_IDS = frozenset(token_id(t) for t in {*tokens("user users 用户"), "户"})
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
@@ -57,10 +63,11 @@ def search(
         scope=request.scope, now=now, types=tuple(request.types) if request.types else None,
         as_of=request.as_of,
     )
-    vector = ports.embedder.embed([request.query], kind="query")[0]
+    vector = ports.embedder.embed([subjectless(request.query)], kind="query")[0]
     limit = max(weights.candidates, request.k * 4)
     dense = ports.index.search_dense(vector, where=where, limit=limit)
-    lexical = ports.index.search_sparse(sparse_query(request.query), where=where, limit=limit)
+    sparse = {t: w for t, w in sparse_query(request.query).items() if t not in QUERY_STOP_IDS}
+    lexical = ports.index.search_sparse(sparse, where=where, limit=limit) if sparse else []
     relevance = _fuse(dense, lexical, weights.dense_share)
     if not relevance:
         return SearchResult(cards=[])
@@ -109,16 +116,17 @@ def search(
 
 
 def _fuse(dense: Sequence[Hit], lexical: Sequence[Hit], dense_share: float) -> dict[str, float]:
-    """Normalise each list by its best score, then mix: both halves live in [0, 1]."""
+    """Normalise each list by its best score, then mix: both halves live in [0, 1].
+
+    Every candidate stays in, even at zero relevance (a cosine can be negative): the
+    filter already decided it may be seen, and the other ranking terms still apply.
+    """
     out: dict[str, float] = {}
-    top_d = max((h.score for h in dense), default=0.0)
-    top_l = max((h.score for h in lexical), default=0.0)
-    for h in dense:
-        if top_d > 0:
-            out[h.id] = out.get(h.id, 0.0) + dense_share * max(0.0, h.score) / top_d
-    for h in lexical:
-        if top_l > 0:
-            out[h.id] = out.get(h.id, 0.0) + (1 - dense_share) * h.score / top_l
+    for hits, share in ((dense, dense_share), (lexical, 1.0 - dense_share)):
+        top = max((h.score for h in hits), default=0.0)
+        for h in hits:
+            part = share * max(0.0, h.score) / top if top > 0 else 0.0
+            out[h.id] = out.get(h.id, 0.0) + part
     return out
 
 

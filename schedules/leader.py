@@ -9,6 +9,7 @@ last successful renewal is older than 0.9 × ttl, before any standby can win the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -57,9 +58,7 @@ class LeaderElector:
 
     def start(self) -> LeaderElector:
         self.step()
-        self._thread = threading.Thread(
-            target=self._run, name="sleepmem-leader", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name="sleepmem-leader", daemon=True)
         self._thread.start()
         return self
 
@@ -74,10 +73,9 @@ class LeaderElector:
             self._thread.join()
             self._thread = None
         if release and self._leader:
-            try:
+            # If Redis is unreachable the lock simply expires within the TTL.
+            with contextlib.suppress(TransientError):
                 self.lock.release()
-            except TransientError:
-                pass  # it expires on its own within the TTL
         if self._leader:
             log.info("leadership", leader=False, identity=self.identity, ttl_s=self.ttl_s)
         self._leader = False

@@ -211,7 +211,8 @@ class HashingEmbedder:
         words = [("w:" + tok, 1.0) for tok in tokens(text)]
         padded = f" {' '.join(text.lower().split())} "
         grams = [("c:" + padded[i : i + 3], 0.5) for i in range(len(padded) - 2)]
-        return words + grams
+        # Blank text still gets a unit vector: a zero vector has no cosine.
+        return words + grams or [("blank", 1.0)]
 
 
 def make_embedder(settings: Settings) -> Embedder:

@@ -92,9 +92,7 @@ class Lease:
     def __enter__(self) -> Lease:
         if not self.lock.acquire():
             raise LeaseHeldError(f"lease {self.lock.key!r} is held by another worker")
-        self._thread = threading.Thread(
-            target=self._renew_loop, name="sleepmem-lease", daemon=True
-        )
+        self._thread = threading.Thread(target=self._renew_loop, name="sleepmem-lease", daemon=True)
         self._thread.start()
         return self
 

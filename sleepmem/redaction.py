@@ -69,16 +69,24 @@ def _any_case(pattern: re.Pattern[str]) -> re.Pattern[str]:
 
 
 # -- label words that may precede a value --------------------------------------------------
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
 _PASSWORD_WORDS = frozenset(
-    "a an the my your his her our their this that same wrong incorrect correct invalid "
-    "expired required needed reset changed strong weak too not still now set saved stored "
-    "updated missing empty blank ok okay fine secure protected hidden in on at under "
-    "written case-sensitive".split()
+    _words(
+        "a an the my your his her our their this that same wrong incorrect correct invalid "
+        "expired required needed reset changed strong weak too not still now set saved stored "
+        "updated missing empty blank ok okay fine secure protected hidden in on at under "
+        "written case-sensitive"
+    )
 )
 _CODE_NOT_SECRET = frozenset(
-    "zip postal post area country status error exit source promo discount coupon product "
-    "item http response return dial tax reference ref tracking airport color colour region "
-    "language currency sort qr bar".split()
+    _words(
+        "zip postal post area country status error exit source promo discount coupon product "
+        "item http response return dial tax reference ref tracking airport color colour region "
+        "language currency sort qr bar"
+    )
 )
 # A labelled key value must look machine-made: a digit or a symbol, or simply long.
 _SECRETISH = re.compile(r"(?=.*\d)|(?=.*[^A-Za-z])|.{20,}")
@@ -96,7 +104,9 @@ def _not_a_label(_value: str, m: re.Match[str]) -> bool:
     return not (m.group(2) == "code" and (m.group(1) or "") in _CODE_NOT_SECRET)
 
 
-_BEARER = _Rule("bearer_token", re.compile(r"(?<![a-z])bearer\s+(?!\[redacted)([a-z0-9._~+/\-]{8,}=*)"), 1)
+_BEARER = _Rule(
+    "bearer_token", re.compile(r"(?<![a-z])bearer\s+(?!\[redacted)([a-z0-9._~+/\-]{8,}=*)"), 1
+)
 _KEY_LABEL = _Rule(
     "api_key",
     re.compile(
@@ -114,7 +124,8 @@ _KEY_LABEL = _Rule(
 _KEY_BARE = _Rule(
     "api_key",
     re.compile(
-        r"(?:key|token|secret)(?![a-z])\s+" + _VALUE_START
+        r"(?:key|token|secret)(?![a-z])\s+"
+        + _VALUE_START
         + r"((?=\S*\d)(?=\S*[a-z])[a-z0-9+/_\-]{20,}={0,2})(?![^\s,.;!?])"
     ),
     1,
@@ -123,7 +134,7 @@ _PASSWORD = _Rule(
     "password",
     re.compile(
         r"(?:(?<![a-z])(?:password|passwd|passphrase|pwd)(?![a-z])|密码|口令)"
-        r"(?:\s+(?:for|to|on|of|at)\s+[^\s:=：]{1,40})?"
+        r"(?:\s+(?:for|to|on|of|at)(?:\s+[^\s:=：]{1,40}){1,3}?)?"
         + _SEP
         + _VALUE_START
         + r"("
@@ -190,25 +201,26 @@ _API_KEY = re.compile(
 _CARD = re.compile(r"(?<![A-Za-z0-9.\-])[2-6]\d{3}(?:[ \-]?\d){9,15}(?![A-Za-z0-9])")
 _DIGIT_GROUP = re.compile(r"\d+")
 
-# Substring guards over the lower-cased text: a rule runs only if its trigger is present.
-_TOKEN_PREFIXES = (
-    "sk-", "sk_", "rk_", "pk_", "akia", "asia", "agpa", "aida", "aroa", "ghp_", "gho_",
-    "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "aiza", "hf_", "sg.",
-)
-_KEY_WORDS = ("key", "token", "secret", "密钥", "秘钥", "令牌")
-_PASS_WORDS = ("pass", "pwd", "密码", "口令")
-_CODE_WORDS = (
-    "code", "otp", "pin", "verif", "2fa", "one-time", "one time", "验证码", "校验码",
-    "动态码", "短信码",
-)
+# Substring guards: a rule runs only if its trigger is present. Grouped by a character the
+# whole group needs, so a plain sentence costs a dozen ``in`` tests (~1 µs) and no scan.
+_DASHED_PREFIXES = _words("sk- sk_ rk_ pk_ ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ glpat- xox hf_")
+_UPPER_PREFIXES = _words("AKIA ASIA AGPA AIDA AROA AIza")
+_KEY_WORDS = _words("key token secret 密钥 秘钥 令牌")
+_PASS_WORDS = _words("pass pwd 密码 口令")
+_CODE_WORDS = (*_words("code otp pin verif 2fa one-time 验证码 校验码 动态码 短信码"), "one time")
 _DIGITS = "0123456789"
 
 
-def _any_in(words: tuple[str, ...], low: str) -> bool:
-    for word in words:
-        if word in low:
-            return True
-    return False
+def _any_in(words: tuple[str, ...], text: str) -> bool:
+    return any(map(text.__contains__, words))
+
+
+def _has_token_prefix(text: str, low: str) -> bool:
+    return (
+        (("-" in text or "_" in text) and _any_in(_DASHED_PREFIXES, low))
+        or ("A" in text and _any_in(_UPPER_PREFIXES, text))
+        or "SG." in text
+    )
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -226,9 +238,9 @@ class _Redactor:
 
     __slots__ = ("found", "low", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, low: str) -> None:
         self.text = text
-        self.low = text.lower()
+        self.low = low
         self.found: list[str] = []
 
     def rule(self, rule: _Rule) -> None:
@@ -287,26 +299,36 @@ def redact(text: str) -> RedactionResult:
     """Replace every secret in ``text``; ``kinds`` names what was found, once per secret."""
     if not text:
         return RedactionResult(text, ())
-    r = _Redactor(text)
-    if "PRIVATE KEY" in text:
-        r.shape("private_key", _PRIVATE_KEY)
-    if "://" in text:
-        r.shape("password", _CONN_STRING, 1)
-    if "eyJ" in text:
-        r.shape("jwt", _JWT)
-    if "bearer" in r.low:
-        r.rule(_BEARER)
-    if _any_in(_TOKEN_PREFIXES, r.low):
+    low = text.lower()
+    shapes = "PRIVATE KEY" in text or "://" in text or "eyJ" in text or "bearer" in low
+    tokens = _has_token_prefix(text, low)
+    keyed = _any_in(_KEY_WORDS, low)
+    passwords = _any_in(_PASS_WORDS, low)
+    digits = sum(map(text.count, _DIGITS))
+    codes = digits >= 4 and _any_in(_CODE_WORDS, low)
+    if not (shapes or tokens or keyed or passwords or codes or digits >= 13):
+        return RedactionResult(text, ())
+
+    r = _Redactor(text, low)
+    if shapes:
+        if "PRIVATE KEY" in r.text:
+            r.shape("private_key", _PRIVATE_KEY)
+        if "://" in r.text:
+            r.shape("password", _CONN_STRING, 1)
+        if "eyJ" in r.text:
+            r.shape("jwt", _JWT)
+        if "bearer" in r.low:
+            r.rule(_BEARER)
+    if tokens:
         r.shape("api_key", _API_KEY)
-    if _any_in(_KEY_WORDS, r.low):
+    if keyed:
         r.rule(_KEY_LABEL)
         r.rule(_KEY_BARE)
-    if _any_in(_PASS_WORDS, r.low):
+    if passwords:
         r.rule(_PASSWORD)
-    digits = sum(map(r.text.count, _DIGITS))
     if digits >= 13:
         r.cards()
-    if digits >= 4 and _any_in(_CODE_WORDS, r.low):
+    if codes:
         r.rule(_OTP_STRONG)
         r.rule(_OTP_WEAK)
         r.rule(_OTP_AFTER)

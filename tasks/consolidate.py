@@ -1,8 +1,8 @@
 """consolidate(scope_key): one scope's pending events through the pipeline, under a lease.
 
 The task validates the key, takes the per-scope lease (never two consolidations of one
-scope at once), clears the coalescing key so later events can trigger again, builds the
-ports from the process resources and runs the pipeline. Retry policy: a held lease or a
+scope at once), builds the ports from the process resources, runs the pipeline, and then
+clears the coalescing key so that events which arrived meanwhile can trigger again. Retry policy: a held lease or a
 transient failure backs off and retries; anything else fails loudly and the events stay
 pending for the next trigger (nothing is lost).
 """
@@ -10,7 +10,6 @@ pending for the next trigger (nothing is lost).
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from celery import Celery, Task
@@ -62,12 +61,8 @@ def check_scope_key(scope_key: object) -> Scope:
 
 
 def build_ports(resources: Resources) -> Ports:
-    return Ports(
-        embedder=resources.embedder,
-        index=resources.index,
-        clock=lambda: datetime.now(UTC),
-        chat=resources.chat,
-    )
+    # The process clock: the wall clock, unless a runner installed its own (scenarios).
+    return resources.ports()
 
 
 def run_consolidation(
@@ -85,9 +80,6 @@ def run_consolidation(
     started = time.perf_counter()
     try:
         with Lease(redis, keys.lease(scope_key), ttl_s=settings.lease_seconds) as lease:
-            # Cleared under the lease: events arriving from now on may queue the next run,
-            # which waits for this one instead of being swallowed by it.
-            redis.delete(keys.queued(scope_key))
             ports = build_ports(resources)
             # A pipeline can check this before committing if its lease was lost.
             ports.extras["lease_lost"] = lease.lost
@@ -99,6 +91,10 @@ def run_consolidation(
                 task_id=task_id,
                 worker=worker,
             )
+            # Cleared only now, still under the lease: until this run has committed, the
+            # scope still looks due, and a tick would queue a second run for nothing.
+            # Events that arrived meanwhile are still pending and trigger the next run.
+            redis.delete(keys.queued(scope_key))
     except LeaseHeldError:
         log.info("consolidate_deferred", reason="lease_held", **fields)
         raise
@@ -128,7 +124,7 @@ def run_consolidation(
 
 
 def register(app: Celery, *, pipeline: ConsolidatePipeline) -> None:
-    @app.task(name=names.CONSOLIDATE, bind=True, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
+    @app.task(name=names.CONSOLIDATE, bind=True, max_retries=retry.MAX_RETRIES, shared=False)  # type: ignore[untyped-decorator]
     def consolidate(self: Task, scope_key: str) -> dict[str, Any]:
         try:
             report = run_consolidation(

@@ -8,13 +8,15 @@ or a redelivery never duplicates a row.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Any
 
+import redis as redis_lib
 from celery import Celery, Task
 
+from sleepmem import stream
+from sleepmem.drain import DrainReport, consumer_name, drain_once
 from sleepmem.errors import TransientError
 from sleepmem.logs import get_logger
 from sleepmem.resources import Resources
@@ -23,18 +25,23 @@ from workers.process import current_resources
 
 log = get_logger("sleepmem.tasks.drain")
 
-
-def consumer_name(hostname: str) -> str:
-    """Stable per worker thread, so entries it left pending are reclaimed under its name."""
-    return f"{hostname or 'worker'}:{os.getpid()}:{threading.get_ident()}"
+_consumers = threading.local()
 
 
-def drain_until_empty(resources: Resources, *, consumer: str, budget_s: float) -> dict[str, int]:
+def thread_consumer() -> str:
+    """One consumer name per worker thread for its lifetime (not one per task run, which
+    would grow the group by a consumer on every drain)."""
+    name: str | None = getattr(_consumers, "name", None)
+    if name is None:
+        name = _consumers.name = consumer_name()
+    return name
+
+
+def drain_until_empty(resources: Resources, *, consumer: str, budget_s: float) -> DrainReport:
     """Drain batches until one comes back empty or ``budget_s`` has passed."""
-    from sleepmem.drain import drain_once  # TEMP until sleepmem.drain lands
-
     deadline = time.monotonic() + budget_s
-    totals: dict[str, int] = {"batches": 0}
+    totals = DrainReport(consumer=consumer)
+    stream.ensure_group(resources.redis, resources.keys)
     while True:
         report = drain_once(
             redis=resources.redis,
@@ -43,29 +50,24 @@ def drain_until_empty(resources: Resources, *, consumer: str, budget_s: float) -
             settings=resources.settings,
             consumer=consumer,
         )
-        totals["batches"] += 1
-        for name, value in vars(report).items() if hasattr(report, "__dict__") else ():
-            if isinstance(value, int) and not isinstance(value, bool):
-                totals[name] = totals.get(name, 0) + value
-        if report.read == 0 or time.monotonic() >= deadline:
+        totals.add(report)
+        if report.entries == 0 or time.monotonic() >= deadline:
             return totals
 
 
 def register(app: Celery) -> None:
-    @app.task(name=names.DRAIN, bind=True, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
+    @app.task(name=names.DRAIN, bind=True, max_retries=retry.MAX_RETRIES, shared=False)  # type: ignore[untyped-decorator]
     def drain(self: Task) -> dict[str, Any]:
         res = current_resources()
-        # From here on, the next tick may queue another drain for events that arrive now.
+        # From here on, the next tick may queue another drain for events arriving now.
         res.redis.delete(res.keys.task_once(names.DRAIN, names.DRAIN_QUEUED_SLOT))
-        started = time.perf_counter()
         try:
             totals = drain_until_empty(
-                res,
-                consumer=consumer_name(str(self.request.hostname or "")),
-                budget_s=res.settings.drain_budget_seconds,
+                res, consumer=thread_consumer(), budget_s=res.settings.drain_budget_seconds
             )
-        except TransientError as exc:
+        except (TransientError, redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
             log.warning("drain_retry", error=type(exc).__name__)
             raise self.retry(exc=exc, countdown=retry.countdown(self.request.retries)) from exc
-        log.info("drain", seconds=round(time.perf_counter() - started, 4), **totals)
-        return totals
+        fields = totals.log_fields()
+        log.info("drain", **fields)
+        return fields

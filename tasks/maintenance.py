@@ -44,7 +44,7 @@ def maintenance_task(
 ) -> Task:
     """Register ``job`` as task ``name`` with the shared lease, retry and log policy."""
 
-    @app.task(name=name, bind=True, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
+    @app.task(name=name, bind=True, max_retries=retry.MAX_RETRIES, shared=False)  # type: ignore[untyped-decorator]
     def run(self: Task) -> dict[str, Any]:
         res = current_resources()
         task_id = str(self.request.id or "")
@@ -63,7 +63,7 @@ def maintenance_task(
         log.info("maintenance", job=name, seconds=round(time.perf_counter() - started, 4), **counts)
         return counts
 
-    return run  # type: ignore[no-any-return]
+    return run
 
 
 def register(app: Celery) -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from models import Memory, Scope
 from pipelines.gate import GatePolicy, gate
-from pipelines.resolve import Resolver, ResolvePolicy
+from pipelines.resolve import ResolvePolicy, Resolver
 from pipelines.types import Candidate, Op
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

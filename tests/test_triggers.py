@@ -15,9 +15,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from models import RawEvent, Scope, ScopeState
-from pipelines.consolidate import ConsolidationReport, consolidate_scope
+from pipelines.consolidate import ConsolidationReport
 from pipelines.ports import Ports
-from schedules.triggers import due_scopes, enqueue_due, enqueue_drain, tick
+from schedules.triggers import due_scopes, enqueue_drain, enqueue_due, tick
 from sleepmem.errors import LeaseHeldError, ValidationError
 from sleepmem.keys import Keys
 from sleepmem.locks import RedisLock
@@ -84,6 +84,25 @@ def put_raw_events(engine: Engine, user: str, n: int) -> None:
         s.commit()
 
 
+def mark_picked_up(*, engine: Engine, scope_key: str, **_: Any) -> ConsolidationReport:
+    """The smallest real pipeline: marks the scope's pending events consolidated.
+
+    The lease tests are about who runs when, not about what consolidation writes.
+    """
+    with Session(engine) as s:
+        rows = s.exec(
+            select(RawEvent).where(
+                RawEvent.scope_key == scope_key,
+                RawEvent.consolidated == False,  # noqa: E712
+            )
+        ).all()
+        for row in rows:
+            row.consolidated = True
+            s.add(row)
+        s.commit()
+    return ConsolidationReport(scope_key=scope_key, events=len(rows))
+
+
 def trigger_settings(**overrides: Any) -> Settings:
     base: dict[str, Any] = {"idle_seconds": 60.0, "batch_max": 10, "_env_file": None}
     return Settings(**(base | overrides))
@@ -105,9 +124,7 @@ class TestDueScopes:
         put_scope(engine, "ann", pending=2, received_ago_s=1, event_ago_s=86_400)
         assert due_scopes(engine=engine, now=NOW, settings=trigger_settings()) == []
 
-    def test_batch_max_pending_events_make_a_busy_scope_due_as_batch(
-        self, engine: Engine
-    ) -> None:
+    def test_batch_max_pending_events_make_a_busy_scope_due_as_batch(self, engine: Engine) -> None:
         key = put_scope(engine, "ann", pending=10, received_ago_s=0)
         put_scope(engine, "bob", pending=9, received_ago_s=0)
         assert due_scopes(engine=engine, now=NOW, settings=trigger_settings()) == [(key, "batch")]
@@ -176,7 +193,7 @@ class TestEnqueueOnce:
         assert sent == [key]
         assert redis.ttl(keys.queued(key)) > 0  # a lost task cannot block the scope forever
 
-    def test_a_scope_is_queued_again_once_its_consolidation_has_started(
+    def test_a_scope_is_queued_again_once_its_consolidation_has_finished(
         self, engine: Engine, redis: redis_lib.Redis, keys: Keys
     ) -> None:
         key = put_scope(engine, "ann", pending=3, received_ago_s=120)
@@ -190,7 +207,7 @@ class TestEnqueueOnce:
             "send": sent.append,
         }
         enqueue_due(**args)
-        redis.delete(keys.queued(key))  # what the task does under its lease
+        redis.delete(keys.queued(key))  # what the task does after its pipeline committed
         enqueue_due(**args)
         assert sent == [key, key]
 
@@ -214,7 +231,11 @@ class TestEnqueueOnce:
         assert redis.exists(keys.queued(key)) == 0
         sent: list[str] = []
         enqueue_due(
-            engine=engine, redis=redis, keys=keys, settings=trigger_settings(), now=NOW,
+            engine=engine,
+            redis=redis,
+            keys=keys,
+            settings=trigger_settings(),
+            now=NOW,
             send=sent.append,
         )
         assert sent == [key]
@@ -271,7 +292,8 @@ class TestScopeKeyValidation:
 
 
 @pytest.fixture
-def resources(settings: Settings) -> Iterator[Resources]:
+def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
+    """The process resources a worker would build; ``redis`` cleans the namespace after."""
     res = build_resources(settings)
     install_resources(res)
     yield res
@@ -292,16 +314,15 @@ def pending_events(engine: Engine, user: str) -> int:
     with Session(engine) as s:
         rows = s.exec(
             select(RawEvent).where(
-                RawEvent.scope_key == scope_key(user), RawEvent.consolidated == False  # noqa: E712
+                RawEvent.scope_key == scope_key(user),
+                RawEvent.consolidated == False,  # noqa: E712
             )
         ).all()
     return len(rows)
 
 
 class TestConsolidateUnderLease:
-    def test_two_consolidations_of_one_scope_never_overlap(
-        self, resources: Resources
-    ) -> None:
+    def test_two_consolidations_of_one_scope_never_overlap(self, resources: Resources) -> None:
         put_raw_events(resources.engine, "ann", 3)
         runs: list[tuple[float, float, str]] = []
         guard = threading.Lock()
@@ -309,7 +330,7 @@ class TestConsolidateUnderLease:
         def slow_pipeline(**kw: Any) -> ConsolidationReport:
             start = time.monotonic()
             time.sleep(0.4)  # long enough that the second task arrives while this one runs
-            report = consolidate_scope(**kw)
+            report = mark_picked_up(**kw)
             with guard:
                 runs.append((start, time.monotonic(), kw["task_id"]))
             return report
@@ -321,20 +342,20 @@ class TestConsolidateUnderLease:
             for _ in range(2):
                 app.send_task(names.CONSOLIDATE, args=[scope_key("ann")])
             assert wait_for(lambda: len(runs) == 2)
-        (s1, e1, id1), (s2, e2, id2) = sorted(runs)
+        (_, end1, id1), (start2, _, id2) = sorted(runs)
         assert id1 != id2
-        assert e1 <= s2, f"runs overlapped: {runs}"
+        assert end1 <= start2, f"runs overlapped: {runs}"
         assert pending_events(resources.engine, "ann") == 0
 
     def test_a_held_lease_defers_the_consolidation_until_it_is_released(
         self, resources: Resources
     ) -> None:
         put_raw_events(resources.engine, "ann", 2)
-        other_worker = RedisLock(
-            resources.redis, resources.keys.lease(scope_key("ann")), ttl_s=30
-        )
+        other_worker = RedisLock(resources.redis, resources.keys.lease(scope_key("ann")), ttl_s=30)
         assert other_worker.acquire()
-        app = create_celery(resources.settings, broker_url=resources.broker_url)
+        app = create_celery(
+            resources.settings, broker_url=resources.broker_url, consolidate_pipeline=mark_picked_up
+        )
         with ThreadWorker(app, concurrency=1, queues=(names.QUEUE_CONSOLIDATE,)):
             app.send_task(names.CONSOLIDATE, args=[scope_key("ann")])
             time.sleep(1.0)
@@ -342,14 +363,39 @@ class TestConsolidateUnderLease:
             assert other_worker.release()
             assert wait_for(lambda: pending_events(resources.engine, "ann") == 0)
 
-    def test_a_direct_run_refuses_a_scope_whose_lease_is_held(
+    def test_a_tick_during_a_run_queues_nothing_and_the_run_frees_the_scope_when_done(
         self, resources: Resources
     ) -> None:
+        key = put_scope(resources.engine, "ann", pending=2, received_ago_s=0, session_end=True)
+        sent: list[str] = []
+
+        def tick_now() -> None:
+            enqueue_due(
+                engine=resources.engine,
+                redis=resources.redis,
+                keys=resources.keys,
+                settings=trigger_settings(),
+                now=NOW,
+                send=sent.append,
+            )
+
+        def pipeline_with_a_tick_inside(**kw: Any) -> ConsolidationReport:
+            tick_now()  # the scope still looks due: nothing is committed yet
+            return ConsolidationReport(scope_key=kw["scope_key"])
+
+        tick_now()
+        run_consolidation(resources, scope_key=key, pipeline=pipeline_with_a_tick_inside)
+        assert sent == [key]
+        assert resources.redis.exists(resources.keys.queued(key)) == 0
+        tick_now()  # still pending (this pipeline consumed nothing): queued again
+        assert sent == [key, key]
+
+    def test_a_direct_run_refuses_a_scope_whose_lease_is_held(self, resources: Resources) -> None:
         key = scope_key("ann")
         assert RedisLock(resources.redis, resources.keys.lease(key), ttl_s=30).acquire()
         resources.redis.set(resources.keys.queued(key), "idle")
         with pytest.raises(LeaseHeldError):
-            run_consolidation(resources, scope_key=key, pipeline=consolidate_scope)
+            run_consolidation(resources, scope_key=key, pipeline=mark_picked_up)
         # The queued run still owns the coalescing key: the tick must not send another.
         assert resources.redis.exists(resources.keys.queued(key)) == 1
 
@@ -370,7 +416,8 @@ class TestConsolidateUnderLease:
 
     def test_the_pipeline_is_told_when_its_lease_is_lost(self, resources: Resources) -> None:
         key = scope_key("ann")
-        resources.settings = resources.settings.model_copy(update={"lease_seconds": 0.3})
+        resources.index.count()  # opened beforehand: a slow first open is not what we test
+        resources.settings = resources.settings.model_copy(update={"lease_seconds": 0.6})
         seen: list[bool] = []
 
         def stolen(*, ports: Ports, **kw: Any) -> ConsolidationReport:

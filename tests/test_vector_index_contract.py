@@ -92,9 +92,7 @@ def point(
     )
 
 
-def where(
-    scope: Scope | None = None, *, as_of: datetime | None = None, **kw: Any
-) -> IndexFilter:
+def where(scope: Scope | None = None, *, as_of: datetime | None = None, **kw: Any) -> IndexFilter:
     return IndexFilter(scope=scope or Scope(tenant="t1"), now=NOW, as_of=as_of, **kw)
 
 
@@ -107,8 +105,10 @@ USER_A = Scope(tenant="t1", agent="bot", user="alice")
 
 class TestDenseSearch:
     def test_hits_come_best_first_with_cosine_scores(self, index: VectorIndex) -> None:
-        near, mid, far = point(vector=axis(0, 0.1)), point(vector=axis(0, 1.0)), point(
-            vector=axis(3)
+        near, mid, far = (
+            point(vector=axis(0, 0.1)),
+            point(vector=axis(0, 1.0)),
+            point(vector=axis(3)),
         )
         index.upsert([far, near, mid])
         hits = index.search_dense(axis(0), where=where(), limit=10)
@@ -157,6 +157,11 @@ class TestSparseSearch:
     def test_an_empty_query_finds_nothing(self, index: VectorIndex) -> None:
         index.upsert([point(text="anything at all")])
         assert index.search_sparse({}, where=where(), limit=10) == []
+
+    def test_token_ids_outside_u32_are_refused(self, index: VectorIndex) -> None:
+        bad = IndexPoint(new_id(), axis(0), {2**32: 1.0}, point().payload)
+        with pytest.raises(ValidationError):
+            index.upsert([bad])
 
     def test_a_point_without_lexical_terms_is_still_stored(self, index: VectorIndex) -> None:
         p = point(text="the of and")
@@ -271,9 +276,7 @@ class TestAsOf:
 
 
 class TestPartialUpdatesAndDeletes:
-    def test_a_status_flip_takes_a_point_out_of_search_and_back(
-        self, index: VectorIndex
-    ) -> None:
+    def test_a_status_flip_takes_a_point_out_of_search_and_back(self, index: VectorIndex) -> None:
         p, other = point(), point()
         index.upsert([p, other])
         index.set_payload([p.id], {"status": "superseded", "valid_to": T - 1})
@@ -289,17 +292,14 @@ class TestPartialUpdatesAndDeletes:
         assert stored["status"] == "archived"
         assert (stored["agent"], stored["user"], stored["type"]) == ("bot", "alice", "preference")
 
-    def test_delete_removes_points_from_search_payloads_and_count(
-        self, index: VectorIndex
-    ) -> None:
+    def test_delete_removes_points_from_search_payloads_and_count(self, index: VectorIndex) -> None:
         gone, kept = point(text="peanut"), point(text="peanut")
         index.upsert([gone, kept])
         index.delete([gone.id])
         assert index.count() == 1
         assert found(index, where()) == {kept.id}
-        assert [h.id for h in index.search_sparse(sparse_query("peanut"), where=where(), limit=5)] == [
-            kept.id
-        ]
+        lexical = index.search_sparse(sparse_query("peanut"), where=where(), limit=5)
+        assert [h.id for h in lexical] == [kept.id]
         assert index.payloads([gone.id]) == {}
 
     def test_deleting_an_unknown_id_is_harmless(self, index: VectorIndex) -> None:
@@ -332,6 +332,14 @@ class TestIdsAndPayloads:
         for bad in ("not-a-uuid", str(uuid.uuid4()), uuid.uuid4().hex.upper()):
             with pytest.raises(ValidationError):
                 index.upsert([point(id=bad)])
+
+    def test_memory_content_is_refused_in_a_payload(self, index: VectorIndex) -> None:
+        p = point()
+        with pytest.raises(ValidationError):
+            index.upsert([point(statement="I am allergic to peanuts")])
+        index.upsert([p])
+        with pytest.raises(ValidationError):
+            index.set_payload([p.id], {"content": "I am allergic to peanuts"})
 
     def test_a_payload_without_a_tenant_is_refused(self, index: VectorIndex) -> None:
         with pytest.raises(ValidationError):
@@ -410,9 +418,7 @@ class TestEdgeEngine:
         assert errors == []
         assert counts and all(c == 10 for c in counts)
 
-    def test_using_the_index_before_ensure_is_a_configuration_error(
-        self, tmp_path: Path
-    ) -> None:
+    def test_using_the_index_before_ensure_is_a_configuration_error(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError):
             EdgeIndex(tmp_path / "index").count()
 

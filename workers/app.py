@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from kombu import Queue
+from kombu.entity import Queue
 
 from pipelines.consolidate import consolidate_scope
 from sleepmem.keys import Keys
@@ -28,7 +28,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     keys = Keys(settings.namespace)
     visibility = max(_MIN_VISIBILITY_S, 2 * settings.lease_seconds)
     return {
-        "task_queues": [Queue(q) for q in names.QUEUES],
+        "task_queues": [Queue(q) for q in names.QUEUES],  # type: ignore[no-untyped-call]
         "task_default_queue": names.QUEUE_MAINTENANCE,
         "task_routes": {name: {"queue": queue} for name, queue in names.ROUTES.items()},
         # A task is acknowledged only once it finished, and a worker that dies mid-task

@@ -51,6 +51,10 @@ class ThreadWorker:
         if worker_state.should_stop is not None or worker_state.should_terminate is not None:
             raise ConfigurationError("another in-process Celery worker is stopping; retry")
         self.app.finalize()
+        # The threads pool looks tasks up on the process's default app, not on the
+        # worker's: make this app the one it finds (as Celery's own embedded worker does).
+        self.app.set_current()
+        self.app.set_default()
         controller = _Controller(
             app=self.app,
             hostname=self.hostname,

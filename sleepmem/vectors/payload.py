@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from models.scope import LEVELS
-from pipelines.ports import IndexFilter
+from pipelines.ports import IndexFilter, SparseVector
 from sleepmem.errors import ValidationError
 
 # Cannot be a scope identifier (those start with a letter or digit).
@@ -33,6 +33,9 @@ KEYWORD_FIELDS: tuple[str, ...] = (*LEVELS, "scope_key", "lineage", "type", "sta
 TIME_FIELDS: tuple[str, ...] = ("valid_from", "valid_to", "expires_at")
 OPEN_TIME_FIELDS: frozenset[str] = frozenset({"valid_to", "expires_at"})
 FLAG_FIELDS: tuple[str, ...] = ("hidden",)
+CONTENT_KEYS: frozenset[str] = frozenset({"statement", "content", "text"})
+
+_U32_MAX = 2**32 - 1
 
 DENSE = "dense"
 LEXICAL = "lexical"
@@ -57,6 +60,14 @@ def memory_id(pid: uuid.UUID | str | int) -> str:
     if isinstance(pid, uuid.UUID):
         return pid.hex
     return uuid.UUID(str(pid)).hex
+
+
+def sparse_pairs(vec: SparseVector) -> tuple[list[int], list[float]]:
+    """(indices, values) sorted by index; refuses ids outside the engines' u32 range."""
+    indices = sorted(vec)
+    if indices and (indices[0] < 0 or indices[-1] > _U32_MAX):
+        raise ValidationError("sparse", "token ids must be in 0..2**32-1")
+    return indices, [float(vec[i]) for i in indices]
 
 
 # -- payload ---------------------------------------------------------------------------
@@ -93,6 +104,10 @@ def encode(payload: Mapping[str, Any], *, partial: bool = False) -> dict[str, An
     ``partial`` encodes only the keys given (``set_payload``); a full one needs a tenant
     and a valid_from, and fills the optional fields with their "unset" values.
     """
+    content = CONTENT_KEYS.intersection(payload)
+    if content:
+        # SQL holds content; the index must not be a second copy that a forget could miss.
+        raise ValidationError(sorted(content)[0], "memory content never goes into the index")
     out = {key: _encode_field(key, value) for key, value in payload.items()}
     if partial:
         if out.get("tenant") == UNSET:

@@ -57,8 +57,8 @@ def qdrant_filter(where: IndexFilter) -> qm.Filter:
 
 
 def _sparse(vec: SparseVector) -> qm.SparseVector:
-    indices = sorted(vec)
-    return qm.SparseVector(indices=indices, values=[float(vec[i]) for i in indices])
+    indices, values = pl.sparse_pairs(vec)
+    return qm.SparseVector(indices=indices, values=values)
 
 
 class QdrantIndex:
@@ -121,15 +121,7 @@ class QdrantIndex:
         with self._call():
             created = not self._client.collection_exists(self.collection)
             if created:
-                self._client.create_collection(
-                    self.collection,
-                    vectors_config={
-                        pl.DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
-                    },
-                    sparse_vectors_config={
-                        pl.LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)
-                    },
-                )
+                self._create(dim)
             info = self._client.get_collection(self.collection)
             vectors = info.config.params.vectors
             have = vectors.get(pl.DENSE) if isinstance(vectors, dict) else None
@@ -156,6 +148,18 @@ class QdrantIndex:
             points=points,
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
+
+    def _create(self, dim: int) -> None:
+        try:
+            self._client.create_collection(
+                self.collection,
+                vectors_config={pl.DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
+                sparse_vectors_config={pl.LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+            )
+        except UnexpectedResponse as exc:
+            # Two workers starting together: the other one created it first.
+            if exc.status_code != 409:
+                raise
 
     def maintain(self) -> bool:
         """Nothing to do: a server optimises itself and local mode has no indexes."""

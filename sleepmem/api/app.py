@@ -1,0 +1,116 @@
+"""The FastAPI application: ``create_app(settings)``; routers come from ``ROUTERS``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.openapi.utils import get_openapi
+from starlette.concurrency import run_in_threadpool
+
+from sleepmem import __version__
+from sleepmem.api import health, ingest, search
+from sleepmem.api.auth import KeyRing
+from sleepmem.api.state import ApiState
+from sleepmem.errors import (
+    AuthError,
+    ForbiddenError,
+    NotFoundError,
+    SleepmemError,
+    TransientError,
+    ValidationError,
+)
+from sleepmem.logs import get_logger
+from sleepmem.resources import Resources, build_resources
+from sleepmem.settings import Settings
+from sleepmem.validation import EventValidationError, limits_for
+
+log = get_logger("sleepmem.api")
+
+# Later issues append their routers here (search, admin) before create_app is called.
+ROUTERS: list[APIRouter] = [health.router, ingest.router, search.router]
+
+_STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
+    (ValidationError, 422),
+    (AuthError, 401),
+    (ForbiddenError, 403),
+    (NotFoundError, 404),
+    (TransientError, 503),
+)
+
+
+def create_app(settings: Settings | None = None, *, resources: Resources | None = None) -> FastAPI:
+    """Build the app. Without ``resources`` the lifespan builds them (and closes them)."""
+    cfg = settings or (resources.settings if resources is not None else Settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        res: Resources = (
+            resources if resources is not None else await run_in_threadpool(build_resources, cfg)
+        )
+        app.state.resources = res
+        app.state.api = ApiState(
+            resources=res,
+            redis=aioredis.Redis.from_url(res.redis_url),
+            keys=res.keys,
+            limits=limits_for(cfg),
+            max_batch=cfg.batch_max_events,
+        )
+        log.info("api.started", namespace=res.keys.namespace, auth=cfg.auth_enabled)
+        try:
+            yield
+        finally:
+            await app.state.api.redis.aclose()
+            if resources is None:
+                res.close()
+            log.info("api.stopped")
+
+    app = FastAPI(
+        title="sleepmem",
+        version=__version__,
+        description="Long-term memory for LLM agents: append events now, think at sleep time.",
+        lifespan=lifespan,
+    )
+    app.state.keyring = KeyRing.from_settings(cfg)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_exception_handler(SleepmemError, _sleepmem_error)  # type: ignore[arg-type]
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+async def _sleepmem_error(_request: Request, exc: SleepmemError) -> Response:
+    """One place that turns the error hierarchy into HTTP."""
+    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+    body: dict[str, Any]
+    if isinstance(exc, EventValidationError):
+        body = {"error": exc.problems[0].as_dict(), "errors": [p.as_dict() for p in exc.problems]}
+    elif isinstance(exc, ValidationError):
+        body = {"error": {"field": exc.field, "message": exc.message}}
+    else:
+        message = str(exc) if status < 500 or status == 503 else "internal error"
+        body = {"error": {"message": message}}
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    elif status == 503:
+        headers["Retry-After"] = "1"
+    if status >= 500:
+        log.error("api.error", status=status, error=type(exc).__name__)
+    return Response(
+        orjson.dumps(body), status_code=status, headers=headers, media_type="application/json"
+    )
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(ingest.EVENT_SCHEMAS)
+        app.openapi_schema = schema
+    return app.openapi_schema

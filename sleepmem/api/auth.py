@@ -1,0 +1,74 @@
+"""Per-tenant bearer keys: a key writes its own tenant and nothing else.
+
+Keys come from ``settings.api_keys`` (tenant -> key). With ``auth_enabled`` false, which
+settings only allow on a loopback host, every request may write any tenant.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from models.events import Event
+from sleepmem.errors import AuthError, ForbiddenError
+from sleepmem.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRing:
+    enabled: bool
+    keys: tuple[tuple[str, bytes], ...]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KeyRing:
+        keys = tuple(
+            (tenant, secret.get_secret_value().encode())
+            for tenant, secret in sorted(settings.api_keys.items())
+            if secret.get_secret_value()
+        )
+        return cls(enabled=settings.auth_enabled, keys=keys)
+
+    def tenant_for(self, authorization: str | None) -> str | None:
+        """The tenant a header's key belongs to; None when auth is off (any tenant)."""
+        if not self.enabled:
+            return None
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthError("send an API key as 'Authorization: Bearer <key>'")
+        presented = token.strip().encode()
+        found: str | None = None
+        # Every key is compared, match or not, so timing does not tell which one was close.
+        for tenant, key in self.keys:
+            if hmac.compare_digest(presented, key):
+                found = tenant
+        if found is None:
+            raise AuthError("the API key is not valid")
+        return found
+
+    @staticmethod
+    def check_tenant(tenant: str | None, events: Sequence[Event]) -> None:
+        """Refuse the whole request if any event belongs to another tenant."""
+        if tenant is None:
+            return
+        for i, event in enumerate(events):
+            if event.tenant != tenant:
+                raise ForbiddenError(
+                    f"events[{i}].tenant: this API key may only write tenant {tenant!r}"
+                )
+
+
+async def caller_tenant(request: Request) -> str | None:
+    """FastAPI dependency: the caller's tenant (None = auth off), or 401.
+
+    ``async`` although it awaits nothing: FastAPI runs plain ``def`` dependencies in a
+    thread pool, a hop that cost more than the whole ingest.
+    """
+    keyring: KeyRing = request.app.state.keyring
+    return keyring.tenant_for(request.headers.get("authorization"))
+
+
+CallerTenant = Annotated[str | None, Depends(caller_tenant)]

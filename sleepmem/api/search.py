@@ -1,0 +1,49 @@
+"""``POST /v1/search``: scoped, ranked memory cards. Read-only on SQL; hits go to Redis."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from models import SearchResult
+from sleepmem.api.auth import CallerTenant
+from sleepmem.errors import ForbiddenError
+from sleepmem.reader import Reader, build_request
+
+router = APIRouter(prefix="/v1", tags=["search"])
+
+
+class SearchBody(BaseModel):
+    """Loose on purpose: the reader validates and names the bad field in a 422."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: Any = Field(description="what to look for, in any language")
+    scope: dict[str, Any] = Field(description="tenant, agent, user, project, session")
+    k: Any = Field(default=5, description="how many results, 1..100")
+    types: list[str] | None = Field(default=None, description="memory types to keep")
+    as_of: datetime | str | None = Field(default=None, description="answer as of this time")
+    max_tokens: int | None = Field(default=None, description="token budget for the cards")
+    with_provenance: bool = False
+
+
+@router.post("/search", response_model=SearchResult, summary="Search memory in a scope")
+async def search(body: SearchBody, request: Request, tenant: CallerTenant) -> SearchResult:
+    req = build_request(
+        body.query,
+        scope=body.scope,
+        k=body.k,
+        types=body.types,
+        as_of=body.as_of,
+        max_tokens=body.max_tokens,
+        with_provenance=body.with_provenance,
+    )
+    if tenant is not None and req.scope.tenant != tenant:
+        raise ForbiddenError(f"scope.tenant: this API key may only read tenant {tenant!r}")
+    reader = Reader(request.app.state.resources)
+    # The embedded index and the embedder are blocking calls: keep them off the loop.
+    return await run_in_threadpool(reader.search, req)

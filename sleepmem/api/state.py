@@ -1,0 +1,26 @@
+"""What the API's request handlers share, built once in the app's lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from fastapi import Request
+
+from models.events import Limits
+from sleepmem.keys import Keys
+from sleepmem.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class ApiState:
+    resources: Resources
+    redis: aioredis.Redis  # async twin of resources.redis, for the event loop
+    keys: Keys
+    limits: Limits
+    max_batch: int
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state

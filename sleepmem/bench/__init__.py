@@ -1,0 +1,1 @@
+"""Micro-benchmarks of sleepmem components, runnable as modules."""

@@ -1,0 +1,530 @@
+"""Search latency at scale: one tenant, N realistic memories over many users.
+
+The store is filled fast but through the real write code: memory rows are built with
+:func:`pipelines.memories.new_memory`, bulk-inserted into SQL and pushed to the index by
+:func:`pipelines.index.upsert_memories` (real embeddings of real sentences), then the
+index is maintained (HNSW build) as the scheduled job would. Latency is then measured
+the way an agent pays it: :meth:`Reader.search` in-process (query embedding, both index
+searches, SQL re-check, rerank, hit recording) and ``POST /v1/search`` over loopback HTTP.
+
+Statements come from templates × vocabulary (home, work, pets, food, hobbies, projects,
+ports, tools, dates, meetings), about one in eight in Chinese; one in a hundred is an
+agent-wide rule every user's search also sees. Everything is seeded, so two runs fill
+the same store.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import SecretStr
+from sqlalchemy import insert
+from sqlmodel import Session
+
+from models import Memory, Scope
+from pipelines.index import upsert_memories
+from pipelines.memories import new_memory
+from pipelines.types import Candidate
+from sleepmem import repository as repo
+from sleepmem.errors import SleepmemError, ValidationError
+from sleepmem.evals.harness import eval_instance
+from sleepmem.evals.metrics import percentile
+from sleepmem.logs import get_logger
+from sleepmem.reader import Reader, build_request
+from sleepmem.resources import Resources
+from sleepmem.settings import Settings
+
+log = get_logger("sleepmem.bench.search")
+
+TENANT = "bench"
+AGENT = "assistant"
+INSERT_BATCH = 5000
+WARMUP = 10
+
+_NAMES = [
+    "Ann",
+    "Bob",
+    "Chen Wei",
+    "Dana",
+    "Emeka",
+    "Farah",
+    "Goro",
+    "Hana",
+    "Ivan",
+    "Júlia",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Omar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tariq",
+]
+_CITIES = [
+    "Berlin",
+    "Lisbon",
+    "Toronto",
+    "Osaka",
+    "Nairobi",
+    "Austin",
+    "Lyon",
+    "Melbourne",
+    "Seoul",
+    "Bogotá",
+    "Edinburgh",
+    "Pune",
+    "Denver",
+    "Porto",
+    "Kraków",
+    "Valencia",
+]
+_ZH_CITIES = ["北京", "上海", "杭州", "成都", "深圳", "广州", "南京", "西安", "武汉", "苏州"]
+_JOBS = [
+    "nurse",
+    "data engineer",
+    "teacher",
+    "product designer",
+    "accountant",
+    "chef",
+    "site reliability engineer",
+    "pharmacist",
+    "architect",
+    "journalist",
+    "translator",
+]
+_ZH_JOBS = ["软件工程师", "老师", "医生", "设计师", "会计", "产品经理", "记者"]
+_COMPANIES = [
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella Health",
+    "Northwind",
+    "Contoso",
+    "Stark Logistics",
+    "Wayne Foods",
+    "Hooli",
+    "Vandelay Imports",
+]
+_ZH_COMPANIES = ["阿里巴巴", "腾讯", "一家创业公司", "医院", "学校", "银行"]
+_PETS = ["dog", "cat", "parrot", "rabbit", "turtle", "hamster", "goldfish"]
+_PET_ADJ = ["old", "young", "rescue", "fluffy", "noisy", "lazy", "three-legged"]
+_PET_NAMES = ["Biscuit", "Mochi", "Luna", "Pepper", "Rex", "Tofu", "Ziggy", "Olive"]
+_FOODS = [
+    "ramen",
+    "tacos",
+    "sushi",
+    "lentil soup",
+    "pad thai",
+    "pizza margherita",
+    "shakshuka",
+    "pierogi",
+    "falafel",
+    "dim sum",
+    "green curry",
+]
+_ZH_FOODS = ["火锅", "饺子", "小笼包", "麻婆豆腐", "烤鸭", "牛肉面"]
+_ALLERGENS = ["peanuts", "shellfish", "penicillin", "gluten", "cats", "pollen", "latex"]
+_HOBBIES = [
+    "climbing",
+    "running",
+    "swimming",
+    "cycling",
+    "chess",
+    "pottery",
+    "salsa dancing",
+    "birdwatching",
+    "board games",
+    "baking sourdough",
+]
+_WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+_PROJECTS = [
+    "billing",
+    "atlas",
+    "orion",
+    "checkout",
+    "search",
+    "ledger",
+    "pulse",
+    "harbor",
+    "nimbus",
+    "relay",
+]
+_TOOLS = [
+    "Postgres",
+    "Redis",
+    "Kafka",
+    "Terraform",
+    "Docker",
+    "Kubernetes",
+    "pytest",
+    "Grafana",
+    "Sentry",
+    "FastAPI",
+    "Celery",
+    "nginx",
+]
+_PURPOSES = [
+    "caching",
+    "queues",
+    "metrics",
+    "deployments",
+    "tests",
+    "error tracking",
+    "background jobs",
+    "the API",
+]
+_RELATIONS = ["mother", "father", "sister", "brother", "partner", "best friend", "daughter", "son"]
+_PLACES = [
+    "the café on Main Street",
+    "the office",
+    "the park",
+    "the library",
+    "a ramen bar",
+    "the airport",
+]
+_TOPICS = [
+    "the move",
+    "the budget",
+    "a new job offer",
+    "the wedding",
+    "the trip to Japan",
+    "the quarterly report",
+    "a side project",
+]
+
+# (memory type, attribute, statement template). ``{x}`` is drawn from the vocabulary.
+Template = tuple[str, str, Callable[[random.Random], str]]
+
+
+def _pick(rng: random.Random, words: list[str]) -> str:
+    return words[rng.randrange(len(words))]
+
+
+TEMPLATES: list[Template] = [
+    ("fact", "residence", lambda r: f"I live in {_pick(r, _CITIES)}."),
+    (
+        "fact",
+        "residence",
+        lambda r: f"I moved to {_pick(r, _CITIES)} in {_pick(r, _MONTHS)} {r.randint(2015, 2025)}.",
+    ),
+    ("fact", "residence", lambda r: f"我住在{_pick(r, _ZH_CITIES)}。"),
+    ("fact", "job", lambda r: f"I work as a {_pick(r, _JOBS)} at {_pick(r, _COMPANIES)}."),
+    ("fact", "job", lambda r: f"我在{_pick(r, _ZH_COMPANIES)}当{_pick(r, _ZH_JOBS)}。"),
+    (
+        "fact",
+        "pet",
+        lambda r: f"I have a {_pick(r, _PET_ADJ)} {_pick(r, _PETS)} named {_pick(r, _PET_NAMES)}.",
+    ),
+    ("preference", "food", lambda r: f"My favourite food is {_pick(r, _FOODS)}."),
+    ("preference", "food", lambda r: f"I don't eat {_pick(r, _FOODS)} any more."),
+    ("preference", "food", lambda r: f"我最喜欢吃{_pick(r, _ZH_FOODS)}。"),
+    ("identity", "allergy", lambda r: f"I am allergic to {_pick(r, _ALLERGENS)}."),
+    ("identity", "name", lambda r: f"My name is {_pick(r, _NAMES)}."),
+    ("preference", "hobby", lambda r: f"I go {_pick(r, _HOBBIES)} every {_pick(r, _WEEKDAYS)}."),
+    (
+        "fact",
+        "port",
+        lambda r: f"The {_pick(r, _PROJECTS)} service listens on port {r.randint(1024, 65000)}.",
+    ),
+    (
+        "fact",
+        "stack",
+        lambda r: (
+            f"Project {_pick(r, _PROJECTS)} uses {_pick(r, _TOOLS)} for {_pick(r, _PURPOSES)}."
+        ),
+    ),
+    (
+        "preference",
+        "tool",
+        lambda r: f"I prefer {_pick(r, _TOOLS)} over {_pick(r, _TOOLS)} for {_pick(r, _PURPOSES)}.",
+    ),
+    (
+        "fact",
+        "birthday",
+        lambda r: (
+            f"My {_pick(r, _RELATIONS)}'s birthday is on {_pick(r, _MONTHS)} {r.randint(1, 28)}."
+        ),
+    ),
+    (
+        "task",
+        "deadline",
+        lambda r: (
+            f"The {_pick(r, _PROJECTS)} release is due on "
+            f"{_pick(r, _MONTHS)} {r.randint(1, 28)}, 2025."
+        ),
+    ),
+    (
+        "event",
+        "",
+        lambda r: (
+            f"Last {_pick(r, _WEEKDAYS)} I met {_pick(r, _NAMES)} at "
+            f"{_pick(r, _PLACES)} to talk about {_pick(r, _TOPICS)}."
+        ),
+    ),
+]
+
+# Queries an agent would send, each with the attribute a good answer fills.
+QUERIES: list[tuple[str, Callable[[random.Random], str]]] = [
+    ("residence", lambda r: "Where do I live?"),
+    ("residence", lambda r: "我住在哪里？"),
+    ("job", lambda r: "What is my job?"),
+    ("pet", lambda r: "What pets do I have?"),
+    ("food", lambda r: "What food do I like?"),
+    ("allergy", lambda r: "Do I have any allergies?"),
+    ("hobby", lambda r: "What do I do for exercise or fun?"),
+    ("port", lambda r: f"Which port does the {_pick(r, _PROJECTS)} service use?"),
+    ("stack", lambda r: f"What does project {_pick(r, _PROJECTS)} use for {_pick(r, _PURPOSES)}?"),
+    ("birthday", lambda r: f"When is my {_pick(r, _RELATIONS)}'s birthday?"),
+    ("deadline", lambda r: "When is the next release due?"),
+    ("name", lambda r: "What is my name?"),
+]
+
+_RULES = [
+    "Always answer in the user's language.",
+    "Never suggest recipes with ingredients the user is allergic to.",
+    "Prefer metric units unless the user uses imperial ones.",
+    "Ask before booking anything that costs money.",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Filled:
+    owner: dict[str, str]  # memory id -> user ('' for agent-wide rules)
+    attribute: dict[str, str]
+    held: set[tuple[str, str]]  # (user, attribute) pairs some memory fills
+
+
+def user_scope(i: int) -> Scope:
+    return Scope(tenant=TENANT, agent=AGENT, user=f"user-{i:04d}")
+
+
+def _memories(n: int, users: int, now: datetime, settings: Settings) -> list[Memory]:
+    rng = random.Random(20240501)
+    rows: list[Memory] = []
+    for i in range(n):
+        if i % 100 == 99:
+            scope, mtype, attr = Scope(tenant=TENANT, agent=AGENT), "procedure", "rule"
+            statement = f"{_pick(rng, _RULES)} (rule {i})"
+        else:
+            scope = user_scope(i % users)
+            mtype, attr, make = TEMPLATES[rng.randrange(len(TEMPLATES))]
+            statement = make(rng)
+        valid_from = now - timedelta(days=rng.uniform(0, 730))
+        cand = Candidate(
+            type=mtype,
+            statement=statement,
+            provenance=[f"bench-{i}"],
+            valid_from=valid_from,
+            scope=scope,
+            attribute=attr,
+            importance=round(rng.uniform(0.2, 0.9), 2),
+            confidence=round(rng.uniform(0.6, 1.0), 2),
+        )
+        mem = new_memory(
+            cand, scope_key=scope.key, now=now, ttl=settings.ttl(mtype), extractor="bench"
+        )
+        # Hits are spread over the past months so the recency term has something to rank.
+        mem.last_access = now - timedelta(days=rng.uniform(0, 120))
+        rows.append(mem)
+    return rows
+
+
+def fill(res: Resources, *, memories: int, users: int) -> Filled:
+    """Write ``memories`` rows to SQL and the index; returns who owns what."""
+    now = datetime.now(UTC)
+    rows = _memories(memories, users, now, res.settings)
+    t0 = time.perf_counter()
+    with Session(res.engine) as session:
+        for start in range(0, len(rows), INSERT_BATCH):
+            chunk = rows[start : start + INSERT_BATCH]
+            session.execute(insert(Memory), [m.model_dump() for m in chunk])
+        session.commit()
+    sql_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ids = upsert_memories(rows, index=res.index, embedder=res.embedder)
+    embed_s = time.perf_counter() - t0
+    with Session(res.engine) as session:
+        for start in range(0, len(ids), INSERT_BATCH):
+            repo.mark_indexed(session, ids=ids[start : start + INSERT_BATCH])
+        session.commit()
+    t0 = time.perf_counter()
+    res.index.maintain()
+    log.info(
+        "bench_filled",
+        memories=len(rows),
+        users=users,
+        sql_s=round(sql_s, 1),
+        index_s=round(embed_s, 1),
+        maintain_s=round(time.perf_counter() - t0, 1),
+    )
+    return Filled(
+        owner={m.id: m.user for m in rows},
+        attribute={m.id: m.attribute for m in rows},
+        held={(m.user, m.attribute) for m in rows},
+    )
+
+
+def _queries(n: int, users: int) -> list[tuple[int, str, str]]:
+    """(user index, attribute wanted, query text), seeded."""
+    rng = random.Random(7)
+    out: list[tuple[int, str, str]] = []
+    for _ in range(n):
+        attr, make = QUERIES[rng.randrange(len(QUERIES))]
+        out.append((rng.randrange(users), attr, make(rng)))
+    return out
+
+
+def _ms(seconds: list[float]) -> dict[str, float]:
+    ms = [s * 1000.0 for s in seconds]
+    return {
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p95_ms": round(percentile(ms, 95), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+    }
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve(res: Resources) -> Iterator[str]:
+    """The HTTP API on a loopback port in a thread of this process; yields its base URL."""
+    import uvicorn
+
+    from sleepmem.api.app import create_app
+
+    port = _free_port()
+    config = uvicorn.Config(
+        create_app(resources=res),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="bench-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise SleepmemError("the API server did not start within 30 s")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def run_search_bench(
+    settings: Settings,
+    *,
+    memories: int,
+    users: int = 1000,
+    queries: int = 300,
+    k: int = 5,
+    http: bool = True,
+) -> dict[str, Any]:
+    """Fill, then measure in-process and HTTP search latency; also sanity-check results."""
+    if memories < 1 or users < 1 or queries < 1:
+        raise ValidationError("memories", "memories, users and queries must be positive")
+    users = min(users, memories)
+    token = secrets.token_urlsafe(24)
+    bench_settings = settings.model_copy(
+        update={"auth_enabled": True, "api_keys": {TENANT: SecretStr(token)}}
+    )
+    started = time.perf_counter()
+    with eval_instance(bench_settings, prefix="sleepmem-bench-") as res:
+        t0 = time.perf_counter()
+        filled = fill(res, memories=memories, users=users)
+        fill_s = time.perf_counter() - t0
+        plan = _queries(queries, users)
+        reader = Reader(res)
+        for u, _attr, text in plan[:WARMUP]:
+            reader.search(build_request(text, scope=user_scope(u), k=k))
+        latencies: list[float] = []
+        foreign = hits = answerable = 0
+        for u, attr, text in plan:
+            t = time.perf_counter()
+            result = reader.search(build_request(text, scope=user_scope(u), k=k))
+            latencies.append(time.perf_counter() - t)
+            ids = [c.id for c in result.flat()]
+            mine = user_scope(u).user
+            foreign += sum(filled.owner.get(i) not in (mine, "") for i in ids)
+            # Quality sanity check: when the user has such a memory, is one in the top k?
+            if (mine, attr) in filled.held:
+                answerable += 1
+                hits += any(filled.attribute.get(i) == attr for i in ids)
+        over_http = _http_latencies(res, plan, k=k, token=token) if http else {}
+    report: dict[str, Any] = {
+        "memories": memories,
+        "users": users,
+        "queries": queries,
+        "k": k,
+        **_ms(latencies),
+        **over_http,
+        "foreign_cards": foreign,
+        "attribute_hit_rate": round(hits / answerable, 4) if answerable else None,
+        "fill_seconds": round(fill_s, 1),
+        "embedder": bench_settings.embedder,
+        "index_backend": "edge",
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    log.info("bench_search", **{k_: v for k_, v in report.items() if k_ != "embedder"})
+    return report
+
+
+def _http_latencies(
+    res: Resources, plan: list[tuple[int, str, str]], *, k: int, token: str
+) -> dict[str, float]:
+    import httpx
+
+    latencies: list[float] = []
+    with (
+        serve(res) as base,
+        httpx.Client(
+            base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30.0
+        ) as client,
+    ):
+        for i, (u, _attr, text) in enumerate([*plan[:WARMUP], *plan]):
+            body = {"query": text, "scope": user_scope(u).model_dump(), "k": k}
+            t = time.perf_counter()
+            response = client.post("/v1/search", json=body)
+            elapsed = time.perf_counter() - t
+            if response.status_code != 200:
+                raise SleepmemError(
+                    f"POST /v1/search answered {response.status_code}: {response.text[:200]}"
+                )
+            if i >= WARMUP:
+                latencies.append(elapsed)
+    ms = _ms(latencies)
+    return {"http_p50_ms": ms["p50_ms"], "http_p95_ms": ms["p95_ms"], "http_p99_ms": ms["p99_ms"]}

@@ -1,0 +1,245 @@
+"""Lifecycle benchmarks: a sweep over N synthetic memories, a re-consolidation of N events.
+
+The fill writes rows with the database's bulk path (executemany on SQLite, COPY on
+PostgreSQL) and is not timed; the sweep runs in a fresh child process so that its peak
+RSS is the sweep's own, not the fill's.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import resource
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from models import Memory
+from pipelines.ports import IndexPoint
+from sleepmem.db import make_engine
+from sleepmem.settings import DAY, Settings
+
+BENCH_NOW = datetime(2026, 6, 1, 3, 0, tzinfo=UTC)
+BENCH_DIM = 8
+_TYPES = ("fact", "preference", "task", "event", "summary", "identity", "procedure")
+_TYPE_WEIGHTS = (0.30, 0.25, 0.15, 0.15, 0.05, 0.05, 0.05)
+_FILL_CHUNK = 20_000
+# One scope holds this share of rows, so the capacity rule has work to do.
+_BIG_SCOPE_SHARE = 0.015
+
+
+@dataclass(frozen=True, slots=True)
+class FillPlan:
+    memories: int
+    indexed: int
+    seed: int = 7
+
+    @property
+    def scopes(self) -> int:
+        return max(1, self.memories // 2000)
+
+
+def _scope_key(n: int) -> tuple[str, str, str, str]:
+    tenant, user = f"t{n % 7}", f"u{n}"
+    return tenant, "bench", user, f"t={tenant}/a=bench/u={user}/p=/s="
+
+
+def _rows(plan: FillPlan, settings: Settings) -> Iterator[list[tuple[Any, ...]]]:
+    rng = random.Random(plan.seed)
+    big = int(plan.memories * _BIG_SCOPE_SHARE)
+    columns = [c.name for c in Memory.__table__.columns]  # type: ignore[attr-defined]
+    for start in range(0, plan.memories, _FILL_CHUNK):
+        out: list[tuple[Any, ...]] = []
+        for i in range(start, min(plan.memories, start + _FILL_CHUNK)):
+            scope = 0 if i < big else 1 + rng.randrange(plan.scopes)
+            tenant, agent, user, key = _scope_key(scope)
+            mtype = rng.choices(_TYPES, _TYPE_WEIGHTS)[0]
+            last = BENCH_NOW - timedelta(seconds=rng.uniform(0, 400 * DAY))
+            ttl = settings.ttl_s.get(mtype)
+            status, archived_at = "active", None
+            if rng.random() < 0.05:
+                status = rng.choice(("archived", "expired"))
+                archived_at = BENCH_NOW - timedelta(seconds=rng.uniform(0, 60 * DAY))
+            mid = uuid.UUID(int=rng.getrandbits(128)).hex
+            values = {
+                "id": mid, "lineage": mid, "tenant": tenant, "agent": agent, "user": user,
+                "project": "", "session": "", "scope_key": key, "type": mtype,
+                "subject": "user", "attribute": f"a{i % 97}",
+                "statement": f"synthetic memory {i} of type {mtype}",
+                "source": "user", "trust": "high", "confidence": 1.0,
+                "importance": round(rng.uniform(0.1, 1.0), 3),
+                "valid_from": last - timedelta(days=1), "valid_to": None,
+                "recorded_at": last - timedelta(days=1), "invalidated_at": None,
+                "expires_at": None if ttl is None else last + timedelta(seconds=ttl),
+                "supersedes": None, "superseded_by": None, "version": 1, "mention_count": 1,
+                "access_count": 0, "last_access": last, "provenance": "[]", "status": status,
+                "conflict_set": None, "demoted": False, "needs_verification": False,
+                "reminded": False, "archived_at": archived_at, "details": "{}",
+                "pipeline_version": "1", "extractor": "bench",
+                "index_state": "indexed" if i < plan.indexed else "pending",
+            }
+            out.append(tuple(values[c] for c in columns))
+        yield out
+
+
+def fill(engine: Engine, plan: FillPlan, settings: Settings) -> None:
+    """Insert ``plan.memories`` rows with the database's fastest bulk path."""
+    columns = [c.name for c in Memory.__table__.columns]  # type: ignore[attr-defined]
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        if engine.dialect.name == "sqlite":
+            marks = ", ".join("?" for _ in columns)
+            for chunk in _rows(plan, settings):
+                cur.executemany(f"INSERT INTO memory ({quoted}) VALUES ({marks})",
+                                [_sqlite_row(r) for r in chunk])
+        else:
+            for chunk in _rows(plan, settings):
+                with cur.copy(f"COPY memory ({quoted}) FROM STDIN") as copy:
+                    for row in chunk:
+                        copy.write_row(row)
+        raw.commit()
+        cur.execute("ANALYZE")
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def _sqlite_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    # The text form SQLAlchemy's SQLite DateTime type writes and reads.
+    return tuple(
+        v.strftime("%Y-%m-%d %H:%M:%S.%f") if isinstance(v, datetime) else v for v in row
+    )
+
+
+def fill_index(index_path: Path, engine: Engine) -> None:
+    """A point for every row the fill marked indexed."""
+    from sleepmem.vectors.edge import EdgeIndex
+
+    index = EdgeIndex(index_path)
+    index.ensure(dim=BENCH_DIM)
+    rng = np.random.default_rng(7)
+    try:
+        with engine.connect() as conn:
+            result = conn.execution_options(yield_per=5000).execute(
+                sa.select(Memory.id, Memory.tenant, Memory.status, Memory.type)  # type: ignore[call-overload]
+                .where(Memory.index_state == "indexed")
+            )
+            for part in result.partitions():
+                vectors = rng.standard_normal((len(part), BENCH_DIM)).astype(np.float32)
+                index.upsert([
+                    IndexPoint(id=r[0], vector=vectors[j], sparse={},
+                               payload={"tenant": r[1], "status": r[2], "type": r[3],
+                                        "valid_from": 0.0})
+                    for j, r in enumerate(part)
+                ])
+    finally:
+        index.close()
+
+
+def _sweep_child(url: str, index_path: str, settings_json: str, out: Any) -> None:
+    from pipelines.forget import sweep
+    from pipelines.ports import Ports
+    from sleepmem.embedders import HashingEmbedder
+    from sleepmem.logs import configure_logging
+    from sleepmem.vectors.edge import EdgeIndex
+
+    configure_logging(level="WARNING")
+    settings = Settings(_env_file=None, **orjson.loads(settings_json))
+    engine = make_engine(url)
+    index = EdgeIndex(Path(index_path))
+    index.ensure(dim=BENCH_DIM)
+    ports = Ports(embedder=HashingEmbedder(dim=BENCH_DIM), index=index, clock=lambda: BENCH_NOW)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0 = time.perf_counter()
+    report = sweep(engine=engine, ports=ports, settings=settings)
+    seconds = time.perf_counter() - t0
+    index.close()
+    engine.dispose()
+    out.put({
+        "seconds": round(seconds, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_before_sweep_mb": round(rss_before, 1),
+        "counts": report.counts(),
+    })
+
+
+def bench_sweep(
+    *, memories: int, database_url: str | None = None, indexed: int = 100_000,
+    workdir: Path | None = None,
+) -> dict[str, Any]:
+    """Fill, then sweep in a child process; returns the numbers the CLI prints."""
+    settings = Settings(_env_file=None, embedder="hashing")
+    with tempfile.TemporaryDirectory(prefix="sleepmem-bench-", dir=workdir) as tmp, \
+            _database(database_url, Path(tmp)) as url:
+        engine = make_engine(url)
+        try:
+            plan = FillPlan(memories=memories, indexed=min(indexed, memories))
+            t0 = time.perf_counter()
+            fill(engine, plan, settings)
+            fill_index(Path(tmp) / "index", engine)
+            fill_s = time.perf_counter() - t0
+            ctx = mp.get_context("spawn")
+            queue = ctx.Queue()
+            child = ctx.Process(
+                target=_sweep_child,
+                args=(url, str(Path(tmp) / "index"), _dumps(_lifecycle(settings)), queue),
+            )
+            child.start()
+            result: dict[str, Any] = queue.get()
+            child.join()
+        finally:
+            engine.dispose()
+    return {
+        "memories": memories,
+        "database": sa.engine.make_url(url).get_backend_name(),
+        "indexed_points": plan.indexed,
+        "fill_seconds": round(fill_s, 1),
+        **result,
+    }
+
+
+@contextmanager
+def _database(server_url: str | None, tmp: Path) -> Iterator[str]:
+    """SQLite in ``tmp``, or a scratch database on the named PostgreSQL server, dropped after
+    (a bench never writes into a database that holds real memories)."""
+    if server_url is None or server_url.startswith("sqlite"):
+        yield server_url or f"sqlite:///{tmp / 'bench.db'}"
+        return
+    url = sa.engine.make_url(server_url)
+    name = f"sleepmem_bench_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield url.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def _lifecycle(settings: Settings) -> dict[str, Any]:
+    return settings.model_dump(
+        mode="json",
+        include={"half_life_s", "ttl_s", "demote_below", "archive_below", "delete_after_s",
+                 "scope_capacity", "sweep_batch", "embedder"},
+    )
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()

@@ -1,0 +1,119 @@
+"""``sleepmem eval ...`` and ``sleepmem bench search``: each prints one JSON object.
+
+Every command takes the data file as an argument (public benchmark data is never part of
+the repository) and runs on a throwaway embedded instance, so it can be pointed at any
+copy of the data without touching a real deployment's stores.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sleepmem.cli.app import bench_app, eval_app
+from sleepmem.errors import SleepmemError
+from sleepmem.logs import configure_logging
+from sleepmem.settings import Settings
+
+DataFile = Annotated[
+    Path,
+    typer.Option("--data", exists=True, dir_okay=False, readable=True, help="benchmark file"),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object (the default)")]
+
+
+def _settings() -> Settings:
+    settings = Settings()
+    # Per-conversation and per-question lines go to stderr; stdout stays one JSON object.
+    configure_logging(level=settings.log_level, json=settings.log_json)
+    return settings
+
+
+def _print(report: dict[str, Any]) -> None:
+    typer.echo(json.dumps(report, ensure_ascii=False, indent=2, default=str))
+
+
+def _fail(exc: SleepmemError) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code=2)
+
+
+@eval_app.command("locomo")
+def locomo(
+    data: DataFile,
+    as_json: AsJson = True,
+    limit_conversations: Annotated[int | None, typer.Option(min=1)] = None,
+    limit_questions: Annotated[
+        int | None, typer.Option(min=1, help="questions per conversation")
+    ] = None,
+) -> None:
+    """LoCoMo evidence recall@5/10/25, tokens per query, and the turn-level baseline."""
+    from sleepmem.evals.locomo import run_locomo
+
+    try:
+        report = run_locomo(
+            data,
+            settings=_settings(),
+            limit_conversations=limit_conversations,
+            limit_questions=limit_questions,
+        )
+    except SleepmemError as exc:
+        raise _fail(exc) from None
+    _print(report)
+
+
+@eval_app.command("longmemeval")
+def longmemeval(
+    data: DataFile,
+    as_json: AsJson = True,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="first N non-abstention questions")
+    ] = None,
+) -> None:
+    """LongMemEval session recall_all / ndcg_any @5/@10, and the flat BM25 baseline."""
+    from sleepmem.evals.longmemeval import run_longmemeval
+
+    try:
+        report = run_longmemeval(data, settings=_settings(), limit=limit)
+    except SleepmemError as exc:
+        raise _fail(exc) from None
+    _print(report)
+
+
+@eval_app.command("scenarios")
+def scenarios(
+    directory: Annotated[
+        Path, typer.Option("--dir", exists=True, file_okay=False, help="folder of *.toml stories")
+    ],
+    as_json: AsJson = True,
+) -> None:
+    """Run every scenario story; exit code 1 if any failed."""
+    from sleepmem.evals.scenarios import run_directory
+
+    report = run_directory(directory)
+    _print(report)
+    if report["failed"]:
+        raise typer.Exit(code=1)
+
+
+@bench_app.command("search")
+def bench_search(
+    memories: Annotated[int, typer.Option(min=1, help="memories in the tenant")] = 100_000,
+    users: Annotated[int, typer.Option(min=1)] = 1000,
+    queries: Annotated[int, typer.Option(min=1)] = 300,
+    http: Annotated[bool, typer.Option(help="also measure POST /v1/search")] = True,
+    as_json: AsJson = True,
+) -> None:
+    """Search latency (p50/p95/p99 in-process, p95 over HTTP) at N realistic memories."""
+    from sleepmem.bench.search import run_search_bench
+
+    try:
+        report = run_search_bench(
+            _settings(), memories=memories, users=users, queries=queries, http=http
+        )
+    except SleepmemError as exc:
+        raise _fail(exc) from None
+    _print(report)

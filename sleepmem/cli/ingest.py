@@ -1,0 +1,119 @@
+"""``sleepmem emit`` (append events from a shell) and ``sleepmem bench ingest``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from pydantic import ValidationError as PydanticValidationError
+
+from sleepmem.cli.app import app, bench_app
+from sleepmem.errors import SleepmemError, ValidationError
+from sleepmem.logs import configure_logging
+from sleepmem.settings import Settings
+
+
+def _settings(log_level: str | None = None) -> Settings:
+    try:
+        settings = Settings()
+    except (SleepmemError, PydanticValidationError) as exc:
+        typer.echo(f"configuration error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    configure_logging(level=log_level or settings.log_level, json=settings.log_json)
+    return settings
+
+
+def _read_jsonl(source: str) -> list[dict[str, Any]]:
+    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            raise ValidationError(f"line {number}", "is not a JSON object") from None
+    return events
+
+
+@app.command()
+def emit(
+    content: Annotated[str, typer.Argument(help="The event's text.")] = "",
+    tenant: Annotated[str | None, typer.Option(envvar="SLEEPMEM_TENANT")] = None,
+    agent: Annotated[str | None, typer.Option(envvar="SLEEPMEM_AGENT")] = None,
+    user: Annotated[str | None, typer.Option(envvar="SLEEPMEM_USER")] = None,
+    project: Annotated[str | None, typer.Option()] = None,
+    session: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[str, typer.Option(help="message, tool_result, observation, ...")] = "message",
+    role: Annotated[str, typer.Option(help="user, assistant, tool or system")] = "user",
+    meta: Annotated[str | None, typer.Option(help="A small JSON object.")] = None,
+    event_id: Annotated[str | None, typer.Option(help="Idempotency key (default: new).")] = None,
+    jsonl: Annotated[
+        str | None, typer.Option(help="Emit one event per line of this file ('-': stdin).")
+    ] = None,
+) -> None:
+    """Append events to the log, as an agent would; prints one event id per line."""
+    from sleepmem.sdk import MemoryClient
+
+    settings = _settings(log_level="WARNING")
+    try:
+        with MemoryClient(
+            settings, tenant=tenant, agent=agent, user=user, project=project, session=session
+        ) as client:
+            if jsonl is not None:
+                ids = client.emit_many(_read_jsonl(jsonl))
+            else:
+                fields: dict[str, Any] = {"content": content, "kind": kind, "role": role}
+                if meta is not None:
+                    try:
+                        fields["meta"] = orjson.loads(meta)
+                    except orjson.JSONDecodeError:
+                        raise ValidationError("meta", "must be a JSON object") from None
+                if event_id is not None:
+                    fields["event_id"] = event_id
+                ids = [client.emit(**fields)]
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2 if isinstance(exc, ValidationError) else 1) from exc
+    for i in ids:
+        typer.echo(i)
+
+
+@bench_app.command("ingest")
+def bench_ingest(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    n: Annotated[int, typer.Option(help="Single emits timed (and raw XADDs).")] = 5000,
+    batch_n: Annotated[int, typer.Option(help="Events through emit_many.")] = 50_000,
+    http_n: Annotated[int, typer.Option(help="Single-event HTTP requests.")] = 4000,
+    http_batch_n: Annotated[int, typer.Option(help="Events through HTTP batches.")] = 40_000,
+    http_clients: Annotated[int, typer.Option(help="Concurrent HTTP clients.")] = 16,
+    drain_n: Annotated[int, typer.Option(help="Events emitted then drained.")] = 100_000,
+    pg_url: Annotated[
+        str | None,
+        typer.Option(envvar="SLEEPMEM_BENCH_PG_URL", help="Also drain into this PostgreSQL."),
+    ] = None,
+) -> None:
+    """Request path against raw redis-py, HTTP ingest, and drain throughput."""
+    from sleepmem.bench.ingest import run_ingest_bench
+
+    settings = _settings(log_level="WARNING")
+    if pg_url is None and (settings.database_url or "").startswith("postgresql"):
+        pg_url = settings.database_url
+    result = run_ingest_bench(
+        settings,
+        n=n,
+        batch_n=batch_n,
+        http_n=http_n,
+        http_batch_n=http_batch_n,
+        http_clients=http_clients,
+        drain_n=drain_n,
+        pg_url=pg_url,
+    )
+    if as_json:
+        typer.echo(orjson.dumps(result).decode())
+    else:
+        for key, value in result.items():
+            typer.echo(f"{key:>28}  {value}")

@@ -1,0 +1,175 @@
+"""Process commands: ``serve`` (embedded, all in one) or ``api`` / ``worker`` / ``scheduler``
+(distributed, one role per process), plus ``consolidate`` and the quick-start ``demo``."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from pydantic import ValidationError as PydanticValidationError
+
+from sleepmem.cli.app import app
+from sleepmem.errors import SleepmemError
+from sleepmem.logs import configure_logging
+from sleepmem.resources import Resources
+from sleepmem.settings import Settings
+from tasks import names
+
+
+def _settings() -> Settings:
+    try:
+        settings = Settings()
+    except (SleepmemError, PydanticValidationError) as exc:
+        typer.echo(f"configuration error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    configure_logging(level=settings.log_level, json=settings.log_json)
+    return settings
+
+
+def _close(resources: Resources) -> None:
+    resources.close()
+    if resources.embedded_redis is not None:
+        resources.embedded_redis.stop()  # only if this process started it
+
+
+@app.command()
+def serve() -> None:
+    """Embedded mode: API, worker, drain and scheduler in this process until Ctrl-C."""
+    from sleepmem.runtime import serve as run
+
+    run(_settings())
+
+
+@app.command()
+def api() -> None:
+    """The HTTP ingest and search API alone (distributed mode)."""
+    import uvicorn
+
+    from sleepmem.api.app import create_app
+    from sleepmem.resources import build_resources
+
+    settings = _settings()
+    resources = build_resources(settings)
+    try:
+        uvicorn.run(
+            create_app(resources=resources),
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+        )
+    finally:
+        _close(resources)
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated queues to consume.")] = ",".join(
+        names.QUEUES
+    ),
+    concurrency: Annotated[int, typer.Option(help="Pool size; 0 = one per core.")] = 0,
+    pool: Annotated[str, typer.Option(help="prefork (default), threads or solo.")] = "prefork",
+) -> None:
+    """A Celery worker (distributed mode); clients are built in each pool process."""
+    from workers.app import create_celery_from_env
+
+    settings = _settings()
+    unknown = set(queues.split(",")) - set(names.QUEUES)
+    if unknown:
+        raise typer.BadParameter(f"unknown queues {sorted(unknown)}; known: {names.QUEUES}")
+    argv = [
+        "worker",
+        f"--pool={pool}",
+        f"--queues={queues}",
+        f"--loglevel={settings.log_level}",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if concurrency > 0:
+        argv.append(f"--concurrency={concurrency}")
+    create_celery_from_env().worker_main(argv)
+
+
+@app.command()
+def scheduler() -> None:
+    """The scheduler (distributed mode): run several; one leads, the others stand by."""
+    from schedules.leader import LeaderElector
+    from schedules.scheduler import Scheduler, celery_sender
+    from sleepmem.resources import build_resources
+    from sleepmem.runtime import shutdown_requested, wait_for
+    from workers.app import create_celery
+
+    settings = _settings()
+    resources = build_resources(settings)
+    celery = create_celery(settings, broker_url=resources.broker_url)
+    elector = LeaderElector(
+        resources.redis, resources.keys.scheduler_leader, ttl_s=settings.leader_ttl_seconds
+    )
+    running = Scheduler(
+        resources=resources,
+        send=celery_sender(celery),
+        elector=elector,
+        available=set(celery.tasks),
+    )
+    with shutdown_requested() as requested:
+        running.start()
+        try:
+            wait_for(requested)
+        finally:
+            running.stop()
+            _close(resources)
+
+
+@app.command()
+def consolidate(
+    scope: Annotated[str, typer.Option(help="Canonical scope key, e.g. t=acme/a=bot/u=ann/p=/s=")],
+) -> None:
+    """Consolidate one scope now, in this process, under the same lease as the workers."""
+    from pipelines.consolidate import consolidate_scope
+    from sleepmem.resources import build_resources
+    from tasks.consolidate import check_scope_key, run_consolidation
+
+    try:
+        check_scope_key(scope)  # before any store is opened or started
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    resources = build_resources(_settings())
+    try:
+        report = run_consolidation(
+            resources, scope_key=scope, pipeline=consolidate_scope, worker="cli"
+        )
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        _close(resources)
+    typer.echo(
+        orjson.dumps(
+            {"events": report.events, "ops": report.ops, "stage_seconds": report.stage_seconds}
+        ).decode()
+    )
+
+
+@app.command()
+def demo(
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each step.")] = 120.0,
+) -> None:
+    """The quick-start demo: embedded runtime in a temp directory, one conversation.
+
+    Plays a short conversation through the SDK, shows the drain and the sleep-time
+    consolidation, and stops everything.
+    """
+    from sleepmem.demo import demo_settings, render, run_demo
+
+    with tempfile.TemporaryDirectory(prefix="sleepmem-demo-") as tmp:
+        settings = demo_settings(Path(tmp) / "data")
+        configure_logging(level=settings.log_level, json=settings.log_json)
+        report = run_demo(settings, timeout=timeout)
+    for line in render(report):
+        typer.echo(line)
+    if report.drain_s is None or report.consolidated_s is None or report.secret_in_raw_log:
+        raise typer.Exit(1)

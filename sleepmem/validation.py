@@ -1,0 +1,167 @@
+"""Event validation at the edges (SDK, HTTP, CLI): pydantic errors become field + rule.
+
+Every edge refuses bad input the same way: a :class:`sleepmem.errors.ValidationError`
+naming the field (``events[3].tenant`` in a batch) and the rule it broke, raised before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from models.events import DEFAULT_LIMITS, Event, EventKind, Limits, Role
+from sleepmem.errors import ValidationError
+from sleepmem.settings import Settings
+
+EVENT_FIELDS: tuple[str, ...] = tuple(Event.model_fields)
+DEFAULT_FIELDS = ("tenant", "agent", "user", "project", "session")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldProblem:
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"field": self.field, "message": self.message}
+
+
+class EventValidationError(ValidationError):
+    """One or more events refused; ``problems`` lists every bad field, the first one leads."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        super().__init__(problems[0].field, problems[0].message)
+        self.problems = problems
+
+
+def limits_for(settings: Settings) -> Limits:
+    return Limits(
+        content_max_bytes=settings.content_max_bytes, meta_max_bytes=settings.meta_max_bytes
+    )
+
+
+def _message(err: Any) -> str:
+    kind = err["type"]
+    if kind == "missing":
+        return "this field is required"
+    if kind == "extra_forbidden":
+        return "is not an event field; allowed fields are " + ", ".join(EVENT_FIELDS)
+    if kind == "enum":
+        field = err["loc"][-1] if err["loc"] else ""
+        allowed = EventKind if field == "kind" else Role
+        return "must be one of " + ", ".join(m.value for m in allowed)
+    if kind == "string_type":
+        return "must be a string"
+    if kind.startswith("datetime"):
+        return "must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z"
+    if kind == "dict_type":
+        return "must be a JSON object"
+    if kind == "model_type":
+        return "must be a JSON object with the event fields"
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ")
+
+
+def field_problems(exc: pydantic.ValidationError, *, prefix: str = "") -> list[FieldProblem]:
+    """One problem per bad field, named ``<prefix>.<field>``; input values never echoed."""
+    out: list[FieldProblem] = []
+    for err in exc.errors(include_input=False, include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        name = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "event")
+        out.append(FieldProblem(name, _message(err)))
+    return out
+
+
+def _validate(
+    item: Event | Mapping[str, Any], limits: Limits, defaults: Mapping[str, str], at: int | None
+) -> Event | list[FieldProblem]:
+    """One event, or its problems (``at`` = its index in a batch, for the field names)."""
+    if type(item) is dict:  # the common case first: isinstance on an ABC costs ~0.5 µs
+        if "event_id" not in item:
+            # Filled here rather than by the model's uuid4 default: 0.4 µs instead of 1.8,
+            # which matters at 50k events/s. Same shape: 32 random hex digits.
+            item = {"event_id": os.urandom(16).hex(), **defaults, **item}
+        elif defaults:
+            item = {**defaults, **item}
+    elif isinstance(item, Event):
+        if limits == DEFAULT_LIMITS:
+            return item  # validated at construction, under the same limits
+        item = item.model_dump()
+    elif isinstance(item, Mapping):
+        return _validate(dict(item), limits, defaults, at)
+    else:
+        name = "event" if at is None else f"events[{at}]"
+        return [FieldProblem(name, "must be a JSON object with the event fields")]
+    try:
+        return Event.model_validate(item, context={"limits": limits})
+    except pydantic.ValidationError as exc:
+        return field_problems(exc, prefix="" if at is None else f"events[{at}]")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic GC while a batch is parsed.
+
+    Thousands of fresh models trigger full collections that walk the whole heap: measured,
+    they double the cost of validating a batch. Events hold no cycles, so nothing is lost by
+    collecting after the batch instead of during it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def parse_event(
+    item: Event | Mapping[str, Any],
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    defaults: Mapping[str, str] | None = None,
+) -> Event:
+    """Validate one event; missing scope fields are taken from ``defaults``."""
+    result = _validate(item, limits, defaults or {}, None)
+    if isinstance(result, list):
+        raise EventValidationError(result)
+    return result
+
+
+def parse_events(
+    items: Iterable[Event | Mapping[str, Any]],
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    defaults: Mapping[str, str] | None = None,
+    max_events: int | None = None,
+) -> list[Event]:
+    """Validate a batch as a whole: every problem of every event, or all the events."""
+    events: list[Event] = []
+    problems: list[FieldProblem] = []
+    given = defaults or {}
+    with gc_paused():
+        for i, item in enumerate(items):
+            if max_events is not None and i >= max_events:
+                raise EventValidationError(
+                    [FieldProblem("events", f"at most {max_events} events per batch; split it")]
+                )
+            result = _validate(item, limits, given, i)
+            if isinstance(result, list):
+                problems.extend(result)
+            else:
+                events.append(result)
+    if problems:
+        raise EventValidationError(problems)
+    return events
+
+
+def scope_defaults(**levels: str | None) -> dict[str, str]:
+    """The scope levels a client fills into events that leave them out."""
+    return {k: v for k, v in levels.items() if k in DEFAULT_FIELDS and v}

@@ -1,0 +1,141 @@
+"""Embedded mode: the whole service in one process, from an empty directory, stopped cleanly."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from models import RawEvent, Scope, ScopeState
+from sleepmem.demo import CONVERSATION, FAKE_KEY, demo_settings, render, run_demo
+from sleepmem.errors import ConfigurationError
+from sleepmem.runtime import Runtime
+from sleepmem.sdk import MemoryClient
+from sleepmem.settings import Settings
+from workers.process import current_resources
+
+OWNER = Scope(tenant="acme", agent="bot", user="ann").key
+
+
+def embedded_settings(data_dir: Path) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        redis_url=None,
+        database_url=None,
+        qdrant_url=None,
+        port=0,
+        auth_enabled=False,
+        embedder="hashing",
+        tick_seconds=0.2,
+        log_level="WARNING",
+        _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def count_rows(rt: Runtime, *, consolidated: bool | None = None) -> int:
+    assert rt.resources is not None
+    stmt = select(func.count()).select_from(RawEvent).where(RawEvent.tenant == "acme")
+    if consolidated is not None:
+        stmt = stmt.where(col(RawEvent.consolidated).is_(consolidated))
+    with Session(rt.resources.engine) as s:
+        return int(s.exec(stmt).one())
+
+
+def consolidated_at(rt: Runtime) -> datetime | None:
+    assert rt.resources is not None
+    with Session(rt.resources.engine) as s:
+        state = s.get(ScopeState, OWNER)
+    return None if state is None else state.last_consolidated_at
+
+
+def sleepmem_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("sleepmem-")]
+
+
+class TestEmbeddedRuntime:
+    def test_it_starts_from_nothing_serves_and_shuts_down_cleanly(self, tmp_path: Path) -> None:
+        data_dir = tmp_path / "data"
+        assert not data_dir.exists()
+        settings = embedded_settings(data_dir)
+
+        with Runtime(settings) as rt:
+            assert rt.resources is not None and rt.resources.embedded_redis is not None
+            socket = rt.resources.embedded_redis.socket
+            pid = rt.resources.embedded_redis._server.pid
+            assert socket.exists() and psutil.pid_exists(pid)
+            assert (data_dir / "sleepmem.db").exists()
+            assert current_resources() is rt.resources  # tasks see the API's resources
+
+            url = rt.api_url
+            health = httpx.get(f"{url}/healthz", timeout=5)
+            ready = httpx.get(f"{url}/readyz", timeout=10)
+            accepted = httpx.post(
+                f"{url}/v1/events",
+                json={
+                    "tenant": "acme",
+                    "agent": "bot",
+                    "user": "ann",
+                    "content": "I live in Oslo.",
+                },
+                timeout=5,
+            )
+            with MemoryClient(settings, tenant="acme", agent="bot", user="ann") as client:
+                client.emit(content="I prefer tea over coffee.", session="s1")
+                client.emit(kind="session_end", role="system", session="s1")
+
+            assert wait_for(lambda: count_rows(rt) == 3), "events did not reach the raw log"
+            assert wait_for(lambda: consolidated_at(rt) is not None), "no consolidation ran"
+            assert count_rows(rt, consolidated=False) == 0
+
+        assert health.status_code == 200
+        assert ready.status_code == 200, ready.text
+        assert accepted.status_code == 202 and len(accepted.json()["ids"]) == 1
+        # Everything this runtime started is gone: server, socket, threads, resources.
+        assert wait_for(lambda: not psutil.pid_exists(pid), timeout=10)
+        assert not socket.exists()
+        assert sleepmem_threads() == []
+        with pytest.raises(ConfigurationError):
+            current_resources()
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/healthz", timeout=2)
+
+    def test_a_restart_on_the_same_directory_keeps_the_raw_log(self, tmp_path: Path) -> None:
+        settings = embedded_settings(tmp_path / "data")
+        with Runtime(settings, api=False) as rt:
+            with MemoryClient(settings, tenant="acme", agent="bot", user="ann") as client:
+                client.emit_many([{"content": f"note {i}"} for i in range(5)])
+            assert wait_for(lambda: count_rows(rt) == 5)
+        with Runtime(settings, api=False) as again:
+            assert count_rows(again) == 5
+            assert again.resources is not None and again.resources.redis.ping()
+
+
+class TestQuickStartDemo:
+    def test_the_demo_drains_redacts_consolidates_and_stops(self, tmp_path: Path) -> None:
+        settings = demo_settings(tmp_path / "data").model_copy(update={"embedder": "hashing"})
+        report = run_demo(settings, timeout=30)
+        lines = render(report)
+        assert report.raw_rows == report.emitted == len(CONVERSATION)
+        assert report.drain_s is not None and report.consolidated_s is not None
+        assert report.secret_in_raw_log is False
+        assert report.consolidated_events == report.emitted
+        assert report.memories, "consolidation produced no memory"
+        assert not any(FAKE_KEY in line for line in lines)
+        assert lines[-1].startswith("stopped cleanly")

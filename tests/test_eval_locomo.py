@@ -1,0 +1,139 @@
+"""LoCoMo: evidence recall pinned by hand, parsing, and the run on tiny slices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sleepmem.evals.harness import count_tokens
+from sleepmem.evals.locomo import (
+    events_of,
+    load,
+    normalise_evidence,
+    parse_session_date,
+    run_locomo,
+)
+from sleepmem.evals.metrics import evidence_recall, mean
+from sleepmem.settings import Settings
+
+REAL = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev8.json"
+
+
+class TestEvidenceRecallMatchesTheHandComputedValues:
+    def test_recall_is_the_covered_fraction_of_the_evidence(self) -> None:
+        assert evidence_recall(["D1:1", "D9:9"], {"D1:1", "D1:2"}) == 0.5
+        assert evidence_recall(["D1:1", "D1:2", "D1:1"], {"D1:1", "D1:2"}) == 1.0
+        assert evidence_recall([], {"D1:1"}) == 0.0
+
+    def test_a_three_question_toy_run_averages_to_the_hand_computed_mean(self) -> None:
+        top_k = [["D1:1"], ["D2:1", "D2:2"], ["D3:3"]]
+        evidence = [{"D1:1", "D1:2"}, {"D2:1"}, {"D1:3"}]
+        assert mean([evidence_recall(f, e) for f, e in zip(top_k, evidence, strict=True)]) == 0.5
+
+    def test_a_question_without_evidence_is_refused_rather_than_scored(self) -> None:
+        with pytest.raises(ValueError, match="without evidence"):
+            evidence_recall(["D1:1"], set())
+
+
+class TestParsing:
+    def test_session_dates_parse_as_utc(self) -> None:
+        assert parse_session_date("1:56 pm on 8 May, 2023").isoformat() == (
+            "2023-05-08T13:56:00+00:00"
+        )
+
+    def test_typos_in_evidence_ids_are_repaired(self) -> None:
+        assert normalise_evidence(["D8:6; D9:17", "D:11:26", "D"]) == ["D8:6", "D9:17", "D11:26"]
+
+
+def _conversation() -> list[dict[str, Any]]:
+    return [
+        {
+            "sample_id": "toy-1",
+            "conversation": {
+                "speaker_a": "Ana",
+                "speaker_b": "Ben",
+                "session_1_date_time": "9:00 am on 3 March, 2023",
+                "session_1": [
+                    {"speaker": "Ana", "dia_id": "D1:1",
+                     "text": "I adopted a beagle named Biscuit."},
+                    {"speaker": "Ben", "dia_id": "D1:2", "text": "I started learning the cello."},
+                ],
+                "session_2_date_time": "6:30 pm on 10 March, 2023",
+                "session_2": [
+                    {"speaker": "Ana", "dia_id": "D2:1", "text": "I moved to Porto for work.",
+                     "blip_caption": "a photo of a tiled house"},
+                    {"speaker": "Ben", "dia_id": "D2:2", "text": "My sister visited from Oslo."},
+                ],
+            },
+            "qa": [
+                {"question": "What is the name of Ana's beagle?", "answer": "Biscuit",
+                 "evidence": ["D1:1"], "category": 4},
+                {"question": "Which instrument is Ben learning?", "answer": "cello",
+                 "evidence": ["D1:2"], "category": 4},
+                {"question": "Where did Ana move and who visited Ben?", "answer": "Porto; sister",
+                 "evidence": ["D2:1; D2:2"], "category": 1},
+                {"question": "Broken evidence", "answer": "-", "evidence": ["D7:7"],
+                 "category": 2},
+            ],
+        }
+    ]
+
+
+@pytest.fixture
+def toy_file(tmp_path: Path) -> Path:
+    path = tmp_path / "locomo_toy.json"
+    path.write_text(json.dumps(_conversation()), encoding="utf-8")
+    return path
+
+
+class TestEvents:
+    def test_each_turn_is_a_user_event_named_after_its_dia_id(self, toy_file: Path) -> None:
+        conv = load(toy_file)[0]
+        events = events_of(conv)
+        assert [e["event_id"] for e in events] == [
+            "toy-1.D1:1", "toy-1.D1:2", "toy-1.D2:1", "toy-1.D2:2",
+        ]
+        assert {e["role"] for e in events} == {"user"}
+        assert events[2]["content"] == (
+            "I moved to Porto for work. [shares a photo of a tiled house]"
+        )
+        assert events[3]["meta"] == {"dia_id": "D2:2", "speaker": "Ben", "session": 2}
+        assert events[3]["at"].isoformat() == "2023-03-10T18:30:01+00:00"
+
+    def test_questions_citing_missing_turns_are_dropped_and_counted(self, toy_file: Path) -> None:
+        conv = load(toy_file)[0]
+        assert len(conv.questions) == 3
+        assert conv.dropped_evidence == 1
+        assert conv.questions[2].evidence == frozenset({"D2:1", "D2:2"})
+
+
+class TestRunOnTinySlices:
+    def test_a_toy_conversation_runs_end_to_end(self, toy_file: Path, settings: Settings) -> None:
+        report = run_locomo(toy_file, settings=settings)
+        assert report["questions"] == 3
+        assert report["events"] == 4
+        assert report["memories"] > 0
+        # Four turns: every turn is in the baseline's top 5, so its recall is exactly 1.
+        assert report["baseline_recall_at_5"] == 1.0
+        # Each turn is a first-hand fact: consolidation keeps them and search returns them.
+        assert report["recall_at_5"] == 1.0
+        assert set(report["by_category"]) == {"1", "4"}
+        text = "\n".join(t.document for t in load(toy_file)[0].turns)
+        assert report["full_context_tokens"] == count_tokens(text)
+        assert 0 < report["tokens_per_query"] < report["full_context_tokens"] * 2
+
+    @pytest.mark.skipif(not REAL.exists(), reason="shared LoCoMo data not present")
+    def test_one_real_conversation_runs_and_the_numbers_are_consistent(
+        self, settings: Settings
+    ) -> None:
+        report = run_locomo(REAL, settings=settings, limit_conversations=1, limit_questions=12)
+        assert report["conversations"] == 1
+        assert report["questions"] == 12
+        assert report["events"] == len(events_of(load(REAL)[0]))
+        assert report["recall_at_5"] <= report["recall_at_10"] <= report["recall_at_25"]
+        assert report["baseline_recall_at_5"] <= report["baseline_recall_at_10"]
+        assert report["recall_at_25"] > 0.0
+        assert report["full_context_tokens"] > 10_000

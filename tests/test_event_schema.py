@@ -1,0 +1,176 @@
+"""The event schema at the edge: every way an event is refused, and what the refusal says."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from models.events import Event, EventKind, Limits, Role
+from sleepmem.errors import ValidationError
+from sleepmem.validation import EventValidationError, parse_event, parse_events
+
+BASE: dict[str, Any] = {"tenant": "acme", "agent": "support-bot", "content": "hello"}
+
+
+def refusal(**fields: Any) -> EventValidationError:
+    with pytest.raises(EventValidationError) as caught:
+        parse_event({**BASE, **fields})
+    return caught.value
+
+
+class TestRequiredScope:
+    @pytest.mark.parametrize("field", ["tenant", "agent"])
+    def test_a_missing_required_level_is_named(self, field: str) -> None:
+        data = {k: v for k, v in BASE.items() if k != field}
+        with pytest.raises(EventValidationError) as caught:
+            parse_event(data)
+        assert caught.value.field == field
+        assert caught.value.message == "this field is required"
+
+    @pytest.mark.parametrize("field", ["tenant", "agent"])
+    def test_an_empty_required_level_is_refused_with_the_rule(self, field: str) -> None:
+        err = refusal(**{field: ""})
+        assert err.field == field
+        assert f"{field} is required" in err.message
+        assert "1-128 characters" in err.message
+
+    @pytest.mark.parametrize("field", ["tenant", "agent", "user", "project", "session"])
+    def test_a_level_with_forbidden_characters_is_refused(self, field: str) -> None:
+        err = refusal(**{field: "two words"})
+        assert err.field == field
+        assert "letters, digits and _ . : @ -" in err.message
+
+    def test_a_level_longer_than_128_characters_is_refused(self) -> None:
+        err = refusal(user="u" * 129)
+        assert err.field == "user"
+        assert "1-128 characters" in err.message
+
+    def test_a_level_that_starts_with_punctuation_is_refused(self) -> None:
+        assert refusal(project="-proj").field == "project"
+
+    def test_a_missing_level_is_taken_from_the_defaults(self) -> None:
+        event = parse_event({"content": "hi"}, defaults={"tenant": "acme", "agent": "bot"})
+        assert (event.tenant, event.agent) == ("acme", "bot")
+
+    def test_a_level_given_in_the_event_beats_the_default(self) -> None:
+        event = parse_event({**BASE, "user": "u2"}, defaults={"user": "u1"})
+        assert event.user == "u2"
+
+
+class TestFieldRules:
+    def test_an_unknown_kind_lists_the_allowed_kinds(self) -> None:
+        err = refusal(kind="chat")
+        assert err.field == "kind"
+        assert err.message == "must be one of " + ", ".join(k.value for k in EventKind)
+
+    def test_an_unknown_role_lists_the_allowed_roles(self) -> None:
+        err = refusal(role="bot")
+        assert err.field == "role"
+        assert err.message == "must be one of " + ", ".join(r.value for r in Role)
+
+    def test_content_that_is_not_a_string_is_refused(self) -> None:
+        err = refusal(content=123)
+        assert (err.field, err.message) == ("content", "must be a string")
+
+    def test_an_unparseable_time_asks_for_iso_8601(self) -> None:
+        err = refusal(at="yesterday")
+        assert err.field == "at"
+        assert "ISO 8601" in err.message
+
+    def test_a_naive_time_is_taken_as_utc(self) -> None:
+        event = parse_event({**BASE, "at": "2024-05-01T12:00:00"})
+        assert event.at == datetime(2024, 5, 1, 12, tzinfo=UTC)
+
+    def test_an_unknown_field_is_named_with_the_allowed_ones(self) -> None:
+        err = refusal(colour="red")
+        assert err.field == "colour"
+        assert err.message.startswith("is not an event field; allowed fields are event_id")
+
+    @pytest.mark.parametrize("bad", ["has space", "", "x" * 129, 42])
+    def test_a_malformed_event_id_is_refused(self, bad: Any) -> None:
+        err = refusal(event_id=bad)
+        assert err.field == "event_id"
+        assert err.message.startswith("event_id must be 1-128 characters")
+
+
+class TestSizeLimits:
+    def test_content_over_the_default_32_kib_is_refused_with_sizes(self) -> None:
+        err = refusal(content="x" * (32 * 1024 + 1))
+        assert err.field == "content"
+        assert f"content is {32 * 1024 + 1} bytes, over the limit of {32 * 1024}" in err.message
+
+    def test_content_size_counts_utf8_bytes_not_characters(self) -> None:
+        with pytest.raises(EventValidationError) as caught:
+            parse_event({**BASE, "content": "记" * 4}, limits=Limits(content_max_bytes=10))
+        assert "content is 12 bytes, over the limit of 10" in caught.value.message
+
+    def test_the_content_limit_is_configurable(self) -> None:
+        limits = Limits(content_max_bytes=64 * 1024)
+        event = parse_event({**BASE, "content": "x" * (40 * 1024)}, limits=limits)
+        assert len(event.content) == 40 * 1024
+
+    def test_meta_over_its_limit_is_refused(self) -> None:
+        err = refusal(meta={"blob": "y" * (8 * 1024)})
+        assert err.field == "meta"
+        assert "over the limit of 8192" in err.message
+
+    def test_meta_that_is_not_an_object_is_refused(self) -> None:
+        err = refusal(meta=["a", "b"])
+        assert (err.field, err.message) == ("meta", "must be a JSON object")
+
+    def test_meta_holding_a_non_json_value_is_refused(self) -> None:
+        err = refusal(meta={"when": object()})
+        assert err.field == "meta"
+        assert "meta must be a JSON object of plain values" in err.message
+
+    def test_a_refusal_does_not_echo_the_content(self) -> None:
+        secret_looking = "do-not-echo-" + "z" * (32 * 1024)
+        err = refusal(content=secret_looking)
+        assert "do-not-echo" not in str(err)
+
+
+class TestBatches:
+    def test_every_bad_field_of_every_event_is_listed_with_its_index(self) -> None:
+        with pytest.raises(EventValidationError) as caught:
+            parse_events([BASE, {**BASE, "kind": "chat", "role": "bot"}, {"content": "x"}])
+        fields = [p.field for p in caught.value.problems]
+        assert fields == [
+            "events[1].kind",
+            "events[1].role",
+            "events[2].tenant",
+            "events[2].agent",
+        ]
+        assert caught.value.field == "events[1].kind"
+
+    def test_an_item_that_is_not_an_object_is_named_by_index(self) -> None:
+        with pytest.raises(EventValidationError) as caught:
+            parse_events([BASE, "just text"])  # type: ignore[list-item]
+        assert caught.value.field == "events[1]"
+        assert caught.value.message == "must be a JSON object with the event fields"
+
+    def test_a_batch_over_the_maximum_is_refused(self) -> None:
+        with pytest.raises(EventValidationError) as caught:
+            parse_events([BASE] * 4, max_events=3)
+        assert caught.value.field == "events"
+        assert caught.value.message == "at most 3 events per batch; split it"
+
+    def test_a_valid_batch_keeps_order_and_gets_distinct_ids(self) -> None:
+        events = parse_events([{**BASE, "content": str(i)} for i in range(5)])
+        assert [e.content for e in events] == ["0", "1", "2", "3", "4"]
+        assert len({e.event_id for e in events}) == 5
+
+    def test_the_refusal_is_a_sleepmem_validation_error(self) -> None:
+        with pytest.raises(ValidationError):
+            parse_events([{"content": "x"}])
+
+    def test_an_event_instance_passes_through_unchanged(self) -> None:
+        event = Event(**BASE)
+        assert parse_events([event]) == [event]
+
+    def test_an_event_instance_is_rechecked_under_tighter_limits(self) -> None:
+        event = Event(**{**BASE, "content": "x" * 100})
+        with pytest.raises(EventValidationError) as caught:
+            parse_events([event], limits=Limits(content_max_bytes=50))
+        assert caught.value.field == "events[0].content"

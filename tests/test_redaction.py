@@ -1,0 +1,204 @@
+"""Secret redaction: what must go, in many wordings (EN and ZH), and what must stay."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleepmem.redaction import redact, redact_json
+
+# (text, the secret that must disappear, the kind reported)
+SECRETS: list[tuple[str, str, str]] = [
+    # API keys and tokens with a known shape
+    (
+        "my OpenAI key is sk-proj-Q3vX9mT2LpA8wZr5Kd7YbN1c",
+        "sk-proj-Q3vX9mT2LpA8wZr5Kd7YbN1c",
+        "api_key",
+    ),
+    ("use sk-Zx81kPq02LmNa7TyRe55Wq for the old project", "sk-Zx81kPq02LmNa7TyRe55Wq", "api_key"),
+    (
+        "anthropic: sk-ant-api03-AbC123dEf456GhI789jKl",
+        "sk-ant-api03-AbC123dEf456GhI789jKl",
+        "api_key",
+    ),
+    ("aws id AKIAZ7Q4M2N8P6R3T5V1 in us-east-1", "AKIAZ7Q4M2N8P6R3T5V1", "api_key"),
+    (
+        "push with ghp_9aZbY8cX7dW6eV5fU4gT3hS2iR1jQ0kPlMn",
+        "ghp_9aZbY8cX7dW6eV5fU4gT3hS2iR1jQ0kPlMn",
+        "api_key",
+    ),
+    (
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+        "api_key",
+    ),
+    ("slack bot xoxb-2048-1234567890-AbCdEfGhIjKl", "xoxb-2048-1234567890-AbCdEfGhIjKl", "api_key"),
+    (
+        "maps key AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW",
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW",
+        "api_key",
+    ),
+    ("stripe sk_live_51HqLm2eZvKYlo2C8aBcDeFgH", "sk_live_51HqLm2eZvKYlo2C8aBcDeFgH", "api_key"),
+    # generic labelled keys
+    ("api_key=9f8e7d6c5b4a3921", "9f8e7d6c5b4a3921", "api_key"),
+    ("My API key is Zt81-q0Pl-77xK", "Zt81-q0Pl-77xK", "api_key"),
+    ("the access token: a1b2c3d4e5f6g7h8", "a1b2c3d4e5f6g7h8", "api_key"),
+    ('config {"client_secret": "s3cr3t-V4lue-99"}', "s3cr3t-V4lue-99", "api_key"),
+    (
+        "aws secret access key wJalrXUtnFEMIK7MDENGbPxRfiCY9EXAMPLEKEY",
+        "wJalrXUtnFEMIK7MDENGbPxRfiCY9EXAMPLEKEY",
+        "api_key",
+    ),
+    ("我的API密钥是 k9Xq2Lm7Np4R", "k9Xq2Lm7Np4R", "api_key"),
+    ("令牌：tok_88a7f6e5d4c3", "tok_88a7f6e5d4c3", "api_key"),
+    # bearer tokens and JWTs
+    (
+        "curl -H 'Authorization: Bearer 7f3a9c1e5b2d8f4a6c0e'",
+        "7f3a9c1e5b2d8f4a6c0e",
+        "bearer_token",
+    ),
+    (
+        "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9",
+        "jwt",
+    ),
+    # passwords, with punctuation inside the value
+    ("my password is hunter2-Prod!", "hunter2-Prod!", "password"),
+    ("Password: Tr0ub4dor&3", "Tr0ub4dor&3", "password"),
+    ("the wifi password for the office is CoffeeBeans#42", "CoffeeBeans#42", "password"),
+    ("pwd=p@ss_w0rd.2024", "p@ss_w0rd.2024", "password"),
+    ("passwd is now Zebra!Crossing9", "Zebra!Crossing9", "password"),
+    ("我的密码是Abc!2345，别告诉别人", "Abc!2345", "password"),
+    ("邮箱密码：qwerty_789", "qwerty_789", "password"),
+    ("口令为 S3same-Open", "S3same-Open", "password"),
+    # card numbers (Luhn-valid), with spaces, dashes or none
+    ("card 4111 1111 1111 1111 exp 12/27", "4111 1111 1111 1111", "card_number"),
+    ("charge 5500-0000-0000-0004 please", "5500-0000-0000-0004", "card_number"),
+    ("amex 378282246310005", "378282246310005", "card_number"),
+    ("我的信用卡号是6011111111111117，谢谢", "6011111111111117", "card_number"),
+    # one-time codes
+    ("your verification code is 482913", "482913", "one_time_code"),
+    ("OTP: 7731", "7731", "one_time_code"),
+    ("Use one-time passcode 55193024 to sign in", "55193024", "one_time_code"),
+    ("the code is 902114", "902114", "one_time_code"),
+    ("my PIN is 4821", "4821", "one_time_code"),
+    ("2FA code 660215 expires soon", "660215", "one_time_code"),
+    ("884213 is your login code", "884213", "one_time_code"),
+    ("验证码：884213", "884213", "one_time_code"),
+    ("您的验证码为 552901，5分钟内有效", "552901", "one_time_code"),
+    ("123456是您的验证码", "123456", "one_time_code"),
+    # private keys and connection strings
+    (
+        "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7x\n-----END RSA PRIVATE KEY-----",
+        "MIIEowIBAAKCAQEA7x",
+        "private_key",
+    ),
+    (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt (truncated",
+        "b3BlbnNzaC1rZXkt",
+        "private_key",
+    ),
+    ("db at postgres://admin:pa55w0rd@db.internal:5432/app", "pa55w0rd", "password"),
+    ("REDIS_URL=redis://:S3cretR3dis@cache:6379/0", "S3cretR3dis", "password"),
+]
+
+HARMLESS = [
+    "I use OpenAI for my side project",
+    "my order number is 88231",
+    "the service listens on port 3990",
+    "we moved to Berlin in 2023 and again in 2024",
+    "it cost $1999 last year, now 2499 EUR",
+    "the key point is that pricing changed",
+    "the token limit is 4096 per request",
+    "the password is wrong, please reset it",
+    "I use a password manager at work",
+    "passwords are hashed with argon2",
+    "the secret ingredient is love",
+    "zip code 94107",
+    "error code 5003 from the payment API",
+    "code review on 2024-05-01 at 14:30",
+    "call me at 415 555 0132",
+    "the meeting is at 10:30, room 4021",
+    "我住在上海，订单号是88231",
+    "这次先这样，下周再说",
+    "keyboard shortcuts: ctrl+k then 2",
+    "version 3.11.7 released 2023-12-04",
+]
+
+
+class TestSecretsAreReplaced:
+    @pytest.mark.parametrize(("text", "secret", "kind"), SECRETS)
+    def test_the_secret_is_gone_and_its_kind_reported(
+        self, text: str, secret: str, kind: str
+    ) -> None:
+        result = redact(text)
+        assert secret not in result.text
+        assert f"[REDACTED:{kind}]" in result.text
+        assert kind in result.kinds
+
+    def test_the_words_around_a_secret_stay_readable(self) -> None:
+        result = redact("my password is hunter2-Prod! and I like tea")
+        assert result.text == "my password is [REDACTED:password] and I like tea"
+
+    def test_only_the_password_of_a_connection_string_goes(self) -> None:
+        result = redact("postgres://admin:pa55w0rd@db:5432/app")
+        assert result.text == "postgres://admin:[REDACTED:password]@db:5432/app"
+
+    def test_chinese_values_stop_at_chinese_punctuation(self) -> None:
+        assert redact("密码是Abc!2345，记住").text == "密码是[REDACTED:password]，记住"
+
+    def test_several_secrets_in_one_text_are_all_counted(self) -> None:
+        text = "key sk-proj-Q3vX9mT2LpA8wZr5Kd7YbN1c, password: hunter2!, OTP 7731"
+        result = redact(text)
+        assert sorted(result.kinds) == ["api_key", "one_time_code", "password"]
+
+    def test_a_card_number_failing_luhn_is_left_alone(self) -> None:
+        assert redact("ref 4111 1111 1111 1112").text == "ref 4111 1111 1111 1112"
+
+    def test_a_number_after_a_card_is_not_swallowed(self) -> None:
+        assert redact("4111111111111111 2024").text == "[REDACTED:card_number] 2024"
+
+    def test_uppercase_labels_are_caught(self) -> None:
+        assert "Tr0ub" not in redact("PASSWORD: Tr0ub4dor&3").text
+
+    def test_redacting_twice_changes_nothing_more(self) -> None:
+        once = redact("password: hunter2! card 4111111111111111 code 482913").text
+        assert redact(once).text == once
+        assert redact(once).kinds == ()
+
+
+class TestHarmlessTextIsKept:
+    @pytest.mark.parametrize("text", HARMLESS)
+    def test_the_text_comes_back_unchanged(self, text: str) -> None:
+        result = redact(text)
+        assert result.text == text
+        assert result.kinds == ()
+        assert not result.changed
+
+    def test_empty_text_is_fine(self) -> None:
+        assert redact("").text == ""
+
+
+class TestJsonValues:
+    def test_strings_anywhere_in_the_structure_are_redacted(self) -> None:
+        meta = {"note": "password: hunter2!", "items": [{"card": "4111 1111 1111 1111"}]}
+        out = redact_json(meta)
+        assert out["note"] == "password: [REDACTED:password]"
+        assert out["items"][0]["card"] == "[REDACTED:card_number]"
+
+    @pytest.mark.parametrize(
+        "key", ["password", "api_key", "apiKey", "access_token", "client-secret", "pin", "密码"]
+    )
+    def test_a_value_under_a_secret_named_key_goes_whole(self, key: str) -> None:
+        assert redact_json({key: "plain"}) == {key: "[REDACTED:secret]"}
+
+    def test_numbers_under_secret_named_keys_go_too(self) -> None:
+        assert redact_json({"otp": 482913}) == {"otp": "[REDACTED:secret]"}
+
+    def test_ordinary_keys_and_values_are_kept(self) -> None:
+        meta = {"tokens": 512, "token_count": 3, "channel": "chat", "ok": True, "n": None}
+        assert redact_json(meta) == meta
+
+    def test_the_input_is_not_modified(self) -> None:
+        meta = {"password": "x"}
+        redact_json(meta)
+        assert meta == {"password": "x"}

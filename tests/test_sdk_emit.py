@@ -1,0 +1,152 @@
+"""The SDK's request path: validate, redact, one XADD. Nothing else happens on it."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import orjson
+import pytest
+import redis as redis_lib
+
+from models.events import Event, EventKind
+from sleepmem.errors import ValidationError
+from sleepmem.keys import Keys
+from sleepmem.sdk import MemoryClient
+from sleepmem.settings import Settings
+from sleepmem.stream import append
+
+
+def stream_events(redis: redis_lib.Redis, keys: Keys) -> list[dict[str, object]]:
+    return [orjson.loads(fields[b"e"]) for _id, fields in redis.xrange(keys.events)]
+
+
+@pytest.fixture
+def client(settings: Settings) -> MemoryClient:
+    return MemoryClient(settings, tenant="acme", agent="support-bot", user="u1")
+
+
+class TestEmit:
+    def test_one_emit_appends_one_entry_and_returns_its_event_id(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        event_id = client.emit(content="I prefer window seats", session="s1")
+        entries = stream_events(redis, keys)
+        assert [e["event_id"] for e in entries] == [event_id]
+        assert entries[0]["content"] == "I prefer window seats"
+        assert (entries[0]["tenant"], entries[0]["user"], entries[0]["session"]) == (
+            "acme",
+            "u1",
+            "s1",
+        )
+
+    def test_a_client_supplied_event_id_is_kept(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        assert client.emit(event_id="evt-1", content="x") == "evt-1"
+        assert stream_events(redis, keys)[0]["event_id"] == "evt-1"
+
+    def test_an_event_object_can_be_emitted(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        event = Event(tenant="acme", agent="a", kind=EventKind.session_end, content="")
+        assert client.emit(event) == event.event_id
+        assert stream_events(redis, keys)[0]["kind"] == "session_end"
+
+    def test_an_event_and_keyword_fields_together_are_refused(self, client: MemoryClient) -> None:
+        with pytest.raises(ValidationError) as caught:
+            client.emit(Event(tenant="acme", agent="a"), content="x")
+        assert caught.value.field == "event"
+
+    def test_an_invalid_event_is_refused_and_nothing_is_written(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        with pytest.raises(ValidationError) as caught:
+            client.emit(content="x", kind="chat")
+        assert caught.value.field == "kind"
+        assert redis.exists(keys.events) == 0
+
+    def test_secrets_are_redacted_before_they_reach_redis(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        client.emit(
+            content="my password is hunter2-Prod! and card 4111 1111 1111 1111",
+            meta={"api_key": "sk-proj-Q3vX9mT2LpA8wZr5Kd7YbN1c", "note": "OTP 482913"},
+        )
+        raw = b"".join(fields[b"e"] for _id, fields in redis.xrange(keys.events))
+        for secret in (b"hunter2", b"4111 1111", b"sk-proj-Q3vX", b"482913"):
+            assert secret not in raw
+        assert b"[REDACTED:password]" in raw
+
+    def test_emit_touches_no_sql(self, tmp_path: Path, namespace: str) -> None:
+        settings = Settings(
+            data_dir=tmp_path / "data",
+            redis_url="redis://127.0.0.1:6379/0",
+            namespace=namespace,
+            _env_file=None,
+        )
+        with MemoryClient(settings, tenant="t", agent="a") as client:
+            client.emit(content="x")
+        assert not (tmp_path / "data" / "sleepmem.db").exists()
+        cleanup = redis_lib.Redis.from_url("redis://127.0.0.1:6379/0")
+        cleanup.delete(Keys(namespace).events)
+
+
+class TestEmitMany:
+    def test_a_batch_is_appended_in_order_with_one_id_each(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        ids = client.emit_many([{"content": f"m{i}"} for i in range(25)])
+        entries = stream_events(redis, keys)
+        assert [e["event_id"] for e in entries] == ids
+        assert [e["content"] for e in entries] == [f"m{i}" for i in range(25)]
+
+    def test_a_batch_larger_than_one_chunk_is_fully_written(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        ids = client.emit_many([{"content": "x"}] * 2500)
+        assert len(set(ids)) == 2500
+        assert redis.xlen(keys.events) == 2500
+
+    def test_one_bad_event_refuses_the_batch_and_names_its_index(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        batch = [{"content": "ok"}, {"content": "ok"}, {"content": "bad", "role": "robot"}]
+        with pytest.raises(ValidationError) as caught:
+            client.emit_many(batch)
+        assert caught.value.field == "events[2].role"
+        assert "must be one of user, assistant, tool, system" in caught.value.message
+        assert redis.exists(keys.events) == 0
+
+    def test_an_empty_batch_writes_nothing(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        assert client.emit_many([]) == []
+        assert redis.exists(keys.events) == 0
+
+    def test_the_stream_ids_come_back_from_the_adapter(
+        self, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        events = [Event(tenant="t", agent="a", content=str(i)) for i in range(3)]
+        ids = append(redis, keys, events)
+        assert ids == [mid.decode() for mid, _ in redis.xrange(keys.events)]
+
+
+class TestEmbeddedMode:
+    def test_without_a_redis_url_the_client_starts_the_embedded_server(
+        self, tmp_path: Path
+    ) -> None:
+        settings = Settings(data_dir=tmp_path / "data", _env_file=None)
+        socket = tmp_path / "data" / "redis" / "redis.sock"
+        client = MemoryClient(settings, tenant="t", agent="a")
+        direct = redis_lib.Redis(unix_socket_path=str(socket))
+        try:
+            event_id = client.emit(content="hello embedded")
+            entries = direct.xrange(Keys(settings.namespace).events)
+            assert [orjson.loads(f[b"e"])["event_id"] for _i, f in entries] == [event_id]
+        finally:
+            client.close()
+            # The server belongs to the data directory and outlives the client: stop it here.
+            with contextlib.suppress(redis_lib.ConnectionError):
+                direct.shutdown(nosave=True)
+            direct.close()

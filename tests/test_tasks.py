@@ -1,0 +1,110 @@
+"""The drain and maintenance tasks as Celery runs them, on the machine's Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+import redis as redis_lib
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from models import RawEvent
+from sleepmem.locks import RedisLock
+from sleepmem.resources import Resources, build_resources
+from sleepmem.sdk import MemoryClient
+from sleepmem.settings import Settings
+from tasks import names
+from tasks.maintenance import maintenance_task
+from workers.app import create_celery
+from workers.process import install_resources, uninstall_resources
+from workers.thread import ThreadWorker
+
+
+@pytest.fixture
+def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
+    res = build_resources(settings)
+    install_resources(res)
+    yield res
+    uninstall_resources()
+    res.close()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def raw_rows(res: Resources) -> int:
+    with Session(res.engine) as s:
+        return int(s.exec(select(func.count()).select_from(RawEvent)).one())
+
+
+class TestDrainTask:
+    def test_a_drain_task_stores_each_emitted_event_once_and_frees_the_drain_slot(
+        self, resources: Resources
+    ) -> None:
+        once = resources.keys.task_once(names.DRAIN, names.DRAIN_QUEUED_SLOT)
+        with MemoryClient(resources.settings, client=resources.redis) as client:
+            events = [
+                {"event_id": f"ev-{i}", "tenant": "acme", "agent": "bot", "content": f"n{i}"}
+                for i in range(50)
+            ]
+            client.emit_many(events)
+            client.emit_many(events[:10])  # the same event ids again: still one row each
+        resources.redis.set(once, "1")  # what the tick sets when it queues the task
+        app = create_celery(resources.settings, broker_url=resources.broker_url)
+        with ThreadWorker(app, concurrency=1, queues=(names.QUEUE_DRAIN,)):
+            app.send_task(names.DRAIN)
+            assert wait_for(lambda: raw_rows(resources) == 50)
+            assert wait_for(
+                lambda: resources.redis.xpending(resources.keys.events, "drain")["pending"] == 0
+            )
+        assert raw_rows(resources) == 50
+        assert resources.redis.exists(once) == 0
+
+
+class TestMaintenanceTask:
+    def test_a_maintenance_job_runs_with_its_counts_returned(self, resources: Resources) -> None:
+        calls: list[str] = []
+
+        def job(res: Resources, task_id: str) -> Mapping[str, Any]:
+            calls.append(task_id)
+            return {"swept": 3}
+
+        app = create_celery(resources.settings, broker_url=resources.broker_url)
+        task = maintenance_task(app, "sleepmem.test_job", job)
+        result = task.apply(task_id="t-1").result
+        assert result == {"swept": 3}
+        assert calls == ["t-1"]
+        assert resources.redis.exists(resources.keys.job_lease("sleepmem.test_job")) == 0
+
+    def test_a_second_run_while_one_is_running_is_skipped(self, resources: Resources) -> None:
+        calls: list[str] = []
+
+        def job(res: Resources, task_id: str) -> Mapping[str, Any]:
+            calls.append(task_id)
+            return {}
+
+        app = create_celery(resources.settings, broker_url=resources.broker_url)
+        task = maintenance_task(app, "sleepmem.test_job", job)
+        running = RedisLock(
+            resources.redis, resources.keys.job_lease("sleepmem.test_job"), ttl_s=30
+        )
+        assert running.acquire()
+        assert task.apply().result == {"skipped": "lease_held"}
+        assert calls == []
+
+    def test_maintenance_tasks_land_on_the_maintenance_queue(self, resources: Resources) -> None:
+        app = create_celery(resources.settings, broker_url=resources.broker_url)
+        maintenance_task(app, "sleepmem.test_job", lambda res, task_id: {})
+        route = app.amqp.router.route({}, "sleepmem.test_job")
+        assert route["queue"].name == names.QUEUE_MAINTENANCE
+        assert app.amqp.router.route({}, names.CONSOLIDATE)["queue"].name == "consolidate"
+        assert app.amqp.router.route({}, names.DRAIN)["queue"].name == "drain"
