@@ -176,10 +176,10 @@ def m_employment(c: Clause) -> list[Slot]:
         name = org.strip(STRIP_CHARS)
         if re.match(r"(?i)(?:myself|home|a\s+living)$", name):
             return out
-        solo = not out or out[0].change
-        head = c.third() if solo else f"The user works at {name}"
-        out.append(make_slot("employer", norm_value(name), head, change=change,
-                         from_clause=solo, importance=0.6))
+        # Both slots keep the whole clause: "works as a nurse at X" answers "where does
+        # the user work?" better than a bare "works at X".
+        out.append(make_slot("employer", norm_value(name), c.third(), change=change,
+                             from_clause=True, importance=0.6))
     return out
 
 

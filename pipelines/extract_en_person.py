@@ -50,6 +50,27 @@ _MONTHY = re.compile(
 )
 
 
+_NATIONALITY = re.compile(
+    r"(?i)\bi(?:'m|\s+am)\s+(?:(?:a|an|originally|half)\s+)?(?P<v>[a-z]+)(?:\s+citizen)?\s*$"
+    r"|\bi(?:'m|\s+am|\s+have)\s+(?:an?\s+)?(?P<v2>[a-z]+)\s+(?:citizen|national|passport)"
+)
+_NOT_NATIONALITIES = frozenset(
+    {"new", "fine", "good", "here", "back", "sorry", "happy", "glad", "sure", "done", "ready",
+     "vegan", "vegetarian", "not", "so", "just", "also", "still", "really", "very",
+     "allergic", "based", "from", "afraid"}
+)
+
+
+def m_nationality(c: Clause) -> list[Slot]:
+    m = _NATIONALITY.search(clean_end(c.text))
+    if not m:
+        return []
+    word = (m.group("v") or m.group("v2")).lower()
+    if word not in NATIONALITIES or word in _NOT_NATIONALITIES:
+        return []
+    return [clause_slot(c, "nationality", word, importance=0.85)]
+
+
 def m_name(c: Clause) -> list[Slot]:
     m = _NAME.search(c.text) or _NAME_INTRO.search(clean_end(c.text))
     if not m:

@@ -18,8 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from pipelines.extract_rules import RulesExtractor, Speaker, speaker_of
-from pipelines.extract_text import norm_value
-from pipelines.extract_vocab import ATTR_SYNONYMS, IMPORTANCE
+from pipelines.extract_slots import type_of
+from pipelines.extract_text import CHANGE_EN, CHANGE_ZH, norm_value
+from pipelines.extract_vocab import (
+    ATTR_SYNONYMS,
+    IDENTITY_ATTRS,
+    IDENTITY_PREFIXES,
+    IMPORTANCE,
+    PREFERENCE_ATTRS,
+    PREFERENCE_PREFIXES,
+)
 from pipelines.ports import ChatModel, LLMUsage
 from pipelines.types import Candidate, EventView, Extraction
 from sleepmem.errors import ExtractionError
@@ -246,6 +254,26 @@ def _weakest(events: list[EventView]) -> Speaker:
     return min(speakers, key=lambda s: (s.trust == "high", not s.inferred, s.confidence))
 
 
+_KNOWN_ATTRS = frozenset(ATTR_SYNONYMS.values()) | IDENTITY_ATTRS | PREFERENCE_ATTRS
+
+
+def _canonical_type(item: LLMCandidate, subject: str, attribute: str) -> str:
+    """Known user slots have one type whatever the model says (diet is a preference)."""
+    if item.type in ("event", "task", "procedure") or subject != "user" or not attribute:
+        return item.type
+    if attribute in _KNOWN_ATTRS or attribute.startswith(IDENTITY_PREFIXES + PREFERENCE_PREFIXES):
+        return type_of(attribute)
+    return item.type
+
+
+def _says_change(events: list[EventView]) -> bool:
+    """Whether the source events themselves mark an explicit change (or correct us)."""
+    return any(
+        e.kind == "feedback" or CHANGE_EN.search(e.content) or CHANGE_ZH.search(e.content)
+        for e in events
+    )
+
+
 def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate:
     speaker = _weakest(events)
     last = max(events, key=lambda e: e.at)
@@ -253,26 +281,30 @@ def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate:
     attribute = ATTR_SYNONYMS.get(attribute.lower(), attribute) if attribute else ""
     if item.type == "event":
         attribute = ""
+    subject = item.subject.strip().lower() or "user"
     details: dict[str, Any] = {}
     if speaker.trusted_tool:
         details["trusted_tool"] = True
     confidence = min(item.confidence, speaker.confidence)
     importance = item.importance if item.importance is not None else IMPORTANCE[item.type]
     topic = (item.forget_topic or "").strip() or None
+    # A model that over-flags change would let a statement supersede instead of conflict:
+    # the flag only stands when the words are there.
+    change = (item.change or item.negated) and _says_change(events)
     return Candidate(
-        type="event" if topic else item.type,
+        type="event" if topic else _canonical_type(item, subject, attribute),
         statement=item.statement.strip(),
         provenance=[e.event_id for e in events],
         valid_from=last.at,
         scope=last.scope if item.one_off else last.scope.owner,
-        subject=item.subject.strip().lower() or "user",
+        subject=subject,
         attribute=attribute,
         value="" if item.negated and not item.value.strip() else norm_value(item.value),
         source=speaker.source,
         trust=speaker.trust,
         confidence=round(confidence, 3),
         importance=round(importance, 3),
-        change=item.change,
+        change=change,
         negated=item.negated,
         one_off=item.one_off,
         inferred=speaker.inferred or item.inferred,

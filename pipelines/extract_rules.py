@@ -18,7 +18,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from pipelines.extract_en_person import (
     m_instruction,
     m_likes,
     m_name,
+    m_nationality,
 )
 from pipelines.extract_slots import (
     TECH_ALIASES,
@@ -121,6 +122,7 @@ EN_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
     (("have", "got", "suffer", "diagnos", "struggle", "i'm", "i am", "live with"),
      m_condition),
     (("name", "call me", "called", "go by", "i'm", "i am", "this is"), m_name),
+    (("i'm", "i am", "i have", "citizen", "national", "passport"), m_nationality),
     (("i'm", "i am", "turned", "age", "im "), m_age),
     (("birthday", "born", "bday", "date of birth"), m_birthday),
     (tuple(FAMILY_EN), m_family),
@@ -698,10 +700,3 @@ def _json_summary(data: Any) -> str:
 
     walk(data, "", 0)
     return "; ".join(leaves)
-
-
-def iter_candidates(events: Iterable[EventView]) -> Iterable[Candidate]:
-    """Candidates of many events, lazily (for reconsolidation over long histories)."""
-    extractor = RulesExtractor()
-    for event in events:
-        yield from extractor.extract_event(event)

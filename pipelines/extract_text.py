@@ -197,10 +197,10 @@ _PRONOUNS_EN: dict[str, tuple[str, str, bool]] = {
     "your": ("the assistant's", "the assistant's", False),
     "yours": ("the assistant's", "the assistant's", False),
     "you're": ("the assistant is", "the assistant is", False),
-    "we": ("they", "they", False),
+    "we": ("the user's team", "they", True),
     "we're": ("they are", "they are", False),
     "we've": ("they have", "they have", False),
-    "our": ("their", "their", False),
+    "our": ("the user's team's", "their", False),
     "ours": ("theirs", "theirs", False),
 }
 
@@ -223,6 +223,7 @@ def third_person_en(text: str) -> str:
     out: list[str] = []
     pos = 0
     named = False
+    team_named = False
     conj = False
     for m in _EN_WORD.finditer(text):
         word = m.group()
@@ -247,8 +248,14 @@ def third_person_en(text: str) -> str:
             out.append(word)
             continue
         first, later, conj = rep
-        out.append(later if named else first)
-        if low in ("i", "i'm", "im", "i've", "i'd", "i'll", "my", "me", "mine"):
+        team = low in ("we", "we're", "we've", "our", "ours")
+        mentioned = team_named if team else named
+        out.append(later if mentioned else first)
+        # "they" takes the plural verb; only the singular first mention is conjugated.
+        conj = conj and (first == later or not mentioned)
+        if team:
+            team_named = True
+        elif low in ("i", "i'm", "im", "i've", "i'd", "i'll", "my", "me", "mine"):
             named = True
     out.append(text[pos:])
     return "".join(out)

@@ -55,7 +55,8 @@ BatchHook = Callable[[str, int], None]
 """Called after each committed batch with (pass name, batch number in that pass)."""
 
 _GONE = (MemoryStatus.archived.value, MemoryStatus.expired.value)
-SQLITE_CACHE_KIB = 64 * 1024
+SQLITE_CACHE_KIB = 128 * 1024
+SQLITE_WAL_PAGES = 50_000
 
 
 @dataclass(slots=True)
@@ -138,7 +139,7 @@ def sweep(
     after_batch: BatchHook | None = None,
 ) -> SweepReport:
     started = time.perf_counter()
-    with engine.connect() as conn, _sqlite_cache(conn):
+    with engine.connect() as conn, _sqlite_tuning(conn):
         run = _Run(
             conn=conn, index=ports.index, settings=settings, now=aware(ports.clock()),
             batch=max(1, batch or settings.sweep_batch), task_id=task_id, worker=worker,
@@ -422,16 +423,17 @@ def _push_status(run: _Run, ids: list[str], status: str) -> None:
 
 
 @contextmanager
-def _sqlite_cache(conn: Connection) -> Iterator[None]:
-    """A larger page cache while the sweep runs: its updates touch index pages all over."""
+def _sqlite_tuning(conn: Connection) -> Iterator[None]:
+    """While the sweep runs: a bigger page cache (status changes touch index pages all over
+    the file) and rarer WAL checkpoints (each would rewrite the same hot pages again).
+    Both are per-connection and restored before the connection goes back to the pool."""
     if conn.dialect.name != "sqlite":
         yield
         return
-    import os
     cache = conn.exec_driver_sql("PRAGMA cache_size").scalar()
     wal = conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
-    conn.exec_driver_sql(f"PRAGMA cache_size=-{os.environ.get('SW_CACHE', SQLITE_CACHE_KIB)}")
-    conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={os.environ.get('SW_WAL', 1000)}")
+    conn.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+    conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_PAGES}")
     conn.commit()
     try:
         yield

@@ -45,8 +45,10 @@ class LeaderElector:
     def step(self) -> bool:
         """One election round: renew if leading, else try to take the lock."""
         attempt = time.monotonic()
+        # A standby also tries renew(): after a blip that made it step down, the lock may
+        # still be its own, and SET NX alone would wait out the TTL for nothing.
         try:
-            ok = self.lock.renew() if self._leader else self.lock.acquire()
+            ok = self.lock.renew() if self._leader else self.lock.acquire() or self.lock.renew()
         except TransientError:
             ok = False
         if ok:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -24,6 +24,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from celery import Celery
 from kombu.exceptions import OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 
 from schedules.leader import LeaderElector
 from schedules.triggers import TickReport, tick
@@ -67,8 +68,23 @@ class Periodic:
     dedup_ttl_s: int
 
 
+# Interval jobs count from a fixed origin, so every replica fires on the same grid and a
+# fire has the same slot whichever replica makes it.
+GRID_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def _every(seconds: int) -> Callable[[datetime], str]:
-    return lambda now: str(int(now.timestamp()) // seconds)
+    return lambda due: str(int(due.timestamp()) // seconds)
+
+
+def last_due(job: Periodic, now: datetime) -> datetime | None:
+    """The latest scheduled time of ``job`` in its misfire window ``(now - grace, now]``."""
+    t = job.trigger.get_next_fire_time(None, now - timedelta(seconds=job.misfire_grace_s))
+    last: datetime | None = None
+    while t is not None and t <= now:
+        last = t
+        t = job.trigger.get_next_fire_time(t, t + timedelta(microseconds=1))
+    return last
 
 
 def lifecycle_jobs(settings: Settings) -> list[Periodic]:
@@ -106,7 +122,7 @@ def lifecycle_jobs(settings: Settings) -> list[Periodic]:
         ),
         Periodic(
             names.RECONCILE,
-            IntervalTrigger(minutes=5, timezone=UTC),
+            IntervalTrigger(minutes=5, start_date=GRID_ORIGIN, timezone=UTC),
             _every(300),
             misfire_grace_s=300,
             dedup_ttl_s=600,
@@ -136,6 +152,7 @@ class Scheduler:
         self.skipped = sorted(
             j.task for j in lifecycle_jobs(self.settings) if j.task not in available
         )
+        self._caught_up = False
         self._aps = BackgroundScheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(2)},
@@ -183,7 +200,13 @@ class Scheduler:
 
     def run_tick(self) -> TickReport | None:
         if not self.elector.is_leader:
+            self._caught_up = False
             return None
+        if not self._caught_up:
+            # New leader (fresh start, restart, hand-over): fire what the previous one may
+            # have missed within each job's misfire grace; slot dedup makes it safe.
+            self.catch_up()
+            self._caught_up = True
         res = self.resources
         send_drain = (lambda name: self.send(name)) if self.drain_tasks else None
         try:
@@ -195,16 +218,24 @@ class Scheduler:
                 send_consolidate=lambda key: self.send(names.CONSOLIDATE, args=(key,)),
                 send_drain=send_drain,
             )
-        except (SleepmemError, redis_lib.RedisError) as exc:
+        except (SleepmemError, redis_lib.RedisError, SQLAlchemyError) as exc:
             # The next tick retries; a scheduler that dies here would stop all triggers.
             log.error("tick_failed", error=type(exc).__name__)
             return None
+
+    def catch_up(self, now: datetime | None = None) -> list[str]:
+        """Fire every periodic job whose last scheduled time is within its misfire grace
+        (and was not fired yet); returns the tasks sent."""
+        now = now or datetime.now(UTC)
+        return [j.task for j in self.periodic if last_due(j, now) and self.fire(j, now)]
 
     def fire(self, job: Periodic, now: datetime | None = None) -> bool:
         """Enqueue ``job`` once for its slot; False when not leader or already sent."""
         if not self.elector.is_leader:
             return False
-        slot = job.slot(now or datetime.now(UTC))
+        now = now or datetime.now(UTC)
+        # The slot of the scheduled time, not of now: a late fire counts for its own slot.
+        slot = job.slot(last_due(job, now) or now)
         started = time.perf_counter()
         once = self.resources.keys.task_once(job.task, slot)
         try:

@@ -267,8 +267,13 @@ def _parse(entries: Sequence[Entry], limits: Limits) -> _Batch:
             owner = (clean.tenant, clean.agent, clean.user, clean.project)
             scope_key = owner_keys.get(owner)
             if scope_key is None:
-                scope_key = owner_keys[owner] = Scope(
-                    tenant=clean.tenant, agent=clean.agent, user=clean.user, project=clean.project
+                # The levels were just validated as part of the event: no second validation.
+                scope_key = owner_keys[owner] = Scope.model_construct(
+                    tenant=clean.tenant,
+                    agent=clean.agent,
+                    user=clean.user,
+                    project=clean.project,
+                    session="",
                 ).key
             batch.rows.append(
                 {
@@ -354,18 +359,24 @@ def _from_json_rows(table: Table) -> Any:
 
     PostgreSQL only. A multi-row VALUES of 500 rows has 8,000 placeholders, which psycopg
     re-parses on every execute (its cache stops at 4 KiB of SQL): 3x slower than this.
+    (SQLite keeps executemany: its json_extract would cut text at a NUL character.)
     """
     rows = sa.cast(sa.bindparam("rows", type_=sa.Text), pg_json.JSON)
     recordset = (
         sa.func.json_to_recordset(rows)
-        .table_valued(*[sa.column(c.name, c.type) for c in table.c if c.name != "id"])
+        .table_valued(*[sa.column(c.name, c.type) for c in table.c])
         .render_derived(name="r", with_types=True)
     )
     return sa.select(*recordset.c)
 
 
 def _upsert_scopes(insert: Any, source: Any = None) -> Any:
-    """Add a batch's counts to each scope's state; the latest event time wins."""
+    """Add a batch's counts to each scope's state; the latest event time wins.
+
+    ``source`` is a SELECT of whole rows (PostgreSQL); without it the statement takes
+    executemany parameters (SQLite), one cached statement rather than a fresh multi-row
+    VALUES per batch, whose compilation cost more than the inserts.
+    """
     names = [c.name for c in SCOPE_STATE.c]
     up = insert(SCOPE_STATE) if source is None else insert(SCOPE_STATE).from_select(names, source)
     cur, new = SCOPE_STATE.c, up.excluded
@@ -386,7 +397,7 @@ def _upsert_scopes(insert: Any, source: Any = None) -> Any:
     )
 
 
-# Statements are plain SQL expressions, built once; SQLAlchemy caches their compiled form.
+# Plain SQL expressions, built once; SQLAlchemy caches their compiled form.
 _SQLITE_INSERT_EVENTS = (
     sqlite_insert(RAW_EVENT)
     .on_conflict_do_nothing(index_elements=["event_id"])

@@ -9,6 +9,7 @@ on a literal first character but not under IGNORECASE, a 10x difference per scan
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -208,11 +209,24 @@ _UPPER_PREFIXES = _words("AKIA ASIA AGPA AIDA AROA AIza")
 _KEY_WORDS = _words("key token secret 密钥 秘钥 令牌")
 _PASS_WORDS = _words("pass pwd 密码 口令")
 _CODE_WORDS = (*_words("code otp pin verif 2fa one-time 验证码 校验码 动态码 短信码"), "one time")
-_DIGITS = "0123456789"
+# Every byte but ASCII digits: len(ascii.translate(None, this)) counts digits ~5x faster
+# than ten str.count calls.
+_NOT_DIGIT_BYTES = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
+# Nothing shorter can hold a recognisable secret ("pwd=x"): most meta values skip all checks.
+_SHORTEST_SECRET = 5
 
 
 def _any_in(words: tuple[str, ...], text: str) -> bool:
     return any(map(text.__contains__, words))
+
+
+_ANY_DIGIT = re.compile(r"\d")
+
+
+def _digit_count(text: str) -> int:
+    if text.isascii():
+        return len(text.encode("ascii").translate(None, _NOT_DIGIT_BYTES))
+    return len(_ANY_DIGIT.findall(text))  # full-width and other Unicode digits count too
 
 
 def _has_token_prefix(text: str, low: str) -> bool:
@@ -297,14 +311,14 @@ class _Redactor:
 
 def redact(text: str) -> RedactionResult:
     """Replace every secret in ``text``; ``kinds`` names what was found, once per secret."""
-    if not text:
+    if len(text) < _SHORTEST_SECRET:
         return RedactionResult(text, ())
     low = text.lower()
     shapes = "PRIVATE KEY" in text or "://" in text or "eyJ" in text or "bearer" in low
     tokens = _has_token_prefix(text, low)
     keyed = _any_in(_KEY_WORDS, low)
     passwords = _any_in(_PASS_WORDS, low)
-    digits = sum(map(text.count, _DIGITS))
+    digits = _digit_count(text)
     codes = digits >= 4 and _any_in(_CODE_WORDS, low)
     if not (shapes or tokens or keyed or passwords or codes or digits >= 13):
         return RedactionResult(text, ())
@@ -343,19 +357,27 @@ _SECRET_KEY_NAME = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
+def _secret_key(key: str) -> bool:
+    # Meta keys repeat from event to event: the regex runs once per distinct key.
+    return _SECRET_KEY_NAME.match(key) is not None
+
+
+_SCALARS = (str, int, float)  # by exact type: a bool is not a secret
+
+
 def redact_json(obj: Any) -> Any:
     """Redact every string in a JSON value; a scalar under a secret-named key goes whole."""
     if isinstance(obj, str):
-        return redact(obj).text if obj else obj
+        return redact(obj).text
     if isinstance(obj, dict):
         out: dict[Any, Any] = {}
         for key, value in obj.items():
             if (
-                isinstance(key, str)
-                and isinstance(value, str | int | float)
-                and not isinstance(value, bool)
+                type(value) in _SCALARS
                 and value != ""
-                and _SECRET_KEY_NAME.match(key)
+                and isinstance(key, str)
+                and _secret_key(key)
             ):
                 out[key] = mark("secret")
             else:

@@ -2,9 +2,9 @@
 
 The task validates the key, takes the per-scope lease (never two consolidations of one
 scope at once), builds the ports from the process resources, runs the pipeline, and then
-clears the coalescing key so that events which arrived meanwhile can trigger again. Retry policy: a held lease or a
-transient failure backs off and retries; anything else fails loudly and the events stay
-pending for the next trigger (nothing is lost).
+clears the coalescing key so that events which arrived meanwhile can trigger again.
+Retry policy: a held lease or a transient failure backs off and retries; anything else
+fails loudly and the events stay pending for the next trigger (nothing is lost).
 """
 
 from __future__ import annotations
@@ -74,7 +74,12 @@ def run_consolidation(
     worker: str = "",
 ) -> ConsolidationReport:
     """Consolidate one scope now; raises LeaseHeldError if another worker is on it."""
-    scope = check_scope_key(scope_key)
+    try:
+        scope = check_scope_key(scope_key)
+    except ValidationError:
+        # Garbage is not retried: a malformed key will not become valid by waiting.
+        log.warning("consolidate_refused", field="scope_key", task_id=task_id)
+        raise
     settings, redis, keys = resources.settings, resources.redis, resources.keys
     fields = {"tenant": scope.tenant, "scope": scope_digest(scope_key)}
     started = time.perf_counter()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis import Redis
 
 from sleepmem.evals.harness import count_tokens
 from sleepmem.evals.locomo import (
@@ -137,3 +138,13 @@ class TestRunOnTinySlices:
         assert report["baseline_recall_at_5"] <= report["baseline_recall_at_10"]
         assert report["recall_at_25"] > 0.0
         assert report["full_context_tokens"] > 10_000
+
+
+class TestTheRunLeavesSharedServicesAlone:
+    def test_keys_of_the_configured_namespace_survive_and_the_runs_own_are_gone(
+        self, toy_file: Path, settings: Settings, redis: Redis, namespace: str
+    ) -> None:
+        redis.set(f"{namespace}:keep-me", "1")
+        run_locomo(toy_file, settings=settings)
+        assert redis.get(f"{namespace}:keep-me") == b"1"
+        assert list(redis.scan_iter(match=f"{namespace}-eval-*")) == []

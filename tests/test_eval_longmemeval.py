@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from sleepmem.evals.longmemeval import Item, bm25_ranking, events_of, load, run_longmemeval
+from sleepmem.evals.longmemeval import (
+    Item,
+    bm25_ranking,
+    events_of,
+    load,
+    run_longmemeval,
+    spread,
+)
 from sleepmem.evals.metrics import dcg, ndcg_any, rank_by_first_mention, recall_all, recall_any
 from sleepmem.settings import Settings
 
@@ -148,6 +155,16 @@ class TestLoading:
             answer_sessions=frozenset({"answer_x", "answer_y"}),
         )
         assert item.official_relevant() == frozenset({"answer_y"})
+
+
+class TestQuickRunsSample:
+    def test_a_limit_spreads_over_the_file_so_every_question_type_is_seen(
+        self, toy_file: Path
+    ) -> None:
+        items = load(toy_file) * 5  # 15 items
+        assert spread(items, 3) == [items[0], items[5], items[10]]
+        assert spread(items, None) == items
+        assert spread(items, 99) == items
 
 
 class TestBm25Baseline:

@@ -87,7 +87,9 @@ class TestResidence:
         assert (c.value, c.change) == ("上海", True)
         assert c.statement.startswith("用户住在上海")
 
-    @pytest.mark.parametrize(("text", "value"), [("我现在住在深圳", "深圳"), ("我搬家到杭州了。", "杭州")])
+    @pytest.mark.parametrize(
+        ("text", "value"), [("我现在住在深圳", "深圳"), ("我搬家到杭州了。", "杭州")]
+    )
     def test_chinese_wordings(self, text: str, value: str) -> None:
         c = slot(extract(text), "residence")
         assert (c.value, c.change) == (value, True)
@@ -233,6 +235,7 @@ class TestWorkAndContact:
         assert slot(cands, "occupation").value == "nurse"
         assert slot(cands, "employer").value == "saint aldhelm hospital"
         assert "works as a nurse" in slot(cands, "occupation").statement
+        assert "nurse" in slot(cands, "employer").statement
 
     @pytest.mark.parametrize(
         ("text", "attribute", "value"),
@@ -507,6 +510,38 @@ class TestEvents:
         cands = extract("My OpenAI key is [REDACTED:api_key], I use OpenAI for my side project.")
         assert [c.statement for c in cands] == ["The user uses OpenAI for their side project."]
         assert extract("The verification code they texted me is [REDACTED:otp].") == []
+
+
+class TestNoFalseSlots:
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "My question is how to deploy this.",
+            "I like that idea.",
+            "I'm a bit tired today.",
+            "Can you help me write an email to my boss?",
+            "I'm going to Paris next week.",
+            "My son loves football.",
+            "I think Python is great.",
+            "I work from home.",
+            "I am happy with the answer.",
+            "I'm not sure what to eat tonight.",
+            "My problem is that the app crashes.",
+            "I'm in Tokyo this week for a conference.",
+        ],
+    )
+    def test_ordinary_sentences_stay_events(self, text: str) -> None:
+        cands = extract(text)
+        assert [c.type for c in cands] == ["event"]
+        assert cands[0].statement == text
+
+    def test_a_nationality_is_identity_but_a_mood_is_not(self) -> None:
+        assert slot(extract("I'm Chinese."), "nationality").type == "identity"
+        assert not structured(extract("I'm happy."))
+
+    def test_we_is_the_users_team(self) -> None:
+        c = slot(extract("We use Slack for communication."), "tool_for:communication")
+        assert c.statement == "The user's team uses Slack for communication."
 
 
 class TestProvenanceAndScope:

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from tasks import names
 
 TTL = 1.0
 ALL_TASKS = (names.SWEEP, names.REFRESH, names.RECONCILE, names.INDEX_MAINTENANCE)
+NIGHT = datetime(2025, 3, 1, 3, 0, tzinfo=UTC)  # the default sweep time (03:00 UTC)
 
 
 class Recorder:
@@ -81,6 +82,11 @@ def scheduler(res: Resources, send: Recorder) -> Scheduler:
     return Scheduler(
         resources=res, send=send, elector=elector(res), available=ALL_TASKS, drain_tasks=True
     )
+
+
+def standing_by(res: Resources, send: Recorder) -> Scheduler:
+    """A scheduler whose APScheduler is not started: jobs are fired by the test."""
+    return Scheduler(resources=res, send=send, elector=elector(res), available=ALL_TASKS)
 
 
 def sweep_job(settings: Settings) -> Periodic:
@@ -144,13 +150,14 @@ class TestTwoSchedulers:
         try:
             time.sleep(1.0)
             job = sweep_job(resources.settings)
-            fired = (b.fire(job), a.fire(job))
+            standby_fired = b.fire(job)
+            a.fire(job)  # sent now, unless the leader's start-up catch-up already sent it
         finally:
             b.stop()
             a.stop()
-        assert fired == (False, True)
+        assert standby_fired is False
         assert sent_a.names().count(names.DRAIN) >= 5  # one per tick of 0.1 s
-        assert names.SWEEP in sent_a.names()
+        assert sent_a.names().count(names.SWEEP) == 1
         assert sent_b.sent == []
 
     def test_a_double_fire_across_a_hand_over_sends_once(self, resources: Resources) -> None:
@@ -160,16 +167,60 @@ class TestTwoSchedulers:
             resources=resources, send=sent_a, elector=elector(resources), available=ALL_TASKS
         )
         a.elector.step()
-        assert a.fire(job)
-        a.elector.stop()  # hands over; B fires the same night again
+        assert a.fire(job, NIGHT)
+        a.elector.stop()  # hands over; B fires the same night again, a minute later
         b = Scheduler(
             resources=resources, send=sent_b, elector=elector(resources), available=ALL_TASKS
         )
         b.elector.step()
-        assert b.fire(job) is False
+        assert b.fire(job, NIGHT + timedelta(minutes=1)) is False
         assert [n for _, n, _ in sent_a.sent + sent_b.sent] == [names.SWEEP]
-        slot = job.slot(datetime.now(UTC))
-        assert sent_a.sent[0][2] == f"{names.SWEEP}:{slot}"
+        assert sent_a.sent[0][2] == f"{names.SWEEP}:2025-03-01"
+
+    def test_a_new_leader_catches_up_a_nightly_sweep_missed_within_its_grace(
+        self, resources: Resources
+    ) -> None:
+        sent = Recorder(resources)
+        s = standing_by(resources, sent)
+        assert s.elector.step()
+        two_hours_late = NIGHT + timedelta(hours=2)
+        assert names.SWEEP in s.catch_up(two_hours_late)
+        assert names.SWEEP not in s.catch_up(two_hours_late + timedelta(minutes=30))
+        assert names.SWEEP not in s.catch_up(NIGHT + timedelta(hours=7))  # past the grace
+        assert names.SWEEP in s.catch_up(NIGHT + timedelta(days=1, minutes=1))
+        sweeps = [task_id for _, name, task_id in sent.sent if name == names.SWEEP]
+        assert sweeps == [f"{names.SWEEP}:2025-03-01", f"{names.SWEEP}:2025-03-02"]
+
+    def test_the_nightly_sweep_follows_the_configured_time_zone(self, resources: Resources) -> None:
+        resources.settings = resources.settings.model_copy(
+            update={"sweep_hour": 3, "sweep_timezone": "Asia/Shanghai"}
+        )
+        sent = Recorder(resources)
+        s = standing_by(resources, sent)
+        assert s.elector.step()
+        # 03:00 in Shanghai is 19:00 UTC the day before.
+        assert names.SWEEP not in s.catch_up(datetime(2025, 3, 1, 18, 59, tzinfo=UTC))
+        assert names.SWEEP in s.catch_up(datetime(2025, 3, 1, 19, 30, tzinfo=UTC))
+        assert (names.SWEEP, f"{names.SWEEP}:2025-03-02") in [(n, t) for _, n, t in sent.sent]
+
+    def test_a_standby_catches_up_nothing(self, resources: Resources) -> None:
+        leader = Scheduler(
+            resources=resources,
+            send=Recorder(resources),
+            elector=elector(resources),
+            available=ALL_TASKS,
+        )
+        standby_sent = Recorder(resources)
+        standby = Scheduler(
+            resources=resources,
+            send=standby_sent,
+            elector=elector(resources),
+            available=ALL_TASKS,
+        )
+        leader.elector.step()
+        standby.elector.step()
+        assert standby.catch_up(NIGHT + timedelta(hours=1)) == []
+        assert standby_sent.sent == []
 
     def test_jobs_whose_task_is_not_registered_are_not_scheduled(
         self, resources: Resources
@@ -244,7 +295,7 @@ class TestLeaderDeath:
 
             assert wait_for(lambda: standby.elector.is_leader, timeout=TTL * 3)
             took_over = time.monotonic() - killed
-            assert wait_for(lambda: len(standby_sent.sent) > 0, timeout=1.0)
+            assert wait_for(lambda: names.DRAIN in standby_sent.names(), timeout=1.0)
         finally:
             if child.poll() is None:
                 child.kill()
@@ -255,4 +306,4 @@ class TestLeaderDeath:
         # Lock expiry is at most one TTL after the kill; a standby polls every TTL/6.
         assert took_over <= TTL * 1.2 + 0.1, f"take-over took {took_over:.2f}s"
         assert resources.redis.llen(fires) == fired_by_leader  # the dead one fired no more
-        assert standby_sent.sent[0][1] == names.DRAIN
+        assert names.DRAIN in standby_sent.names()  # the new leader ticks

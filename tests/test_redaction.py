@@ -86,6 +86,7 @@ SECRETS: list[tuple[str, str, str]] = [
     ("验证码：884213", "884213", "one_time_code"),
     ("您的验证码为 552901，5分钟内有效", "552901", "one_time_code"),
     ("123456是您的验证码", "123456", "one_time_code"),
+    ("验证码：５５２９０１", "５５２９０１", "one_time_code"),  # full-width digits
     # private keys and connection strings
     (
         "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7x\n-----END RSA PRIVATE KEY-----",

@@ -418,6 +418,18 @@ class TestEdgeEngine:
         assert errors == []
         assert counts and all(c == 10 for c in counts)
 
+    def test_a_second_opener_is_refused_until_the_first_closes(self, tmp_path: Path) -> None:
+        first = EdgeIndex(tmp_path / "index")
+        first.ensure(dim=DIM)
+        first.upsert([point()])
+        second = EdgeIndex(tmp_path / "index")
+        with pytest.raises(ConfigurationError):
+            second.ensure(dim=DIM)
+        first.close()
+        second.ensure(dim=DIM)
+        assert second.count() == 1
+        second.close()
+
     def test_using_the_index_before_ensure_is_a_configuration_error(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError):
             EdgeIndex(tmp_path / "index").count()

@@ -14,10 +14,11 @@ from kombu.entity import Queue
 
 from pipelines.consolidate import consolidate_scope
 from sleepmem.keys import Keys
+from sleepmem.resources import redis_urls
 from sleepmem.settings import Settings
 from tasks import consolidate, drain, maintenance, names
 from tasks.consolidate import ConsolidatePipeline
-from workers.process import connect_task_context
+from workers.process import connect_process_hooks, connect_task_context
 
 # Retries wait at most tasks.retry.BACKOFF_CAP_S in the worker (ETA) before running; the
 # broker must not hand the message to another worker while it waits or runs.
@@ -79,9 +80,6 @@ def create_celery_from_env() -> Celery:
     Only the broker URL is derived here; clients are built per worker process by the
     hooks in :mod:`workers.process`.
     """
-    from sleepmem.resources import redis_urls
-    from workers.process import connect_process_hooks
-
     settings = Settings()
     _, broker, _ = redis_urls(settings)
     app = create_celery(settings, broker_url=broker)

@@ -176,7 +176,7 @@ def _free_port() -> int:
 
 @contextmanager
 def _server(settings: Settings, url: str, data_dir: Path, tenant: str) -> Iterator[str]:
-    """uvicorn in a subprocess (its own GIL), uvloop + httptools, on a loopback port."""
+    """``sleepmem api`` in a subprocess (its own GIL, production logging) on a loopback port."""
     port = _free_port()
     env = {
         **os.environ,
@@ -186,13 +186,10 @@ def _server(settings: Settings, url: str, data_dir: Path, tenant: str) -> Iterat
         "SLEEPMEM_DATABASE_URL": f"sqlite:///{data_dir / 'api.db'}",
         "SLEEPMEM_API_KEYS": orjson.dumps({tenant: HTTP_KEY}).decode(),
         "SLEEPMEM_AUTH_ENABLED": "true",
-        "SLEEPMEM_LOG_LEVEL": os.environ.get("SLEEPMEM_BENCH_API_LOG_LEVEL", "INFO"),
+        "SLEEPMEM_HOST": "127.0.0.1",
+        "SLEEPMEM_PORT": str(port),
     }
-    cmd = [
-        sys.executable, "-m", "uvicorn", "sleepmem.api.app:create_app", "--factory",
-        "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop", "--http", "httptools",
-        "--no-access-log", "--log-level", "warning",
-    ]  # fmt: skip
+    cmd = [sys.executable, "-c", "from sleepmem.cli import app; app()", "api"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:

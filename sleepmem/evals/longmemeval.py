@@ -194,6 +194,17 @@ def _summary(rows: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
+def spread(items: list[Item], limit: int | None) -> list[Item]:
+    """``limit`` items evenly spaced over the list: the file is sorted by question type, so
+    a quick run sees every type instead of only the first one."""
+    if limit is None or limit >= len(items):
+        return items
+    if limit < 1:
+        raise ValidationError("limit", "must be at least 1")
+    step = len(items) / limit
+    return [items[int(i * step)] for i in range(limit)]
+
+
 def run_longmemeval(
     path: Path, *, settings: Settings, limit: int | None = None
 ) -> dict[str, Any]:
@@ -201,7 +212,7 @@ def run_longmemeval(
     started = time.perf_counter()
     items = load(path)
     abstention = sum(i.abstention for i in items)
-    items = [i for i in items if not i.abstention][:limit]
+    items = spread([i for i in items if not i.abstention], limit)
     rows: list[tuple[str, dict[str, float]]] = []
     events = memories = 0
     with eval_instance(settings, prefix="sleepmem-longmemeval-") as res:

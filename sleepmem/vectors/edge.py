@@ -1,9 +1,10 @@
 """The embedded index: Qdrant's own engine in-process (``qdrant-edge-py``), one shard on disk.
 
 Filtered search stays around a millisecond at 100k points, where qdrant-client's local
-mode (a Python re-implementation) takes far longer. The shard belongs to one process; in
-embedded mode the API and the worker threads share it, so one lock guards every call
-(searches are short, and the engine gives no thread-safety promise for its handle).
+mode (a Python re-implementation) takes far longer. The shard belongs to one process (the
+engine's WAL lock refuses a second opener); in embedded mode the API and the worker threads
+share it, so one lock guards every call (searches are short, and the engine gives no
+thread-safety promise for its handle).
 
 By default no HNSW graph is built. Every search carries a scope filter, scopes are capped
 (``scope_capacity``), and the engine then scores the few candidates its payload indexes

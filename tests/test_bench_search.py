@@ -1,0 +1,30 @@
+"""The search benchmark on a small store: it fills, measures both paths and stays scoped."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleepmem.bench.search import run_search_bench
+from sleepmem.errors import ValidationError
+from sleepmem.settings import Settings
+
+
+class TestSearchBenchmark:
+    def test_a_small_run_reports_ordered_percentiles_for_both_paths(
+        self, settings: Settings
+    ) -> None:
+        report = run_search_bench(settings, memories=600, users=20, queries=25)
+        assert report["memories"] == 600
+        assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
+        assert 0 < report["http_p50_ms"] <= report["http_p95_ms"] <= report["http_p99_ms"]
+
+    def test_no_query_ever_sees_another_users_memories(self, settings: Settings) -> None:
+        report = run_search_bench(settings, memories=600, users=20, queries=40, http=False)
+        assert report["foreign_cards"] == 0
+        # 30 memories per user: most queries have something of the asked kind to find.
+        assert report["attribute_hit_rate"] is not None
+        assert "http_p95_ms" not in report
+
+    def test_a_store_of_no_memories_is_refused(self, settings: Settings) -> None:
+        with pytest.raises(ValidationError, match="positive"):
+            run_search_bench(settings, memories=0)
