@@ -139,7 +139,7 @@ def sweep(
     after_batch: BatchHook | None = None,
 ) -> SweepReport:
     started = time.perf_counter()
-    with engine.connect() as conn, _sqlite_tuning(conn):
+    with engine.connect() as conn, _tuning(conn):
         run = _Run(
             conn=conn, index=ports.index, settings=settings, now=aware(ports.clock()),
             batch=max(1, batch or settings.sweep_batch), task_id=task_id, worker=worker,
@@ -423,23 +423,34 @@ def _push_status(run: _Run, ids: list[str], status: str) -> None:
 
 
 @contextmanager
-def _sqlite_tuning(conn: Connection) -> Iterator[None]:
-    """While the sweep runs: a bigger page cache (status changes touch index pages all over
-    the file) and rarer WAL checkpoints (each would rewrite the same hot pages again).
-    Both are per-connection and restored before the connection goes back to the pool."""
-    if conn.dialect.name != "sqlite":
-        yield
-        return
-    cache = conn.exec_driver_sql("PRAGMA cache_size").scalar()
-    wal = conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
-    conn.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
-    conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_PAGES}")
+def _tuning(conn: Connection) -> Iterator[None]:
+    """Per-connection settings while the sweep runs, restored before the pool gets it back.
+
+    SQLite: a bigger page cache (status changes touch index pages all over the file) and
+    rarer WAL checkpoints (each would rewrite the same hot pages again). PostgreSQL: commits
+    without waiting for the WAL flush; safe here because the sweep is idempotent, so a
+    commit lost to a crash is simply redone by the next run.
+    """
+    if conn.dialect.name == "sqlite":
+        cache = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+        wal = conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
+        conn.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+        conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_PAGES}")
+        restore = [f"PRAGMA cache_size={int(cache or -2000)}",
+                   f"PRAGMA wal_autocheckpoint={int(wal or 1000)}"]
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET synchronous_commit TO off")
+        restore = ["RESET synchronous_commit"]
+    else:
+        restore = []
     conn.commit()
     try:
         yield
     finally:
-        conn.exec_driver_sql(f"PRAGMA cache_size={int(cache or -2000)}")
-        conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={int(wal or 1000)}")
+        if conn.in_transaction():
+            conn.rollback()
+        for statement in restore:
+            conn.exec_driver_sql(statement)
         conn.commit()
 
 

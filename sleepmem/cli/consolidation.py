@@ -1,0 +1,23 @@
+"""Consolidation commands: the benchmark and a memory's explanation live elsewhere."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from sleepmem.cli.app import bench_app
+
+
+@bench_app.command("consolidate")
+def bench_consolidate(
+    events: int = typer.Option(5000, help="events to emit and consolidate"),
+    users: int = typer.Option(50, help="user scopes they are spread over"),
+    llm: bool = typer.Option(False, "--llm", help="LLM extractor against a counting server"),
+    as_json: bool = typer.Option(True, "--json/--no-json", help="print one JSON object"),
+) -> None:
+    """Events/s from the first emit to every memory indexed (embedded, one worker)."""
+    from sleepmem.bench.consolidate import run_consolidate_bench
+
+    result = run_consolidate_bench(events=events, users=users, llm=llm)
+    typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))

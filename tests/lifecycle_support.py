@@ -1,0 +1,92 @@
+"""Helpers shared by the lifecycle tests: a clock the test moves, ports on a real embedded
+index, and memory rows written the way the pipeline writes them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from models import Audit, Memory, Scope
+from pipelines.index import apply_to_index
+from pipelines.memories import content_hash, new_memory
+from pipelines.ports import Ports
+from pipelines.types import Candidate
+from sleepmem.embedders import HashingEmbedder
+from sleepmem.vectors.edge import EdgeIndex
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+SCOPE = Scope(tenant="acme", agent="bot", user="ann")
+DAY = timedelta(days=1)
+
+
+class Clock:
+    """The only time a pipeline sees in these tests."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+def make_ports(path: Path, clock: Clock) -> Ports:
+    embedder = HashingEmbedder(dim=64)
+    index = EdgeIndex(path)
+    index.ensure(dim=embedder.dim)
+    return Ports(embedder=embedder, index=index, clock=clock)
+
+
+def memory(
+    statement: str,
+    *,
+    type: str = "preference",
+    scope: Scope = SCOPE,
+    at: datetime = T0,
+    importance: float = 0.5,
+    attribute: str = "",
+    expires_at: datetime | None = None,
+    **fields: Any,
+) -> Memory:
+    cand = Candidate(
+        type=type, statement=statement, provenance=["ev-" + content_hash(statement)[:16]],
+        valid_from=at, scope=scope, attribute=attribute, importance=importance,
+    )
+    mem = new_memory(cand, scope_key=scope.owner.key, now=at, ttl=None, extractor="test")
+    mem.expires_at = expires_at
+    for name, value in fields.items():
+        setattr(mem, name, value)
+    return mem
+
+
+def store(engine: Engine, ports: Ports, *memories: Memory) -> list[Memory]:
+    """Write rows, then index them, as consolidation does."""
+    with Session(engine, expire_on_commit=False) as session:
+        for m in memories:
+            session.add(m)
+        session.commit()
+    apply_to_index(engine=engine, index=ports.index, embedder=ports.embedder,
+                   upsert=list(memories), payload_only=[], delete=[])
+    return list(memories)
+
+
+def row(engine: Engine, memory_id: str) -> Memory | None:
+    with Session(engine, expire_on_commit=False) as session:
+        return session.get(Memory, memory_id)
+
+
+def audit_ops(engine: Engine) -> list[tuple[str, str]]:
+    """(op, memory id) for every id every audit row names, sorted: batching-independent."""
+    with Session(engine) as session:
+        out = [
+            (a.op, mid)
+            for a in session.exec(select(Audit).order_by(col(Audit.id)))
+            for mid in dict.fromkeys([*a.memory_ids_before, *a.memory_ids_after])
+        ]
+    return sorted(out)

@@ -1,0 +1,202 @@
+"""The whole consolidation pipeline against real Redis, SQLite/PostgreSQL and the index.
+
+Events go in through the SDK and the drain; consolidation runs the task's code; memories
+come back through search. The embedder is the fast hashing one: quality is not the
+point here, plumbing and failure behaviour are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis as redis_lib
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, func, select
+
+from models import Audit, Memory, RawEvent, Scope
+from pipelines.consolidate import consolidate_scope
+from pipelines.index import reconcile
+from pipelines.ports import IndexPoint, Ports, VectorIndex
+from sleepmem.drain import drain_once
+from sleepmem.embedders import HashingEmbedder
+from sleepmem.errors import ExtractionError, TransientError
+from sleepmem.keys import Keys
+from sleepmem.reader import build_request
+from sleepmem.sdk import MemoryClient
+from sleepmem.settings import Settings
+from sleepmem.vectors.edge import EdgeIndex
+
+SCOPE = {"tenant": "acme", "agent": "assistant", "user": "u1"}
+OWNER = Scope(**SCOPE).key
+T0 = datetime(2026, 5, 1, 10, tzinfo=UTC)
+
+
+class FlakyIndex:
+    """A real index that fails its next upserts: a crash between SQL and the index."""
+
+    def __init__(self, inner: VectorIndex, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise TransientError("index unavailable")
+        self.inner.upsert(points)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[EdgeIndex]:
+    idx = EdgeIndex(tmp_path / "index")
+    idx.ensure(dim=256)
+    yield idx
+    idx.close()
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, namespace: str, engine: Engine) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data", redis_url="redis://127.0.0.1:6379/0",
+        database_url=str(engine.url.render_as_string(hide_password=False)),
+        namespace=namespace, embedder="hashing", _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+def ports(index: Any, clock: datetime = T0) -> Ports:
+    return Ports(embedder=HashingEmbedder(), index=index, clock=lambda: clock)
+
+
+def emit_and_drain(cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+                   contents: list[str]) -> None:
+    with MemoryClient(cfg, client=redis, **SCOPE) as client:
+        client.emit_many(
+            [{"content": c, "session": "s1", "at": T0.isoformat()} for c in contents]
+        )
+    while drain_once(redis=redis, keys=keys, engine=engine, settings=cfg, consumer="t").read:
+        pass
+
+
+def memory_rows(engine: Engine) -> list[Memory]:
+    with Session(engine) as s:
+        return list(s.exec(select(Memory).order_by(col(Memory.id))))
+
+
+def pending(engine: Engine) -> int:
+    with Session(engine) as s:
+        return int(s.exec(select(func.count()).select_from(RawEvent).where(
+            col(RawEvent.consolidated).is_(False))).one())
+
+
+class TestEndToEnd:
+    def test_emitted_facts_come_back_from_search_and_events_are_consumed(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex,
+    ) -> None:
+        emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "I'm vegetarian."])
+        report = consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
+                                   scope_key=OWNER)
+        assert report.events == 2 and report.ops.get("ADD", 0) >= 2
+        assert pending(engine) == 0
+        from pipelines.retrieve import RankWeights, search
+
+        result = search(engine=engine, ports=ports(index),
+                        request=build_request("Where does the user live?", scope=SCOPE),
+                        weights=RankWeights())
+        assert any("Lisbon" in c.statement for c in result.flat())
+        assert all(m.index_state == "indexed" for m in memory_rows(engine))
+
+
+class TestCrashBetweenSqlAndIndex:
+    def test_the_reconciler_converges_without_duplicates(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex,
+    ) -> None:
+        emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "I work as a nurse."])
+        with pytest.raises(TransientError):
+            consolidate_scope(engine=engine, ports=ports(FlakyIndex(index, failures=1)),
+                              settings=cfg, scope_key=OWNER)
+        rows = memory_rows(engine)
+        assert rows and {m.index_state for m in rows} == {"pending"}
+        assert index.count() == 0
+        reconcile(engine=engine, index=index, embedder=HashingEmbedder())
+        reconcile(engine=engine, index=index, embedder=HashingEmbedder())
+        assert {m.index_state for m in memory_rows(engine)} == {"indexed"}
+        assert sorted(index.all_ids()) == sorted(m.id for m in rows)
+
+
+class TestRetries:
+    def test_a_batch_retried_after_a_failure_gives_the_same_memories(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, tmp_path: Path,
+    ) -> None:
+        emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "My cat is Miso."])
+
+        class Exploding:
+            name = "rules"
+
+            def extract(self, events: Any) -> Any:
+                raise ExtractionError("model went away")
+
+        broken = ports(index)
+        broken.extras["extractor"] = Exploding()
+        with pytest.raises(ExtractionError):
+            consolidate_scope(engine=engine, ports=broken, settings=cfg, scope_key=OWNER)
+        assert memory_rows(engine) == [] and pending(engine) == 2
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        first = [(m.id, m.statement, m.status) for m in memory_rows(engine)]
+        again = consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
+                                  scope_key=OWNER)
+        assert again.events == 0
+        assert [(m.id, m.statement, m.status) for m in memory_rows(engine)] == first
+
+    def test_memory_ids_are_deterministic_for_the_same_events(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex,
+    ) -> None:
+        emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon."])
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        ids = [m.id for m in memory_rows(engine)]
+        # Replaying the same raw events into a fresh memory table yields the same ids.
+        with Session(engine) as s:
+            for m in s.exec(select(Memory)):
+                s.delete(m)
+            for e in s.exec(select(RawEvent)):
+                e.consolidated = False
+                s.add(e)
+            s.commit()
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        assert [m.id for m in memory_rows(engine)] == ids
+
+
+class TestRefusedExtraction:
+    def test_a_refused_llm_batch_leaves_events_pending_and_is_audited(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex,
+    ) -> None:
+        from pipelines.extract_llm import LLMExtractor
+
+        class NonsenseModel:
+            model = "scripted"
+
+            def complete_json(self, *, system: str, user: str, schema: dict[str, Any]) -> Any:
+                from pipelines.ports import LLMUsage
+
+                return {"candidates": [{"event_ids": ["e999"], "type": "fact",
+                                        "statement": "x"}]}, LLMUsage(1, 10, 5)
+
+        emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon."])
+        p = ports(index)
+        p.extras["extractor"] = LLMExtractor(NonsenseModel(), batch_events=10)
+        with pytest.raises(ExtractionError):
+            consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+        assert pending(engine) == 1 and memory_rows(engine) == []
+        with Session(engine) as s:
+            errors = list(s.exec(select(Audit).where(col(Audit.op) == "ERROR")))
+        assert len(errors) == 1 and "ExtractionError" in errors[0].reason
