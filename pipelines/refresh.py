@@ -4,8 +4,11 @@
    access_count grows, last_access moves to the hit, expires_at slides to hit + ttl(type),
    and a demoted memory that is used again stops being demoted.
 2. Importance rises to a floor set by repeated mentions, emphasis and corrections.
-3. Negative feedback (``details.negative_feedback``, a count) halves confidence once per
-   feedback and marks the memory for verification.
+3. Negative feedback halves confidence once per feedback and marks the memory for
+   verification. Feedback arrives as an event ("no, that's wrong") that the extractor keeps
+   as an episode with ``details.feedback == "negative"``; it is routed to the memories of
+   its scope that were retrieved in the minutes before it (the ones the agent just used),
+   as a count in their ``details.negative_feedback``.
 4. A high-importance memory never hit gets one "strong reminder" (last_access = now) when
    its survival falls under ``demote_below`` or its expiry is less than a day away.
 
@@ -47,6 +50,8 @@ CORRECTION_FLOOR = 0.7
 # Corrections count for facts about the world and the user, not for episodes and digests.
 _CORRECTABLE = ("preference", "fact", "task", "identity")
 REMINDER_LEAD = timedelta(days=1)
+FEEDBACK_WINDOW = timedelta(minutes=15)
+_NOT_TARGETS = ("event", "summary")
 
 
 @dataclass(slots=True)
@@ -117,6 +122,7 @@ def refresh(
         )
         _apply_hits(run, hits)
         _raise_importance(run)
+        _route_feedback(run)
         _apply_feedback(run)
         _remind(run)
     report = run.report
@@ -252,6 +258,47 @@ def _raise_importance(run: _Run) -> None:
 
 
 # -- 3. negative feedback ----------------------------------------------------------------
+
+
+def _route_feedback(run: _Run) -> None:
+    """Count each negative-feedback episode once against the memories it was about."""
+    details = col(Memory.details)
+    unrouted = sa.and_(
+        col(Memory.type) == "event",
+        details["feedback"].as_string() == "negative",
+        details["feedback_routed"].as_boolean().is_(None),
+    )
+    while True:
+        with run.conn.begin():
+            feedback = run.conn.execute(
+                sa.select(col(Memory.id), col(Memory.scope_key), col(Memory.valid_from), details)
+                .where(unrouted).order_by(col(Memory.id)).limit(run.batch)
+            ).all()
+            if not feedback:
+                return
+            for fid, scope_key, said_at, data in feedback:
+                said = aware(said_at)
+                targets = run.conn.execute(
+                    sa.select(col(Memory.id), details).where(
+                        col(Memory.scope_key) == scope_key,
+                        col(Memory.status).in_(CURRENT_STATUSES),
+                        col(Memory.type).not_in(_NOT_TARGETS),
+                        col(Memory.access_count) > 0,
+                        col(Memory.last_access) >= said - FEEDBACK_WINDOW,
+                        col(Memory.last_access) <= said,
+                    )
+                ).all()
+                for tid, tdata in targets:
+                    new = dict(tdata or {})
+                    new["negative_feedback"] = int(new.get("negative_feedback", 0)) + 1
+                    run.conn.execute(sa.update(Memory).where(col(Memory.id) == tid)
+                                     .values(details=new))
+                run.conn.execute(
+                    sa.update(Memory).where(col(Memory.id) == fid)
+                    .values(details={**(data or {}), "feedback_routed": True})
+                )
+
+
 
 
 def _apply_feedback(run: _Run) -> None:

@@ -63,6 +63,7 @@ def redact_event(event: Event) -> tuple[Event, tuple[str, ...]]:
 def encode(event: Event) -> bytes:
     """The stream payload of an event, redacted. Read back with ``Event.from_stream``."""
     clean, _ = redact_event(event)
+    # model_dump_json() minus its str round trip: bytes straight from pydantic-core.
     return clean.__pydantic_serializer__.to_json(clean)
 
 

@@ -36,11 +36,18 @@ class Clock:
         self.now += delta
 
 
-def make_ports(path: Path, clock: Clock) -> Ports:
-    embedder = HashingEmbedder(dim=64)
+EMBEDDER = HashingEmbedder(dim=64)
+
+
+def open_index(path: Path) -> EdgeIndex:
+    """A real embedded index; tests share one per module (opening one costs a second)."""
     index = EdgeIndex(path)
-    index.ensure(dim=embedder.dim)
-    return Ports(embedder=embedder, index=index, clock=clock)
+    index.ensure(dim=EMBEDDER.dim)
+    return index
+
+
+def make_ports(index: EdgeIndex, clock: Clock) -> Ports:
+    return Ports(embedder=EMBEDDER, index=index, clock=clock)
 
 
 def memory(

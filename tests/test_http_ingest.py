@@ -227,3 +227,5 @@ class TestHealthAndSchema:
         assert set(post["responses"]) >= {"202", "401", "403", "422"}
         assert "Event" in schema["components"]["schemas"]
         assert "tenant" in schema["components"]["schemas"]["Event"]["required"]
+        assert post["security"] == [{"bearer": []}]
+        assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

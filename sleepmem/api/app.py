@@ -111,6 +111,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schema = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
-        schema.setdefault("components", {}).setdefault("schemas", {}).update(ingest.EVENT_SCHEMAS)
+        components = schema.setdefault("components", {})
+        components.setdefault("schemas", {}).update(ingest.EVENT_SCHEMAS)
+        components.setdefault("securitySchemes", {})["bearer"] = {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A per-tenant API key from SLEEPMEM_API_KEYS",
+        }
         app.openapi_schema = schema
     return app.openapi_schema

@@ -67,7 +67,11 @@ def _error(description: str) -> dict[str, Any]:
         "A batch is all or nothing: one invalid event and none is written."
     ),
     openapi_extra={
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _BODY_SCHEMA}}}
+        "security": [{"bearer": []}],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _BODY_SCHEMA}},
+        },
     },
     responses={
         202: {
