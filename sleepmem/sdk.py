@@ -1,23 +1,30 @@
 """The agent-side client: ``MemoryClient(...).emit(...)`` is the whole request path.
 
+``search`` reads memory back: over HTTP from the API, or in-process when the client is
+given the process's resources.
+
 An emit validates the event, redacts it and appends it to the Redis stream with one XADD
 (one pipeline for ``emit_many``). Nothing else happens here: no SQL, no embedding, no LLM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
+import httpx
 import redis
 
+from models import LEVELS, Scope, SearchResult
 from models.events import Event
 from sleepmem import stream
 from sleepmem.embedded import EmbeddedRedis
-from sleepmem.errors import ValidationError
+from sleepmem.errors import AuthError, ForbiddenError, TransientError, ValidationError
 from sleepmem.keys import Keys
-from sleepmem.resources import redis_urls
+from sleepmem.reader import Reader, build_request
+from sleepmem.resources import Resources, redis_urls
 from sleepmem.settings import Settings
 from sleepmem.validation import limits_for, parse_event, parse_events, scope_defaults
 
@@ -42,6 +49,9 @@ class MemoryClient:
         project: str | None = None,
         session: str | None = None,
         client: redis.Redis | None = None,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        resources: Resources | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.keys = Keys(namespace or self.settings.namespace)
@@ -51,6 +61,13 @@ class MemoryClient:
             tenant=tenant, agent=agent, user=user, project=project, session=session
         )
         self._embedded: EmbeddedRedis | None = None
+        # Reading needs the index, which lives with the API process: search goes over
+        # HTTP unless this process holds the resources itself (embedded tests, evals).
+        self._reader = Reader(resources) if resources is not None else None
+        self._api_url = (api_url or f"http://{self.settings.host}:{self.settings.port}").rstrip(
+            "/"
+        )
+        self._api_key = api_key
         self._owns_client = client is None
         if client is not None:
             self._redis = client
@@ -78,6 +95,45 @@ class MemoryClient:
             stream.append(self._redis, self.keys, parsed)
         return [e.event_id for e in parsed]
 
+    def search(
+        self,
+        query: str,
+        scope: Scope | Mapping[str, Any] | None = None,
+        *,
+        k: int = 5,
+        types: Sequence[str] | None = None,
+        as_of: datetime | str | None = None,
+        max_tokens: int | None = None,
+        with_provenance: bool = False,
+    ) -> SearchResult:
+        """Ranked memory cards for ``query`` in ``scope`` (default: the client's scope)."""
+        where = scope if scope is not None else {
+            k_: v for k_, v in self.defaults.items() if k_ in LEVELS
+        }
+        request = build_request(
+            query, scope=where, k=k, types=types, as_of=as_of, max_tokens=max_tokens,
+            with_provenance=with_provenance,
+        )
+        if self._reader is not None:
+            return self._reader.search(request)
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        body = request.model_dump(mode="json")
+        try:
+            response = httpx.post(f"{self._api_url}/v1/search", json=body, headers=headers,
+                                  timeout=30.0)
+        except httpx.HTTPError as exc:
+            raise TransientError(f"search API at {self._api_url} unreachable: {exc}") from exc
+        if response.status_code == 401:
+            raise AuthError(_detail(response))
+        if response.status_code == 403:
+            raise ForbiddenError(_detail(response))
+        if response.status_code in (400, 422):
+            err = response.json().get("error", {})
+            raise ValidationError(str(err.get("field", "request")), str(err.get("message", "")))
+        if response.status_code >= 400:
+            raise TransientError(f"search failed with HTTP {response.status_code}")
+        return SearchResult.model_validate(response.json())
+
     def close(self) -> None:
         # The embedded server belongs to the data directory, not to this client: it stays up.
         if self._owns_client:
@@ -93,3 +149,11 @@ class MemoryClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        err = response.json().get("error", {})
+        return str(err.get("message") or response.text)
+    except ValueError:
+        return response.text

@@ -7,15 +7,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import redis as redis_lib
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models import Audit, Memory, Scope
+from models import Audit, Event, Memory, Scope
 from pipelines.index import apply_to_index
 from pipelines.memories import content_hash, new_memory
 from pipelines.ports import Ports
 from pipelines.types import Candidate
 from sleepmem.embedders import HashingEmbedder
+from sleepmem.keys import Keys
+from sleepmem.settings import Settings
 from sleepmem.vectors.edge import EdgeIndex
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -97,3 +100,36 @@ def audit_ops(engine: Engine) -> list[tuple[str, str]]:
             for mid in dict.fromkeys([*a.memory_ids_before, *a.memory_ids_after])
         ]
     return sorted(out)
+
+
+def say(text: str, *, at: datetime, session: str = "s1", scope: Scope = SCOPE,
+        **kw: Any) -> Event:
+    return Event(tenant=scope.tenant, agent=scope.agent, user=scope.user,
+                 project=scope.project, session=session, content=text, at=at, **kw)
+
+
+def ingest(
+    redis: redis_lib.Redis, keys: Keys, engine: Engine, settings: Settings, ports: Ports,
+    events: list[Event],
+) -> list[str]:
+    """emit → drain → consolidate, as the workers would; returns the scope keys touched."""
+    from pipelines.consolidate import consolidate_scope
+    from sleepmem.drain import drain_once
+    from sleepmem.stream import append
+
+    append(redis, keys, events)
+    while drain_once(redis=redis, keys=keys, engine=engine, settings=settings,
+                     consumer="test", block_ms=1).read:
+        pass
+    scope_keys = sorted({e.scope.owner.key for e in events})
+    for key in scope_keys:
+        consolidate_scope(engine=engine, ports=ports, settings=settings, scope_key=key)
+    return scope_keys
+
+
+def current(engine: Engine, scope_key: str | None = None) -> list[Memory]:
+    with Session(engine, expire_on_commit=False) as session:
+        stmt = select(Memory).where(col(Memory.status).in_(("active", "pending_confirmation")))
+        if scope_key is not None:
+            stmt = stmt.where(col(Memory.scope_key) == scope_key)
+        return list(session.exec(stmt))

@@ -27,7 +27,6 @@ from models import Memory, RawEvent, Scope
 from pipelines.consolidate import consolidate_scope
 from pipelines.ports import Embedder
 from sleepmem.logs import configure_logging
-from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources, build_resources
 from sleepmem.settings import Settings
 
@@ -95,8 +94,9 @@ class StoryRun:
         self.clock = Clock()
         resources.extras["clock"] = self.clock
         self.default_scope = dict(story.get("scope", {}))
-        self.client = MemoryClient(resources.settings, redis_url=resources.redis_url)
-        self.reader = Reader(resources)
+        self.client = MemoryClient(
+            resources.settings, redis_url=resources.redis_url, resources=resources
+        )
 
     # -- steps -----------------------------------------------------------------------
     def emit(self, spec: dict[str, Any]) -> None:
@@ -133,7 +133,6 @@ class StoryRun:
 
     def refresh(self) -> None:
         from pipelines.refresh import refresh
-
         from sleepmem.hits import read_hits, trim_hits
 
         hits = read_hits(self.res.redis, self.res.keys)
@@ -143,14 +142,14 @@ class StoryRun:
             trim_hits(self.res.redis, self.res.keys, upto=hits[-1][0])
 
     def search(self, spec: dict[str, Any]) -> list[Any]:
-        request = build_request(
+        result = self.client.search(
             spec["search"],
-            scope=Scope(**(spec.get("scope") or self.default_scope)),
+            Scope(**(spec.get("scope") or self.default_scope)),
             k=int(spec.get("k", 5)),
             types=spec.get("types"),
             as_of=parse_time(spec["as_of"]) if spec.get("as_of") else None,
         )
-        return list(self.reader.search(request).cards)
+        return list(result.cards)
 
     # -- checks ----------------------------------------------------------------------
     def check(self, spec: dict[str, Any]) -> tuple[bool, str]:

@@ -1,0 +1,53 @@
+"""``sleepmem search``: read memory back through the API, as an agent would."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from models import ConflictGroup
+from sleepmem.cli.app import app
+from sleepmem.errors import SleepmemError
+from sleepmem.settings import Settings
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(..., help="what to look for"),
+    tenant: str = typer.Option(..., help="tenant of the scope"),
+    agent: str = typer.Option("", help="agent of the scope"),
+    user: str = typer.Option("", help="user of the scope"),
+    project: str = typer.Option("", help="project of the scope"),
+    session: str = typer.Option("", help="session of the scope"),
+    k: int = typer.Option(5, help="how many results (1..100)"),
+    types: list[str] = typer.Option([], "--type", help="keep only these memory types"),
+    as_of: str | None = typer.Option(None, help="ISO time: answer as memory stood then"),
+    max_tokens: int | None = typer.Option(None, help="token budget for the cards"),
+    api_url: str | None = typer.Option(None, help="API base URL (default: settings host:port)"),
+    api_key: str | None = typer.Option(None, envvar="SLEEPMEM_API_KEY", help="bearer key"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Search a scope's memory (the API must be running: `sleepmem serve` or `api`)."""
+    from sleepmem.sdk import MemoryClient
+
+    scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
+             "session": session}
+    try:
+        with MemoryClient(Settings(), api_url=api_url, api_key=api_key) as client:
+            result = client.search(query, scope, k=k, types=types or None, as_of=as_of,
+                                   max_tokens=max_tokens)
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+        return
+    for card in result.cards:
+        if isinstance(card, ConflictGroup):
+            typer.echo(f"{card.score:.3f}  CONFLICT (unresolved; both sides trusted):")
+            for side in card.sides:
+                typer.echo(f"         - {side.statement}  [{side.type}, {side.source}]")
+        else:
+            typer.echo(f"{card.score:.3f}  {card.statement}  "
+                       f"[{card.type}, {card.source}, {card.valid_from:%Y-%m-%d}]")

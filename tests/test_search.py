@@ -1,0 +1,212 @@
+"""Search: scope before ranking, current-only by default, as_of, conflicts, budgets, order.
+
+Memories are written as rows and index points the way persist + index write them; the
+index is the real embedded engine, SQL is SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from models import ConflictGroup, Memory, Scope
+from pipelines.index import upsert_memories
+from pipelines.memories import new_memory
+from pipelines.ports import Ports
+from pipelines.retrieve import RankWeights, approx_tokens, search
+from pipelines.types import Candidate
+from sleepmem.embedders import HashingEmbedder
+from sleepmem.errors import ValidationError
+from sleepmem.reader import build_request
+from sleepmem.vectors.edge import EdgeIndex
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+EMBEDDER = HashingEmbedder()
+EVENT_IDS = itertools.count()
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[EdgeIndex]:
+    idx = EdgeIndex(tmp_path / "index")
+    idx.ensure(dim=EMBEDDER.dim)
+    yield idx
+    idx.close()
+
+
+def remember(engine: Engine, index: EdgeIndex, scope: Scope, statement: str,
+             **kw: Any) -> Memory:
+    cand = Candidate(
+        type=str(kw.pop("type", "fact")), statement=statement,
+        provenance=[f"ev{next(EVENT_IDS)}"], valid_from=kw.pop("valid_from", NOW),
+        scope=scope,
+    )
+    mem = new_memory(cand, scope_key=scope.owner.key, now=kw.pop("now", NOW),
+                     ttl=kw.pop("ttl", None), extractor="test")
+    for key, value in kw.items():
+        setattr(mem, key, value)
+    with Session(engine) as s:
+        s.add(mem)
+        s.commit()
+        s.refresh(mem)
+    upsert_memories([mem], index=index, embedder=EMBEDDER)
+    return mem
+
+
+def find(engine: Engine, index: EdgeIndex, query: str, scope: Scope, *, now: datetime = NOW,
+         **kw: Any) -> list[Any]:
+    ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: now)
+    request = build_request(query, scope=scope, **kw)
+    return list(search(engine=engine, ports=ports, request=request,
+                       weights=RankWeights()).cards)
+
+
+def statements(cards: list[Any]) -> list[str]:
+    out: list[str] = []
+    for c in cards:
+        out.extend(s.statement for s in c.sides) if isinstance(c, ConflictGroup) else out.append(
+            c.statement)
+    return out
+
+
+ANN = Scope(tenant="acme", agent="bot", user="ann")
+
+
+class TestScopes:
+    def test_a_search_sees_its_scope_and_broader_ones_but_no_sibling(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        remember(engine, index, Scope(tenant="acme", agent="bot"), "Bot rule: greet politely.")
+        remember(engine, index, ANN, "Ann lives in Porto.")
+        remember(engine, index, ANN.model_copy(update={"project": "billing"}),
+                 "Billing runs on port 3990.")
+        remember(engine, index, ANN.model_copy(update={"project": "search"}),
+                 "Search runs on port 7700.")
+        remember(engine, index, Scope(tenant="acme", agent="bot", user="bob"), "Bob is in Oslo.")
+        seen = statements(find(engine, index, "port city rule", ANN.model_copy(
+            update={"project": "billing"}), k=10))
+        assert sorted(seen) == ["Ann lives in Porto.", "Billing runs on port 3990.",
+                                "Bot rule: greet politely."]
+        assert "Billing runs on port 3990." not in statements(find(engine, index, "port", ANN,
+                                                                   k=10))
+
+    def test_randomised_queries_across_fifty_tenants_never_cross(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        rng = random.Random(5)
+        words = ["coffee", "port", "berlin", "cat", "jazz", "order", "nurse", "python"]
+        for t in range(50):
+            for i in range(3):
+                remember(engine, index, Scope(tenant=f"t{t}", agent="a", user="u"),
+                         f"t{t} says {rng.choice(words)} {rng.choice(words)} ({i})")
+        for _ in range(100):
+            t = rng.randrange(50)
+            query = " ".join(rng.sample([*words, "t7", "t12", "says"], 3))
+            for text in statements(find(engine, index, query,
+                                        Scope(tenant=f"t{t}", agent="a", user="u"), k=20)):
+                assert text.startswith(f"t{t} says"), (t, text)
+
+
+class TestTime:
+    def test_as_of_answers_with_what_was_valid_then(self, engine: Engine,
+                                                    index: EdgeIndex) -> None:
+        switch = NOW - timedelta(days=30)
+        new = remember(engine, index, ANN, "Ann lives in Shanghai.", valid_from=switch)
+        remember(engine, index, ANN, "Ann lives in Beijing.", valid_from=NOW - timedelta(days=300),
+                 valid_to=switch, status="superseded", superseded_by=new.id)
+        assert statements(find(engine, index, "where does Ann live", ANN)) == [
+            "Ann lives in Shanghai."]
+        before = find(engine, index, "where does Ann live", ANN, as_of=switch - timedelta(days=1))
+        assert statements(before) == ["Ann lives in Beijing."]
+
+    def test_a_memory_past_its_expiry_is_never_returned_even_before_a_sweep(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        remember(engine, index, ANN, "Order 88231 is on its way.", type="task",
+                 ttl=timedelta(days=7))
+        assert statements(find(engine, index, "order", ANN, now=NOW + timedelta(days=6)))
+        assert find(engine, index, "order", ANN, now=NOW + timedelta(days=8)) == []
+
+
+class TestResults:
+    def test_a_conflict_set_comes_back_as_one_group_holding_both_sides(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        for s in ("Ship to 12 Oak Street.", "Ship to 48 Pine Avenue."):
+            remember(engine, index, ANN, s, status="pending_confirmation", conflict_set="c1")
+        [group] = find(engine, index, "shipping address", ANN)
+        assert isinstance(group, ConflictGroup)
+        assert sorted(s.statement for s in group.sides) == [
+            "Ship to 12 Oak Street.", "Ship to 48 Pine Avenue."]
+
+    def test_the_token_budget_trims_cards(self, engine: Engine, index: EdgeIndex) -> None:
+        for i in range(6):
+            remember(engine, index, ANN, f"Ann visited museum number {i} in a long afternoon.")
+        one = approx_tokens("Ann visited museum number 0 in a long afternoon.")
+        cards = find(engine, index, "museum", ANN, k=6, max_tokens=one * 2 + 1)
+        assert len(cards) == 2
+
+    def test_equal_inputs_give_the_same_order(self, engine: Engine, index: EdgeIndex) -> None:
+        for i in range(8):
+            remember(engine, index, ANN, f"Ann likes tea variety {i % 2}.")
+        first = [c.id for c in find(engine, index, "tea", ANN, k=8)]
+        assert first == [c.id for c in find(engine, index, "tea", ANN, k=8)]
+        assert len(first) == 8
+
+
+class TestBadInput:
+    @pytest.mark.parametrize(
+        ("kwargs", "field"),
+        [({"query": "  "}, "query"), ({"k": 0}, "k"), ({"k": 101}, "k"),
+         ({"types": ["gossip"]}, "types"), ({"as_of": "yesterday-ish"}, "as_of"),
+         ({"scope": {"agent": "bot"}}, "scope.tenant")],
+    )
+    def test_bad_requests_name_the_field(self, kwargs: dict[str, Any], field: str) -> None:
+        args: dict[str, Any] = {"query": "tea", "scope": {"tenant": "acme"}} | kwargs
+        with pytest.raises(ValidationError) as err:
+            build_request(args.pop("query"), **args)
+        assert err.value.field.startswith(field)
+
+
+class TestHttpSearch:
+    @pytest.fixture
+    def client(self, settings: Any, index: EdgeIndex) -> Iterator[TestClient]:
+        from pydantic import SecretStr
+
+        from sleepmem.api.app import create_app
+        from sleepmem.resources import build_resources
+
+        cfg = settings.model_copy(update={"auth_enabled": True,
+                                          "api_keys": {"acme": SecretStr("k-acme")}})
+        res = build_resources(cfg)
+        res._index, res._embedder = index, EMBEDDER
+        remember(res.engine, index, ANN, "Ann lives in Porto.")
+        with TestClient(create_app(resources=res)) as c:
+            yield c
+        res._index = None
+        res.close()
+
+    def test_the_owner_reads_its_cards_and_others_are_refused(self, client: TestClient) -> None:
+        body = {"query": "where does Ann live", "scope": ANN.model_dump()}
+        assert client.post("/v1/search", json=body).status_code == 401
+        ok = client.post("/v1/search", json=body, headers={"Authorization": "Bearer k-acme"})
+        assert ok.status_code == 200
+        assert ok.json()["cards"][0]["statement"] == "Ann lives in Porto."
+        other = {"query": "x", "scope": {"tenant": "globex", "agent": "bot", "user": "ann"}}
+        denied = client.post("/v1/search", json=other,
+                             headers={"Authorization": "Bearer k-acme"})
+        assert denied.status_code == 403
+
+    def test_bad_input_is_a_422_naming_the_field(self, client: TestClient) -> None:
+        r = client.post("/v1/search", json={"query": "tea", "scope": ANN.model_dump(), "k": 0},
+                        headers={"Authorization": "Bearer k-acme"})
+        assert r.status_code == 422
+        assert r.json()["error"]["field"] == "k"
