@@ -5,8 +5,9 @@ event-time order and in chunks, through extract → gate → resolve → compres
 *shadow* set held in memory: nothing is written while replaying. The shadow starts from
 the scope's current memories that the replayed events did not produce (rules written by
 people, memories older than ``since``), so the replay resolves against them as the live
-pipeline would. Each candidate is judged at its own event time, so expiry comes out as it
-would have then, and what would have expired by now does not come back.
+pipeline would. Each candidate is judged at the time its events were first consolidated,
+so recency and expiry come out as the live pipeline made them, and what would have expired
+by now does not come back.
 
 The shadow is then compared with the current set (matched on type, subject, attribute,
 session and normalised statement): added, removed, changed (same slot, new statement or
@@ -144,6 +145,8 @@ class Shadow:
     extractor: str
     events: int
     reasons: dict[str, str] = field(default_factory=dict)
+    # What the replay made of a memory it does not keep: why it would be gone today.
+    fates: dict[Key, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -153,6 +156,7 @@ class Diff:
     changed: list[tuple[Memory, Memory, str]] = field(default_factory=list)
     unchanged: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
+    fates: dict[Key, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -167,12 +171,14 @@ class Diff:
             return {"type": m.type, "subject": m.subject, "attribute": m.attribute,
                     "statement": m.statement[:MAX_STATEMENT_CHARS], "status": m.status}
 
-        removed_reason = (f"the current pipeline (extractor {extractor}, pipeline "
-                          f"v{PIPELINE_VERSION}) no longer derives it from its events")
+        not_derived = (f"the current pipeline (extractor {extractor}, pipeline "
+                       f"v{PIPELINE_VERSION}) no longer derives it from its events")
         items = {
             "added": [{"id": m.id, **card(m), "reason": self.reasons.get(m.id, "new memory")}
                       for m in self.added],
-            "removed": [{"id": m.id, **card(m), "reason": removed_reason} for m in self.removed],
+            "removed": [{"id": m.id, **card(m),
+                         "reason": self.fates.get(match_key(m), not_derived)}
+                        for m in self.removed],
             "changed": [
                 {"old_id": old.id, "new_id": new.id, **card(new),
                  "old_statement": old.statement[:MAX_STATEMENT_CHARS],
@@ -304,14 +310,14 @@ def replay(
     archived: set[str] = set()
     reasons: dict[str, str] = {}
     events_seen = 0
-    for events in _event_chunks(engine, scope_key, since, chunk):
+    for events, judged in _event_chunks(engine, scope_key, since, chunk):
         if should_cancel():
             raise JobCancelled()
         extraction = extractor.extract(events)
         if resolver is None:
             resolver = Resolver(
                 scope_key=scope_key, existing=start, all_versions=start,
-                now=aware(events[0].at), policy=_policy(settings, extraction.extractor),
+                now=judged[events[0].event_id], policy=_policy(settings, extraction.extractor),
             )
         kept, rejected = gate(
             extraction.candidates,
@@ -320,8 +326,10 @@ def replay(
         for rej in rejected:
             resolver.reject(rej)
         for cand in sorted(kept, key=lambda c: c.valid_from):
-            # Judged at its own event time: expiry and recency as they were then.
-            resolver.now = max(resolver.now, aware(cand.valid_from))
+            # Judged when the live pipeline judged it: expiry and recency as they were then.
+            at = max((judged[e] for e in cand.provenance if e in judged),
+                     default=aware(cand.valid_from))
+            resolver.now = max(resolver.now, at)
             resolver.apply(cand)
         sessions.update({e.event_id: e.scope.session for e in events})
         comp = compress(
@@ -335,12 +343,28 @@ def replay(
         progress(len(events))
     if resolver is None:
         return Shadow(current=_live(start, now), extractor=extractor.name, events=0)
+    fates: dict[Key, str] = {}
     for draft in resolver.plan.audits:
         for mid in draft.after:
             reasons[mid] = f"{draft.op.value.lower()}: {draft.reason}"
+        if draft.op.value in ("UPDATE", "INVALIDATE"):
+            for mid in draft.before:
+                row = resolver.plan.changed.get(mid) or resolver.plan.new.get(mid)
+                if row is not None:
+                    fates[match_key(row)] = f"the replay retires it: {draft.reason}"
     shadow = [m for m in resolver.current() if m.id not in archived]
+    for m in shadow:
+        if m.id in archived:
+            fates[match_key(m)] = "the replay folds it into a summary"
+        elif m.expires_at is not None and aware(m.expires_at) <= now:
+            fates[match_key(m)] = (f"under the current settings it expired on "
+                                   f"{aware(m.expires_at):%Y-%m-%d}")
+    for mid in archived:
+        row = resolver.plan.changed.get(mid) or resolver.plan.new.get(mid)
+        if row is not None:
+            fates[match_key(row)] = "the replay folds it into a session summary"
     return Shadow(current=_live(shadow, now), extractor=extractor.name, events=events_seen,
-                  reasons=reasons)
+                  reasons=reasons, fates=fates)
 
 
 def _policy(settings: Settings, extractor: str) -> ResolvePolicy:
@@ -381,8 +405,9 @@ def _event_ids(engine: Engine, scope_key: str, since: datetime | None) -> set[st
 
 def _event_chunks(
     engine: Engine, scope_key: str, since: datetime | None, size: int
-) -> Iterator[list[EventView]]:
-    """Events in (time, id) order, ``size`` at a time (keyset: bounded memory)."""
+) -> Iterator[tuple[list[EventView], dict[str, datetime]]]:
+    """Events in (time, id) order, ``size`` at a time (keyset: bounded memory), with the
+    time each was consolidated."""
     last: tuple[datetime, str] | None = None
     while True:
         stmt = select(RawEvent).where(*_event_filter(scope_key, since))
@@ -394,6 +419,7 @@ def _event_chunks(
         if not rows:
             return
         last = (rows[-1].at, rows[-1].event_id)
+        judged = {r.event_id: aware(r.consolidated_at or r.at) for r in rows}
         yield [
             EventView(
                 event_id=r.event_id,
@@ -402,7 +428,7 @@ def _event_chunks(
                 kind=r.kind, role=r.role, content=r.content, at=aware(r.at), meta=dict(r.meta),
             )
             for r in rows
-        ]
+        ], judged
         if len(rows) < size:
             return
 
@@ -415,7 +441,7 @@ def match_key(m: Memory) -> Key:
 
 
 def diff(current: list[Memory], shadow: Shadow) -> Diff:
-    out = Diff(reasons=shadow.reasons)
+    out = Diff(reasons=shadow.reasons, fates=shadow.fates)
     mine: dict[Key, list[Memory]] = defaultdict(list)
     for m in sorted(current, key=lambda m: (aware(m.valid_from), m.id)):
         mine[match_key(m)].append(m)

@@ -12,6 +12,8 @@ SWEEP = "sleepmem.sweep"
 REFRESH = "sleepmem.refresh"
 RECONCILE = "sleepmem.reconcile"
 INDEX_MAINTENANCE = "sleepmem.index_maintenance"
+RECONSOLIDATE = "sleepmem.reconsolidate"
+ERASE = "sleepmem.erase"
 
 QUEUE_DRAIN = "drain"
 QUEUE_CONSOLIDATE = "consolidate"

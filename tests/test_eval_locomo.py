@@ -125,6 +125,8 @@ class TestRunOnTinySlices:
         text = "\n".join(t.document for t in load(toy_file)[0].turns)
         assert report["full_context_tokens"] == count_tokens(text)
         assert 0 < report["tokens_per_query"] < report["full_context_tokens"] * 2
+        # Every card's provenance names at least the turn it came from.
+        assert report["turns_per_card"] >= 1.0
 
     @pytest.mark.skipif(not REAL.exists(), reason="shared LoCoMo data not present")
     def test_one_real_conversation_runs_and_the_numbers_are_consistent(

@@ -16,7 +16,7 @@ from pipelines.consolidate import consolidate_scope
 from sleepmem.keys import Keys
 from sleepmem.resources import redis_urls
 from sleepmem.settings import Settings
-from tasks import consolidate, drain, maintenance, names
+from tasks import consolidate, drain, lifecycle, maintenance, names
 from tasks.consolidate import ConsolidatePipeline
 from workers.process import connect_process_hooks, connect_task_context
 
@@ -70,6 +70,7 @@ def create_celery(
     drain.register(app)
     consolidate.register(app, pipeline=consolidate_pipeline)
     maintenance.register(app)
+    lifecycle.register(app)
     connect_task_context()
     return app
 

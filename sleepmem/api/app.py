@@ -13,7 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
 
 from sleepmem import __version__
-from sleepmem.api import health, ingest, search
+from sleepmem.api import health, ingest, jobs, memories, search
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.state import ApiState
 from sleepmem.errors import (
@@ -32,7 +32,9 @@ from sleepmem.validation import EventValidationError, limits_for
 log = get_logger("sleepmem.api")
 
 # Later issues append their routers here (search, admin) before create_app is called.
-ROUTERS: list[APIRouter] = [health.router, ingest.router, search.router]
+ROUTERS: list[APIRouter] = [
+    health.router, ingest.router, search.router, jobs.router, memories.router,
+]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
     (ValidationError, 422),

@@ -39,7 +39,7 @@ def _maybe_llm(enabled: bool) -> Iterator[CountingLLM | None]:
 def run_consolidate_bench(
     settings: Settings | None = None, *, events: int = 5000, users: int = 50, llm: bool = False
 ) -> dict[str, Any]:
-    base = settings or Settings(_env_file=None)  # type: ignore[call-arg]
+    base = settings or Settings(_env_file=None)
     with tempfile.TemporaryDirectory(prefix="sleepmem-bench-") as tmp, _maybe_llm(llm) as fake:
         update: dict[str, Any] = {"data_dir": Path(tmp) / "data", "database_url": None,
                                   "redis_url": None, "log_level": "WARNING"}

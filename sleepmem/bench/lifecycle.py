@@ -25,7 +25,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from models import Memory
+from models import Memory, Scope
 from pipelines.ports import IndexPoint
 from sleepmem.db import make_engine
 from sleepmem.settings import DAY, Settings
@@ -243,3 +243,48 @@ def _lifecycle(settings: Settings) -> dict[str, Any]:
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+def bench_reconsolidate(*, events: int, settings: Settings | None = None) -> dict[str, Any]:
+    """One scope of ``events`` consolidated events, then a dry run and an apply run of a
+    re-consolidation job over all of them; rates are of the jobs alone."""
+    from pipelines import reconsolidate as recon
+    from pipelines.consolidate import consolidate_scope
+    from sleepmem.bench.corpus import conversations
+    from sleepmem.drain import drain_once
+    from sleepmem.resources import build_resources
+    from sleepmem.sdk import MemoryClient
+    from tasks.consolidate import run_consolidation
+
+    base = settings or Settings(_env_file=None)
+    with tempfile.TemporaryDirectory(prefix="sleepmem-bench-") as tmp:
+        cfg = base.model_copy(update={"data_dir": Path(tmp) / "data", "database_url": None,
+                                      "redis_url": None, "log_level": "WARNING"})
+        res = build_resources(cfg)
+        try:
+            batch = list(conversations(events=events, users=1))
+            with MemoryClient(cfg, redis_url=res.redis_url) as client:
+                for i in range(0, len(batch), 1000):
+                    client.emit_many(batch[i : i + 1000])
+            while drain_once(redis=res.redis, keys=res.keys, engine=res.engine, settings=cfg,
+                             consumer="bench").read:
+                pass
+            scope_key = Scope(tenant="bench", agent="assistant", user="u0").key
+            run_consolidation(res, scope_key=scope_key, pipeline=consolidate_scope)
+            out: dict[str, Any] = {"events": events, "extractor": cfg.extractor}
+            for mode in ("dry_run", "apply"):
+                job = recon.create_job(engine=res.engine, scope_key=scope_key,
+                                       now=datetime.now(UTC), apply=mode == "apply")
+                t0 = time.perf_counter()
+                job = recon.run_job(engine=res.engine, ports=res.ports(), settings=cfg,
+                                    job_id=job.id)
+                seconds = time.perf_counter() - t0
+                out[mode] = {"seconds": round(seconds, 3), "events_done": job.done,
+                             "events_per_s": round(job.done / seconds, 1) if seconds else None,
+                             "status": job.status, **(job.result.get("counts") or {})}
+            return out
+        finally:
+            server = res.embedded_redis
+            res.close()
+            if server is not None:
+                server.stop()

@@ -195,6 +195,7 @@ class QuestionResult:
     recall: dict[int, float]
     baseline: dict[int, float]
     tokens: int
+    turns_per_card: float
 
 
 def _score_conversation(
@@ -229,6 +230,7 @@ def _score_conversation(
                 },
                 baseline={k: evidence_recall(baseline_turns[:k], set(q.evidence)) for k in ks},
                 tokens=sum(count_tokens(_entry_text(c)) for c in cards[:TOKENS_AT]),
+                turns_per_card=mean([float(len(ts)) for ts in turns_per_card[:TOKENS_AT]]),
             )
         )
     return out
@@ -287,6 +289,8 @@ def run_locomo(
         "conversations": len(conversations),
         **_summary(rows, ks),
         "tokens_per_query": round(mean([float(r.tokens) for r in rows]), 1),
+        # Cards may carry more than one turn; the baseline's documents carry exactly one.
+        "turns_per_card": round(mean([r.turns_per_card for r in rows]), 2),
         "full_context_tokens": round(mean([float(t) for t in full_tokens]), 1),
         "by_category": {
             str(c): {"name": name, **_summary([r for r in rows if r.category == c], ks)}

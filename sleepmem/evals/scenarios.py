@@ -253,7 +253,7 @@ def run_story(
     story = tomllib.loads(path.read_text(encoding="utf-8"))
     result = ScenarioResult(name=str(story.get("name", path.stem)), file=path.name)
     with tempfile.TemporaryDirectory(prefix="sleepmem-story-") as tmp, captured_logs() as logs:
-        base = settings or Settings(_env_file=None)  # type: ignore[call-arg]
+        base = settings or Settings(_env_file=None)
         story_settings = base.model_copy(
             update={"data_dir": Path(tmp) / "data", "database_url": None}
             if settings is None or settings.database_url is None

@@ -1,0 +1,330 @@
+"""Lifecycle commands: ``sweep``, ``refresh``, ``reconsolidate``, ``jobs``, ``forget``,
+``explain``, and the ``bench sweep`` / ``bench reconsolidate`` benchmarks.
+
+Each runs in this process against the configured stores, under the same leases the
+workers take, so running one by hand while workers run is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+import typer
+from pydantic import ValidationError as PydanticValidationError
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from sleepmem.cli.app import app, bench_app
+from sleepmem.errors import NotFoundError, SleepmemError, ValidationError
+from sleepmem.logs import configure_logging
+from sleepmem.resources import Resources
+from sleepmem.settings import Settings
+
+console = Console()
+
+
+def _settings(log_level: str | None = None) -> Settings:
+    try:
+        settings = Settings()
+    except (SleepmemError, PydanticValidationError) as exc:
+        typer.echo(f"configuration error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    configure_logging(level=log_level or settings.log_level, json=settings.log_json)
+    return settings
+
+
+@contextmanager
+def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
+    """The process's stores; any sleepmem error becomes a message and an exit code."""
+    from sleepmem.resources import build_resources
+
+    res = build_resources(_settings(log_level))
+    try:
+        yield res
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        code = 2 if isinstance(exc, ValidationError) else 3 if isinstance(
+            exc, NotFoundError) else 1
+        raise typer.Exit(code) from exc
+    finally:
+        res.close()
+        if res.embedded_redis is not None:
+            res.embedded_redis.stop()
+
+
+def _echo_json(value: Any) -> None:
+    typer.echo(orjson.dumps(value, default=str).decode())
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError("since", f"must be an ISO time like 2026-03-01T00:00Z, got {text!r}"
+                              ) from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+# -- sweep / refresh ---------------------------------------------------------------------
+
+
+@app.command()
+def sweep(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run the forgetting sweep now (expire, demote, archive, evict, delete)."""
+    from sleepmem.locks import Lease
+    from tasks import names
+    from tasks.lifecycle import sweep_job
+
+    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.SWEEP),
+                                     ttl_s=res.settings.lease_seconds):
+        counts = dict(sweep_job(res, "cli"))
+    if as_json:
+        _echo_json(counts)
+        return
+    table = Table(title="forgetting sweep")
+    table.add_column("action")
+    table.add_column("memories", justify="right")
+    for name, value in counts.items():
+        table.add_row(name, str(value))
+    console.print(table)
+
+
+@app.command()
+def refresh(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Apply recorded retrieval hits and the importance rules now."""
+    from sleepmem.locks import Lease
+    from tasks import names
+    from tasks.lifecycle import refresh_job
+
+    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.REFRESH),
+                                     ttl_s=res.settings.lease_seconds):
+        counts = dict(refresh_job(res, "cli"))
+    if as_json:
+        _echo_json(counts)
+    else:
+        typer.echo("  ".join(f"{k}={v}" for k, v in counts.items()))
+
+
+# -- reconsolidate / jobs ----------------------------------------------------------------
+
+
+@app.command()
+def reconsolidate(
+    scope: Annotated[str, typer.Option(help="Consolidation scope key, t=…/a=…/u=…/p=…/s=")],
+    since: Annotated[str | None, typer.Option(help="Replay events from this ISO time.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Diff only (default).")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Swap in the new set.")] = False,
+    job: Annotated[str | None, typer.Option(help="Re-run or resume this job id.")] = None,
+    resume: Annotated[bool, typer.Option(help="Resume a cancelled job.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
+) -> None:
+    """Replay a scope's raw events through the current pipeline and show the diff."""
+    from pipelines import reconsolidate as recon
+    from tasks.lifecycle import run_reconsolidation
+
+    if dry_run and apply:
+        typer.echo("error: --dry-run and --apply exclude each other", err=True)
+        raise typer.Exit(2)
+    with _resources() as res:
+        row = recon.create_job(engine=res.engine, scope_key=scope, now=datetime.now(UTC),
+                               since=_parse_time(since), apply=apply, job_id=job)
+        with Progress(
+            TextColumn("[bold]replay[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>8.0f} events/s"), TimeElapsedColumn(),
+            TimeRemainingColumn(), console=Console(stderr=True), disable=as_json,
+        ) as bar:
+            task = bar.add_task("replay", total=None, rate=0.0)
+
+            def progress(j: Any) -> None:
+                bar.update(task, total=j.total, completed=j.done, rate=j.rate)
+
+            done = run_reconsolidation(res, row.id, on_progress=progress, resume=resume,
+                                       worker="cli")
+    if as_json:
+        _echo_json(_job_json(done))
+        return
+    _print_diff(done)
+
+
+def _print_diff(job: Any) -> None:
+    result = job.result or {}
+    counts = result.get("counts") or {}
+    applied = "applied" if result.get("applied") else "dry run: nothing changed"
+    console.print(f"job [bold]{job.id}[/] {job.status} — {job.done}/{job.total} events, "
+                  f"{job.rate:.0f} events/s — {applied}")
+    if job.status != "done":
+        return
+    console.print("  ".join(f"{k}={counts.get(k, 0)}" for k in
+                            ("added", "removed", "changed", "unchanged")))
+    diff = result.get("diff") or {}
+    for item in diff.get("added", []):
+        console.print(f"[green]+ {item['statement']}[/]  [dim]({item['reason']})[/]")
+    for item in diff.get("removed", []):
+        console.print(f"[red]- {item['statement']}[/]  [dim]({item['reason']})[/]")
+    for item in diff.get("changed", []):
+        console.print(f"[yellow]~ {item['old_statement']}[/] → {item['statement']}  "
+                      f"[dim]({item['reason']})[/]")
+    if result.get("truncated"):
+        console.print("[dim](diff truncated; counts are complete)[/]")
+
+
+def _job_json(job: Any) -> dict[str, Any]:
+    from pipelines.reconsolidate import eta_seconds
+
+    return {**job.model_dump(mode="json"), "eta_s": eta_seconds(job)}
+
+
+@app.command()
+def jobs(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
+    limit: Annotated[int, typer.Option(help="Most recent first.")] = 20,
+    cancel: Annotated[str | None, typer.Option(help="Ask this job to stop.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List re-consolidation and erasure jobs with their progress (or cancel one)."""
+    from pipelines.reconsolidate import eta_seconds, list_jobs
+    from tasks.lifecycle import cancel_job
+
+    with _resources() as res:
+        if cancel is not None:
+            cancel_job(res, cancel)
+            typer.echo(f"cancel requested for job {cancel}")
+            return
+        rows = list_jobs(engine=res.engine, tenant=tenant, limit=limit)
+    if as_json:
+        for j in rows:
+            _echo_json(_job_json(j))
+        return
+    table = Table(title="jobs")
+    for name in ("id", "kind", "status", "scope", "progress", "rate/s", "eta", "created"):
+        table.add_column(name)
+    for j in rows:
+        eta = eta_seconds(j)
+        table.add_row(j.id, j.kind, j.status, j.scope_key, f"{j.done}/{j.total}",
+                      f"{j.rate:.0f}", "" if eta is None else f"{eta:.0f}s",
+                      j.created_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(table)
+
+
+# -- forget / explain --------------------------------------------------------------------
+
+
+@app.command()
+def forget(
+    scope: Annotated[str | None, typer.Option(help="Erase this scope and all under it.")] = None,
+    memory: Annotated[str | None, typer.Option(help="Erase this one memory.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Physically erase a scope (or one memory) from every store; prints the receipt."""
+    from models import Scope
+    from pipelines.explain import explain as explain_memory
+    from tasks.lifecycle import create_erase_job, run_erasure
+
+    if (scope is None) == (memory is None):
+        typer.echo("error: give exactly one of --scope or --memory", err=True)
+        raise typer.Exit(2)
+    target = f"scope {scope}" if scope else f"memory {memory}"
+    if not yes and not typer.confirm(f"Erase {target} from every store? This cannot be undone"):
+        raise typer.Exit(1)
+    with _resources() as res:
+        if scope is not None:
+            tenant = Scope.from_key(scope).tenant
+        else:
+            tenant = explain_memory(engine=res.engine, memory_id=str(memory),
+                                    settings=res.settings, now=datetime.now(UTC)).tenant
+        row = create_erase_job(res, tenant=tenant, scope_key=scope, memory_id=memory)
+        done = run_erasure(res, row.id, worker="cli")
+    if done.status != "done":
+        typer.echo(f"error: {done.error}", err=True)
+        raise typer.Exit(3)
+    _echo_json(done.result)
+
+
+@app.command()
+def explain(
+    memory_id: Annotated[str, typer.Argument(help="The memory's id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Where a memory came from, every version of it, and why it is (not) current."""
+    from pipelines.explain import explain as explain_memory
+
+    with _resources() as res:
+        ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
+                            now=datetime.now(UTC))
+    if as_json:
+        typer.echo(ex.model_dump_json())
+        return
+    console.print(f"[bold]{ex.memory_id}[/]  {ex.scope_key}")
+    console.print(f"[bold]why:[/] {ex.why}")
+    table = Table(title="versions")
+    for name in ("v", "id", "status", "statement", "valid", "recorded"):
+        table.add_column(name)
+    for v in ex.versions:
+        valid = f"{v.valid_from:%Y-%m-%d} → {v.valid_to:%Y-%m-%d}" if v.valid_to else (
+            f"{v.valid_from:%Y-%m-%d} →")
+        table.add_row(str(v.version), v.id, v.status, v.statement, valid,
+                      f"{v.recorded_at:%Y-%m-%d %H:%M}")
+    console.print(table)
+    console.print("[bold]raw events[/]")
+    for e in ex.events:
+        console.print(f"  {e.at:%Y-%m-%d %H:%M} {e.role:>9}: {e.content}")
+    console.print("[bold]audit[/]")
+    for a in ex.audits:
+        console.print(f"  {a.at:%Y-%m-%d %H:%M} {a.op:<13} {a.reason}")
+
+
+# -- benchmarks ----------------------------------------------------------------------------
+
+
+@bench_app.command("sweep")
+def bench_sweep(
+    memories: Annotated[int, typer.Option(help="Synthetic memories to sweep.")] = 1_000_000,
+    database_url: Annotated[str | None, typer.Option(
+        help="A PostgreSQL server URL: the bench uses a scratch database on it.")] = None,
+    indexed: Annotated[int, typer.Option(help="How many of them have index points.")] = 100_000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Fill N memories (not timed), then time one full sweep in a fresh process."""
+    from sleepmem.bench.lifecycle import bench_sweep as run_bench
+
+    configure_logging(level="WARNING")
+    result = run_bench(memories=memories, database_url=database_url, indexed=indexed)
+    if as_json:
+        _echo_json(result)
+    else:
+        for key, value in result.items():
+            typer.echo(f"{key:>20}  {value}")
+
+
+@bench_app.command("reconsolidate")
+def bench_reconsolidate(
+    events: Annotated[int, typer.Option(help="Events in the scope.")] = 10_000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Consolidate one scope of N events, then time a dry run and an apply re-consolidation."""
+    from sleepmem.bench.lifecycle import bench_reconsolidate as run_bench
+
+    result = run_bench(events=events, settings=_settings("WARNING"))
+    if as_json:
+        _echo_json(result)
+    else:
+        for key, value in result.items():
+            typer.echo(f"{key:>12}  {value}")

@@ -1,0 +1,102 @@
+"""The lifecycle task adapters: hits read from and trimmed in Redis, leases, cancel flags."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import redis as redis_lib
+from lifecycle_support import T0, Clock, current, ingest, say
+
+from models import Scope
+from pipelines.reconsolidate import create_job
+from sleepmem.errors import LeaseHeldError
+from sleepmem.hits import read_hits, record_hits
+from sleepmem.keys import Keys
+from sleepmem.locks import Lease
+from sleepmem.resources import Resources, build_resources
+from sleepmem.settings import Settings
+from tasks import names
+from tasks.lifecycle import (
+    cancel_job,
+    create_erase_job,
+    refresh_job,
+    run_erasure,
+    run_reconsolidation,
+    sweep_job,
+)
+from workers.app import create_celery
+
+ANN = Scope(tenant="acme", agent="bot", user="ann")
+
+
+@pytest.fixture
+def res(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
+    resources = build_resources(settings)
+    resources.extras["clock"] = Clock(T0 + timedelta(hours=1))
+    yield resources
+    resources.close()
+
+
+@pytest.fixture
+def ann(res: Resources, keys: Keys) -> list[str]:
+    ingest(res.redis, res.keys, res.engine, res.settings, res.ports(),
+           [say("I love listening to jazz music while I work.", at=T0, scope=ANN)])
+    return [m.id for m in current(res.engine)]
+
+
+class TestMaintenanceJobs:
+    def test_refresh_applies_the_recorded_hits_and_trims_them(
+        self, res: Resources, ann: list[str]
+    ) -> None:
+        record_hits(res.redis, res.keys, ann, at=T0 + timedelta(minutes=30))
+        record_hits(res.redis, res.keys, ann, at=T0 + timedelta(minutes=40))
+        counts = refresh_job(res, "t1")
+        assert counts["entries"] == 2 and counts["memories_hit"] == len(ann)
+        assert read_hits(res.redis, res.keys) == []
+        assert {m.access_count for m in current(res.engine)} == {2}
+
+    def test_sweep_reports_its_counts(self, res: Resources, ann: list[str]) -> None:
+        res.extras["clock"].advance(timedelta(days=400))
+        counts = sweep_job(res, "t2")
+        assert counts["expired"] == len(ann) and counts["scanned"] == len(ann)
+
+    def test_every_lifecycle_task_is_registered_on_the_maintenance_queue(
+        self, settings: Settings
+    ) -> None:
+        app = create_celery(settings, broker_url="redis://127.0.0.1:6379/0")
+        for name in (names.SWEEP, names.REFRESH, names.RECONCILE, names.RECONSOLIDATE,
+                     names.ERASE):
+            assert name in app.tasks
+            assert name not in names.ROUTES  # default queue: maintenance
+        assert app.conf.task_default_queue == names.QUEUE_MAINTENANCE
+
+
+class TestOperatorJobs:
+    def test_a_reconsolidation_waits_while_the_scope_is_being_consolidated(
+        self, res: Resources, ann: list[str]
+    ) -> None:
+        job = create_job(engine=res.engine, scope_key=ANN.key, now=T0)
+        with Lease(res.redis, res.keys.lease(ANN.key), ttl_s=30), \
+                pytest.raises(LeaseHeldError):
+            run_reconsolidation(res, job.id)
+        assert run_reconsolidation(res, job.id).status == "done"
+
+    def test_a_cancel_request_stops_the_job_before_its_next_chunk(
+        self, res: Resources, ann: list[str]
+    ) -> None:
+        job = create_job(engine=res.engine, scope_key=ANN.key, now=T0, apply=True)
+        cancel_job(res, job.id)
+        stopped = run_reconsolidation(res, job.id)
+        assert stopped.status == "cancelled" and stopped.done == 0
+        assert run_reconsolidation(res, job.id, resume=True).status == "done"
+
+    def test_an_erasure_job_keeps_its_receipt_and_does_not_run_twice(
+        self, res: Resources, ann: list[str]
+    ) -> None:
+        job = create_erase_job(res, tenant="acme", scope_key=ANN.key)
+        done = run_erasure(res, job.id)
+        assert done.status == "done" and done.result["removed"]["memories"] == len(ann)
+        again = run_erasure(res, job.id)
+        assert again.result == done.result and current(res.engine) == []
