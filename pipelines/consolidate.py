@@ -156,6 +156,7 @@ def _consolidate_batch(
             policy=ResolvePolicy(
                 ttl=settings.ttl,
                 session_ttl=_seconds(settings.session_ttl_s),
+                chitchat_ttl=_seconds(settings.chitchat_ttl_s),
                 procedure_min_samples=settings.procedure_min_samples,
                 procedure_min_success_rate=settings.procedure_min_success_rate,
                 extractor=extraction.extractor,

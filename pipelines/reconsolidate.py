@@ -354,9 +354,7 @@ def replay(
                     fates[match_key(row)] = f"the replay retires it: {draft.reason}"
     shadow = [m for m in resolver.current() if m.id not in archived]
     for m in shadow:
-        if m.id in archived:
-            fates[match_key(m)] = "the replay folds it into a summary"
-        elif m.expires_at is not None and aware(m.expires_at) <= now:
+        if m.expires_at is not None and aware(m.expires_at) <= now:
             fates[match_key(m)] = (f"under the current settings it expired on "
                                    f"{aware(m.expires_at):%Y-%m-%d}")
     for mid in archived:

