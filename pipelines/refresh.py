@@ -342,40 +342,40 @@ def _apply_feedback(run: _Run) -> None:
 
 
 def _remind(run: _Run) -> None:
+    """One scan for every type: candidates by plain columns, the exact rule in Python."""
     s = run.settings
-    for mtype, half_life in sorted(s.half_life_s.items()):
-        if half_life is None or half_life <= 0:
-            continue
+    half_lives = {t: hl for t, hl in s.half_life_s.items() if hl is not None and hl > 0}
+    if not half_lives:
+        return
+    now_s = run.now.timestamp()
+    lead = run.now + REMINDER_LEAD
+    expires = col(Memory.expires_at)
+    old_enough = []
+    for mtype, half_life in sorted(half_lives.items()):
         # The lowest qualifying importance reaches demote_below first: nothing younger can.
         min_age = 0.0
         if s.demote_below > 0 and s.reminder_importance > 0:
             min_age = half_life * max(0.0, math.log2(s.reminder_importance / s.demote_below))
-        _remind_type(run, mtype, half_life, run.now - timedelta(seconds=min_age))
-
-
-def _remind_type(run: _Run, mtype: str, half_life: float, older_than: datetime) -> None:
-    s = run.settings
-    now_s = run.now.timestamp()
-    lead = run.now + REMINDER_LEAD
-    expires = col(Memory.expires_at)
+        old_enough.append(sa.and_(col(Memory.type) == mtype,
+                                  col(Memory.last_access) < run.now - timedelta(seconds=min_age)))
     last = ""
     while True:
         with run.conn.begin():
             rows = run.conn.execute(
                 sa.select(
-                    col(Memory.id), col(Memory.tenant), col(Memory.scope_key),
+                    col(Memory.id), col(Memory.tenant), col(Memory.scope_key), col(Memory.type),
                     col(Memory.importance), epoch_sql(col(Memory.last_access), run.dialect),
                     expires, col(Memory.index_state),
                 )
                 .where(
-                    col(Memory.type) == mtype,
+                    col(Memory.type).in_(sorted(half_lives)),
                     col(Memory.status).in_(CURRENT_STATUSES),
                     lifecycle_managed_sql(),
                     col(Memory.importance) >= s.reminder_importance,
                     col(Memory.access_count) == 0,
                     col(Memory.reminded).is_(False),
                     sa.or_(
-                        col(Memory.last_access) < older_than,
+                        *old_enough,
                         sa.and_(expires.is_not(None), expires > run.now, expires < lead),
                     ),
                     col(Memory.id) > last,
@@ -386,17 +386,17 @@ def _remind_type(run: _Run, mtype: str, half_life: float, older_than: datetime) 
             if not rows:
                 return
             last = rows[-1][0]
-            ttl = s.ttl(mtype)
             params: list[dict[str, Any]] = []
             groups: dict[tuple[str, str], list[str]] = defaultdict(list)
             slid: dict[str, datetime] = {}
-            for mid, tenant, scope_key, importance, last_s, exp, state in rows:
+            for mid, tenant, scope_key, mtype, importance, last_s, exp, state in rows:
                 fading = survival(importance=importance, age_s=now_s - last_s,
-                                  half_life_s=half_life) < s.demote_below
+                                  half_life_s=half_lives[mtype]) < s.demote_below
                 exp_at = aware(exp) if exp is not None else None
                 expiring = exp_at is not None and run.now < exp_at < lead
                 if not (fading or expiring):
                     continue
+                ttl = s.ttl(mtype)
                 new_exp = exp_at
                 if exp_at is not None and ttl is not None:
                     new_exp = max(exp_at, run.now + ttl)

@@ -181,7 +181,7 @@ def register(app: Celery) -> None:
     for name, job in MAINTENANCE_JOBS.items():
         maintenance.maintenance_task(app, name, job)
 
-    @app.task(name=names.RECONSOLIDATE, bind=True, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
+    @app.task(name=names.RECONSOLIDATE, bind=True, shared=False, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
     def reconsolidate(self: Task, job_id: str) -> dict[str, Any]:
         try:
             job = run_reconsolidation(current_resources(), job_id,
@@ -191,7 +191,7 @@ def register(app: Celery) -> None:
             raise self.retry(exc=exc, countdown=retry.countdown(self.request.retries)) from exc
         return {"job": job.id, "status": job.status, **(job.result.get("counts") or {})}
 
-    @app.task(name=names.ERASE, bind=True, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
+    @app.task(name=names.ERASE, bind=True, shared=False, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
     def erase(self: Task, job_id: str) -> dict[str, Any]:
         try:
             job = run_erasure(current_resources(), job_id, task_id=str(self.request.id or ""),

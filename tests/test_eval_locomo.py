@@ -150,3 +150,36 @@ class TestTheRunLeavesSharedServicesAlone:
         run_locomo(toy_file, settings=settings)
         assert redis.get(f"{namespace}:keep-me") == b"1"
         assert list(redis.scan_iter(match=f"{namespace}-eval-*")) == []
+
+
+class TestCommandLine:
+    def test_eval_locomo_prints_one_json_report(
+        self, toy_file: Path, namespace: str
+    ) -> None:
+        from typer.testing import CliRunner
+
+        from sleepmem.cli import app
+
+        env = {
+            "SLEEPMEM_EMBEDDER": "hashing",
+            "SLEEPMEM_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "SLEEPMEM_NAMESPACE": namespace,
+            "SLEEPMEM_LOG_LEVEL": "WARNING",
+        }
+        result = CliRunner().invoke(
+            app, ["eval", "locomo", "--data", str(toy_file), "--json"], env=env
+        )
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout[result.stdout.index("{") :])
+        assert report["questions"] == 3
+        assert report["baseline_recall_at_5"] == 1.0
+
+    def test_a_missing_data_file_is_refused_before_anything_runs(self, tmp_path: Path) -> None:
+        from typer.testing import CliRunner
+
+        from sleepmem.cli import app
+
+        result = CliRunner().invoke(
+            app, ["eval", "locomo", "--data", str(tmp_path / "nope.json"), "--json"]
+        )
+        assert result.exit_code == 2

@@ -179,8 +179,9 @@ class TestRunOnTinySlices:
     def test_a_toy_file_runs_end_to_end_and_skips_abstention(
         self, toy_file: Path, settings: Settings
     ) -> None:
-        report = run_longmemeval(toy_file, settings=settings)
+        report = run_longmemeval(toy_file, settings=settings, per_question=True)
         assert report["questions"] == 2
+        assert [q["question_id"] for q in report["per_question"]] == ["q1", "q2"]
         assert report["skipped_abstention"] == 1
         assert report["events"] == 8
         # Two or three sessions per question: BM25 has every session in its top 5.

@@ -36,7 +36,7 @@ _TYPES = ("fact", "preference", "task", "event", "summary", "identity", "procedu
 _TYPE_WEIGHTS = (0.30, 0.25, 0.15, 0.15, 0.05, 0.05, 0.05)
 _FILL_CHUNK = 20_000
 # One scope holds this share of rows, so the capacity rule has work to do.
-_BIG_SCOPE_SHARE = 0.015
+_BIG_SCOPE_SHARE = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,9 @@ def _rows(plan: FillPlan, settings: Settings) -> Iterator[list[tuple[Any, ...]]]
             scope = 0 if i < big else 1 + rng.randrange(plan.scopes)
             tenant, agent, user, key = _scope_key(scope)
             mtype = rng.choices(_TYPES, _TYPE_WEIGHTS)[0]
-            last = BENCH_NOW - timedelta(seconds=rng.uniform(0, 400 * DAY))
+            # The big scope is in active use (recent rows), so it is over capacity tonight.
+            age = rng.uniform(0, 20 * DAY) if scope == 0 else rng.uniform(0, 400 * DAY)
+            last = BENCH_NOW - timedelta(seconds=age)
             ttl = settings.ttl_s.get(mtype)
             status, archived_at = "active", None
             if rng.random() < 0.05:

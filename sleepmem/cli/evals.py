@@ -72,12 +72,15 @@ def longmemeval(
     limit: Annotated[
         int | None, typer.Option(min=1, help="N questions spread over the file")
     ] = None,
+    per_question: Annotated[bool, typer.Option(help="add each question's metrics")] = False,
 ) -> None:
     """LongMemEval session recall_all / ndcg_any @5/@10, and the flat BM25 baseline."""
     from sleepmem.evals.longmemeval import run_longmemeval
 
     try:
-        report = run_longmemeval(data, settings=_settings(), limit=limit)
+        report = run_longmemeval(
+            data, settings=_settings(), limit=limit, per_question=per_question
+        )
     except SleepmemError as exc:
         raise _fail(exc) from None
     _print(report)

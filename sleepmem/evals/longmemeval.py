@@ -206,14 +206,18 @@ def spread(items: list[Item], limit: int | None) -> list[Item]:
 
 
 def run_longmemeval(
-    path: Path, *, settings: Settings, limit: int | None = None
+    path: Path, *, settings: Settings, limit: int | None = None, per_question: bool = False
 ) -> dict[str, Any]:
-    """Session recall of sleepmem and of flat BM25 on the same questions, in one run."""
+    """Session recall of sleepmem and of flat BM25 on the same questions, in one run.
+
+    ``per_question`` adds each question's metrics (ids and numbers only) for error analysis.
+    """
     started = time.perf_counter()
     items = load(path)
     abstention = sum(i.abstention for i in items)
     items = spread([i for i in items if not i.abstention], limit)
     rows: list[tuple[str, dict[str, float]]] = []
+    detail: list[dict[str, Any]] = []
     events = memories = 0
     with eval_instance(settings, prefix="sleepmem-longmemeval-") as res:
         for item in items:
@@ -224,6 +228,9 @@ def run_longmemeval(
             memories += written
             row = _score_item(res, item, session_of)
             rows.append((item.question_type, row))
+            detail.append(
+                {"question_id": item.question_id, "question_type": item.question_type, **row}
+            )
             log.info(
                 "longmemeval_question",
                 question_id=item.question_id, question_type=item.question_type,
@@ -238,7 +245,7 @@ def run_longmemeval(
     official = {
         m: round(mean([r["official_" + m] for r in all_rows]), 4) for m in METRICS
     }
-    return {
+    report: dict[str, Any] = {
         "dataset": Path(path).name,
         **_summary(all_rows),
         "by_type": {
@@ -257,3 +264,6 @@ def run_longmemeval(
         "extractor": settings.extractor,
         "seconds": round(time.perf_counter() - started, 1),
     }
+    if per_question:
+        report["per_question"] = detail
+    return report
