@@ -21,6 +21,7 @@ from models import (
     Memory,
     MemoryCard,
     MemoryStatus,
+    Scope,
     SearchRequest,
     SearchResult,
 )
@@ -46,6 +47,7 @@ class RankWeights:
     dense_share: float = 0.65
     recency_half_life_s: float = 30 * 86400.0
     candidates: int = 50
+    demoted_penalty: float = 0.15
 
 
 def approx_tokens(text: str) -> int:
@@ -63,10 +65,11 @@ def search(
         scope=request.scope, now=now, types=tuple(request.types) if request.types else None,
         as_of=request.as_of,
     )
-    vector = ports.embedder.embed([subjectless(request.query)], kind="query")[0]
+    query = _as_user(request.query, _names(engine, request.scope))
+    vector = ports.embedder.embed([subjectless(query)], kind="query")[0]
     limit = max(weights.candidates, request.k * 4)
     dense = ports.index.search_dense(vector, where=where, limit=limit)
-    sparse = {t: w for t, w in sparse_query(request.query).items() if t not in QUERY_STOP_IDS}
+    sparse = {t: w for t, w in sparse_query(query).items() if t not in QUERY_STOP_IDS}
     lexical = ports.index.search_sparse(sparse, where=where, limit=limit) if sparse else []
     relevance = _fuse(dense, lexical, weights.dense_share)
     if not relevance:
@@ -115,6 +118,32 @@ def search(
     return SearchResult(cards=cards, tokens=tokens)
 
 
+def _names(engine: Engine, scope: Scope) -> list[str]:
+    """The names the scope's user goes by (identity memories of the ``name`` slot)."""
+    if not scope.user:
+        return []
+    owner = scope.model_copy(update={"project": "", "session": ""}).key
+    with Session(engine) as session:
+        rows = session.exec(
+            select(Memory.details).where(
+                col(Memory.scope_key) == owner,
+                col(Memory.subject) == "user",
+                col(Memory.attribute) == "name",
+                col(Memory.status).in_(CURRENT_STATUSES),
+            )
+        ).all()
+    return [str(d.get("value")) for d in rows if d.get("value")]
+
+
+def _as_user(query: str, names: list[str]) -> str:
+    """Statements call the person "the user"; a query naming them means the same person."""
+    for name in names:
+        if len(name) >= 2:
+            query = re.sub(rf"\b{re.escape(name)}(?:'s)?\b", "the user", query,
+                           flags=re.IGNORECASE)
+    return query
+
+
 def _fuse(dense: Sequence[Hit], lexical: Sequence[Hit], dense_share: float) -> dict[str, float]:
     """Normalise each list by its best score, then mix: both halves live in [0, 1].
 
@@ -132,7 +161,6 @@ def _fuse(dense: Sequence[Hit], lexical: Sequence[Hit], dense_share: float) -> d
 
 def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:
     """SQL re-check of the index filter: the index is derived, SQL decides."""
-    from models import Scope
 
     where = Scope(tenant=m.tenant, agent=m.agent, user=m.user, project=m.project, session=m.session)
     if not request.scope.sees(where):
@@ -157,12 +185,14 @@ def _aware(t: datetime) -> datetime:
 def _score(m: Memory, relevance: float, now: datetime, w: RankWeights) -> float:
     age = max(0.0, (now - _aware(m.last_access)).total_seconds())
     recency: float = 0.5 ** (age / w.recency_half_life_s)
-    return (
+    score = (
         w.relevance * relevance
         + w.recency * recency
         + w.importance * m.importance
         + w.confidence * m.confidence
     )
+    # Demoted by the sweep (fading, not yet archived): still findable, no longer first.
+    return score - w.demoted_penalty if m.demoted else score
 
 
 def _card(m: Memory, score: float, request: SearchRequest) -> MemoryCard:

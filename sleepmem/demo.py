@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,12 @@ class DemoReport:
     consolidated_s: float | None = None
     consolidated_events: int = 0
     memories: list[tuple[str, str]] = field(default_factory=list)
+    question: str = ""
+    answers: list[str] = field(default_factory=list)
+    why: str = ""
+    replay: dict[str, int] = field(default_factory=dict)
+    swept: dict[str, int] = field(default_factory=dict)
+    kept_after_sweep: list[tuple[str, str]] = field(default_factory=list)
     stop_s: float = 0.0
 
 
@@ -134,9 +141,56 @@ def run_demo(settings: Settings, *, timeout: float = 60.0) -> DemoReport:
                 .order_by(col(Memory.recorded_at))
             ).all()
             report.memories = [(str(t), str(st)) for t, st in rows]
+        _read_back(report, res, rt.api_url, settings)
+        _lifecycle(report, res, owner, settings)
         stopping = time.perf_counter()
     report.stop_s = time.perf_counter() - stopping
     return report
+
+
+QUESTION = "Where does Ann live?"
+
+
+def _read_back(report: DemoReport, res: Any, api_url: str, settings: Settings) -> None:
+    """Search over HTTP as an agent would, and ask the top memory why it exists."""
+    from pipelines.explain import explain
+
+    scope = {"tenant": TENANT, "agent": AGENT, "user": USER}
+    with MemoryClient(settings, api_url=api_url) as reader:
+        result = reader.search(QUESTION, scope, k=3)
+    report.question = QUESTION
+    report.answers = [c.statement for c in result.flat()]
+    cards = result.flat()
+    if cards:
+        report.why = explain(
+            engine=res.engine, memory_id=cards[0].id, settings=settings, now=datetime.now(UTC)
+        ).why
+
+
+def _lifecycle(report: DemoReport, res: Any, owner: str, settings: Settings) -> None:
+    """Replay the scope through the current pipeline (dry run), then sweep 200 days on."""
+    from pipelines.forget import sweep
+    from pipelines.reconsolidate import create_job
+    from tasks.lifecycle import run_reconsolidation
+
+    job = create_job(engine=res.engine, scope_key=owner, now=datetime.now(UTC), apply=False)
+    done = run_reconsolidation(res, job.id)
+    report.replay = {k: int(v) for k, v in done.result.get("counts", {}).items()}
+    later = datetime.now(UTC) + timedelta(days=200)
+    report.swept = {
+        k: int(v)
+        for k, v in sweep(
+            engine=res.engine, ports=res.ports(clock=lambda: later), settings=settings
+        ).counts().items()
+        if v
+    }
+    with Session(res.engine) as s:
+        rows = s.exec(
+            select(Memory.type, Memory.statement).where(
+                Memory.tenant == TENANT, col(Memory.status) == "active"
+            )
+        ).all()
+    report.kept_after_sweep = [(str(t), str(st)) for t, st in rows]
 
 
 def render(report: DemoReport) -> list[str]:
@@ -157,5 +211,12 @@ def render(report: DemoReport) -> list[str]:
         f"{len(report.memories)} active memories",
     ]
     lines += [f"    [{kind}] {statement}" for kind, statement in report.memories]
+    lines.append(f"search over HTTP: {report.question!r}")
+    lines += [f"    {i}. {a}" for i, a in enumerate(report.answers, 1)]
+    if report.why:
+        lines.append(f"  why the first one: {report.why}")
+    lines.append(f"re-consolidation dry run (replay the raw log, diff): {report.replay}")
+    lines.append(f"nightly sweep, as if 200 days passed: {report.swept}")
+    lines += [f"    still remembered: [{k}] {s}" for k, s in report.kept_after_sweep]
     lines.append(f"stopped cleanly in {report.stop_s:.2f} s")
     return lines
