@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ from lifecycle_support import (
     audit_ops,
     make_ports,
     memory,
-    open_index,
     row,
     store,
 )
@@ -27,23 +25,6 @@ from pipelines.index import reconcile
 from pipelines.ports import Ports
 from sleepmem.settings import Settings
 from sleepmem.vectors.edge import EdgeIndex
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeIndex]:
-    idx = open_index(tmp_path_factory.mktemp("index"))
-    yield idx
-    idx.close()
-
-
-@pytest.fixture
-def ports(index: EdgeIndex, clock: Clock) -> Ports:
-    return make_ports(index, clock)
 
 
 def lifecycle_settings(**kw: Any) -> Settings:

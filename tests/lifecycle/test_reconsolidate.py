@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 import redis as redis_lib
-from lifecycle_support import T0, Clock, current, ingest, make_ports, open_index, say
+from lifecycle_support import T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -45,23 +44,6 @@ class RewordingExtractor:
         kept = [replace(c, statement=c.statement.rstrip(".") + " (v2).")
                 for c in out.candidates if c.type != "event"]
         return Extraction(candidates=kept, extractor=self.name)
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeIndex]:
-    idx = open_index(tmp_path_factory.mktemp("index"))
-    yield idx
-    idx.close()
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def ports(index: EdgeIndex, clock: Clock) -> Ports:
-    return make_ports(index, clock)
 
 
 @pytest.fixture

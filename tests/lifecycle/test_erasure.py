@@ -11,7 +11,7 @@ import orjson
 import pytest
 import redis as redis_lib
 import sqlalchemy as sa
-from lifecycle_support import DAY, T0, Clock, current, ingest, make_ports, open_index, say
+from lifecycle_support import DAY, T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, select
 
@@ -33,23 +33,6 @@ ANN = Scope(tenant="acme", agent="bot", user="ann")
 ANN_PROJECT = Scope(tenant="acme", agent="bot", user="ann", project="garden")
 BOB = Scope(tenant="acme", agent="bot", user="bob")
 SECRET_WORDS = ("Marguerite", "Aldhelm", "Wisteria")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeIndex]:
-    idx = open_index(tmp_path_factory.mktemp("index"))
-    yield idx
-    idx.close()
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def ports(index: EdgeIndex, clock: Clock) -> Ports:
-    return make_ports(index, clock)
 
 
 @pytest.fixture

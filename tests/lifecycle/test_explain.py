@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis as redis_lib
-from lifecycle_support import DAY, T0, Clock, current, ingest, make_ports, open_index, say
+from lifecycle_support import DAY, T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
 
 from pipelines.explain import explain
@@ -15,24 +13,6 @@ from pipelines.ports import Ports
 from sleepmem.errors import NotFoundError
 from sleepmem.keys import Keys
 from sleepmem.settings import Settings
-from sleepmem.vectors.edge import EdgeIndex
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeIndex]:
-    idx = open_index(tmp_path_factory.mktemp("index"))
-    yield idx
-    idx.close()
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def ports(index: EdgeIndex, clock: Clock) -> Ports:
-    return make_ports(index, clock)
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,9 +12,7 @@ from lifecycle_support import (
     T0,
     Clock,
     audit_ops,
-    make_ports,
     memory,
-    open_index,
     row,
     store,
 )
@@ -27,26 +24,8 @@ from pipelines.refresh import refresh
 from sleepmem.hits import read_hits, record_hits
 from sleepmem.keys import Keys
 from sleepmem.settings import Settings
-from sleepmem.vectors.edge import EdgeIndex
 
 SETTINGS = Settings(_env_file=None, embedder="hashing")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeIndex]:
-    idx = open_index(tmp_path_factory.mktemp("index"))
-    yield idx
-    idx.close()
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def ports(index: EdgeIndex, clock: Clock) -> Ports:
-    return make_ports(index, clock)
 
 
 def hit(at: datetime, *ids: str) -> tuple[str, list[str], float]:
