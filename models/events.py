@@ -6,12 +6,22 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
-from models.scope import IDENT, IDENT_RULE, Scope, check_ident
+from models.scope import IDENT_PATTERN, Scope
+
+Ident = Annotated[str, StringConstraints(pattern=IDENT_PATTERN)]
+OptionalIdent = Annotated[str, StringConstraints(pattern=f"^(?:{IDENT_PATTERN[1:-1]})?$")]
 
 
 class EventKind(StrEnum):
@@ -52,34 +62,19 @@ class Event(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
 
-    event_id: str = Field(default_factory=new_event_id)
-    tenant: str
-    agent: str
-    user: str = ""
-    project: str = ""
-    session: str = ""
+    # Name rules as core (Rust) patterns, not Python validators: validation is most of the
+    # cost of an emit, and sleepmem.validation turns a mismatch into the rule in words.
+    event_id: Ident = Field(default_factory=new_event_id)
+    tenant: Ident
+    agent: Ident
+    user: OptionalIdent = ""
+    project: OptionalIdent = ""
+    session: OptionalIdent = ""
     kind: EventKind = EventKind.message
     role: Role = Role.user
     content: str = ""
     at: datetime = Field(default_factory=utcnow)
     meta: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("event_id", mode="before")
-    @classmethod
-    def _event_id(cls, v: Any) -> str:
-        if not isinstance(v, str) or not IDENT.match(v):
-            raise ValueError(f"event_id must be {IDENT_RULE}; got {v!r}")
-        return v
-
-    @field_validator("tenant", "agent", mode="before")
-    @classmethod
-    def _required_level(cls, v: Any, info: ValidationInfo) -> str:
-        return check_ident(str(info.field_name), v, required=True)
-
-    @field_validator("user", "project", "session", mode="before")
-    @classmethod
-    def _optional_level(cls, v: Any, info: ValidationInfo) -> str:
-        return check_ident(str(info.field_name), v, required=False)
 
     @field_validator("content", mode="after")
     @classmethod

@@ -7,7 +7,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+IDENT = re.compile(IDENT_PATTERN)
 LEVELS: tuple[str, ...] = ("tenant", "agent", "user", "project", "session")
 IDENT_RULE = "1-128 characters of letters, digits and _ . : @ -, starting with a letter or digit"
 

@@ -17,11 +17,13 @@ from typing import Any
 import pydantic
 
 from models.events import DEFAULT_LIMITS, Event, EventKind, Limits, Role
+from models.scope import IDENT_RULE
 from sleepmem.errors import ValidationError
 from sleepmem.settings import Settings
 
 EVENT_FIELDS: tuple[str, ...] = tuple(Event.model_fields)
 DEFAULT_FIELDS = ("tenant", "agent", "user", "project", "session")
+NAME_FIELDS = frozenset({"event_id", *DEFAULT_FIELDS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,11 @@ def limits_for(settings: Settings) -> Limits:
 
 def _message(err: Any) -> str:
     kind = err["type"]
+    field = str(err["loc"][-1]) if err["loc"] else ""
+    if field in NAME_FIELDS and kind in ("string_pattern_mismatch", "string_type"):
+        if err.get("input") == "" and field in ("tenant", "agent"):
+            return f"{field} is required ({IDENT_RULE})"
+        return f"{field} must be {IDENT_RULE}"
     if kind == "missing":
         return "this field is required"
     if kind == "extra_forbidden":
@@ -72,7 +79,8 @@ def _message(err: Any) -> str:
 def field_problems(exc: pydantic.ValidationError, *, prefix: str = "") -> list[FieldProblem]:
     """One problem per bad field, named ``<prefix>.<field>``; input values never echoed."""
     out: list[FieldProblem] = []
-    for err in exc.errors(include_input=False, include_url=False):
+    # Inputs are read to word the message, never echoed back (they may hold secrets).
+    for err in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in err["loc"])
         name = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "event")
         out.append(FieldProblem(name, _message(err)))
