@@ -20,6 +20,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
+from itertools import pairwise
 from typing import Any
 
 from pipelines.extract_en_facts import (
@@ -306,6 +308,7 @@ class RulesExtractor:
         candidates: list[Candidate] = []
         for event in events:
             candidates.extend(self.extract_event(event))
+        _with_previous_turn(events, candidates)
         kinds = Counter(c.type for c in candidates)
         self._log.info(
             "extract.rules",
@@ -700,3 +703,40 @@ def _json_summary(data: Any) -> str:
 
     walk(data, "", 0)
     return "; ".join(leaves)
+
+
+PAIR_GAP = timedelta(hours=1)
+PAIR_CONTEXT_CHARS = 300
+
+
+def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) -> None:
+    """Remember a reply together with the turn it answers.
+
+    "Five years already!" means nothing alone; it answers "How long have you been
+    married?". An episode whose event follows another message of the same session within
+    PAIR_GAP carries that turn too, in its statement and in its provenance, so both what
+    it says and where it came from stay true (and a forget request that names the topic
+    finds the pair).
+    """
+    ordered = sorted(events, key=lambda e: e.at)
+    previous: dict[str, tuple[str, str]] = {}
+    for a, b in pairwise(ordered):
+        if a.scope == b.scope and a.kind == "message" and b.at - a.at < PAIR_GAP:
+            who = a.meta.get("speaker") or ("Assistant" if a.role == "assistant" else "User")
+            text = a.content.strip()
+            if len(text) > PAIR_CONTEXT_CHARS:
+                text = text[:PAIR_CONTEXT_CHARS].rsplit(" ", 1)[0] + " …"
+            if text:
+                previous[b.event_id] = (a.event_id, f"{who}: {text}")
+    for cand in candidates:
+        if cand.type != "event" or cand.forget_topic is not None or len(cand.provenance) != 1:
+            continue
+        if cand.details.get("chitchat") or cand.provenance[0] not in previous:
+            continue
+        pid, context = previous[cand.provenance[0]]
+        cand.statement = f"{context}\n{cand.statement}"
+        cand.provenance = [pid, cand.provenance[0]]
+        # Where the reply starts: a forget request about the context alone strips the
+        # context instead of deleting the reply with it.
+        cand.details["context_event"] = pid
+        cand.details["reply_offset"] = len(context) + 1

@@ -312,12 +312,15 @@ class Resolver:
                 )
 
     def _forget(self, cand: Candidate) -> None:
-        topic = (cand.forget_topic or "").strip()
-        victims = [
+        topic = norm_text(cand.forget_topic or "")
+        matched = [
             m for m in self._versions.values()
-            if m.id not in self.plan.deleted and topic and _mentions(m.statement, norm_text(topic))
+            if m.id not in self.plan.deleted and topic and _mentions(m.statement, topic)
         ]
-        lineages = {m.lineage for m in victims}
+        # A reply remembered with the turn before it: when only that context names the
+        # topic, the context (and its raw event) goes and the reply stays.
+        stripped = [m for m in matched if _only_in_context(m, topic)]
+        lineages = {m.lineage for m in matched if m not in stripped}
         victims = [m for m in self._versions.values() if m.lineage in lineages]
         for m in victims:
             self.plan.deleted[m.id] = m
@@ -326,16 +329,22 @@ class Resolver:
             self._current.pop(m.id, None)
             self._forget_lookup(m)
             self.plan.deleted_events.update(m.provenance)
+        for m in stripped:
+            row = self.plan.touch(m)
+            context_event = str(row.details.pop("context_event", ""))
+            row.statement = row.statement[int(row.details.pop("reply_offset", 0)):]
+            row.provenance = [e for e in row.provenance if e != context_event]
+            self.plan.deleted_events.add(context_event)
         # The request itself names the topic: its raw event goes too.
         self.plan.deleted_events.update(cand.provenance)
         self.plan.audits.append(
             AuditDraft(
                 Op.DELETE,
-                [m.id for m in victims],
-                [],
+                [m.id for m in victims] + [m.id for m in stripped],
+                [m.id for m in stripped],
                 "explicit forget request",
                 list(cand.provenance),
-                content_hash(*sorted(m.statement for m in victims)),
+                content_hash(*sorted(m.statement for m in [*victims, *stripped])),
             )
         )
 
@@ -410,3 +419,7 @@ def _mentions(statement: str, needle: str) -> bool:
     need = set(tokens(needle))
     return bool(need) and need <= set(tokens(statement))
 
+
+def _only_in_context(mem: Memory, topic: str) -> bool:
+    offset = int(mem.details.get("reply_offset") or 0)
+    return offset > 0 and not _mentions(mem.statement[offset:], topic)

@@ -44,7 +44,7 @@ class RankWeights:
     recency: float = 0.10
     importance: float = 0.10
     confidence: float = 0.10
-    dense_share: float = 0.65
+    dense_share: float = 0.30
     recency_half_life_s: float = 30 * 86400.0
     candidates: int = 50
     demoted_penalty: float = 0.15
@@ -145,17 +145,22 @@ def _as_user(query: str, names: list[str]) -> str:
 
 
 def _fuse(dense: Sequence[Hit], lexical: Sequence[Hit], dense_share: float) -> dict[str, float]:
-    """Normalise each list by its best score, then mix: both halves live in [0, 1].
+    """Min-max normalise each list over its own candidates, then mix: both live in [0, 1].
 
-    Every candidate stays in, even at zero relevance (a cosine can be negative): the
-    filter already decided it may be seen, and the other ranking terms still apply.
+    Dividing by the best score alone would squeeze a small embedder's narrow cosine band
+    (USE: 0.2-0.6) into 0.6-1.0, so every dense candidate would outweigh all but the best
+    lexical ones and drown the sharper lexical ranking. Every candidate stays in, even at
+    zero: the filter already decided it may be seen, and the other terms still apply.
     """
     out: dict[str, float] = {}
     for hits, share in ((dense, dense_share), (lexical, 1.0 - dense_share)):
-        top = max((h.score for h in hits), default=0.0)
+        if not hits:
+            continue
+        hi = max(h.score for h in hits)
+        lo = min(h.score for h in hits)
         for h in hits:
-            part = share * max(0.0, h.score) / top if top > 0 else 0.0
-            out[h.id] = out.get(h.id, 0.0) + part
+            norm = (h.score - lo) / (hi - lo) if hi > lo else 1.0
+            out[h.id] = out.get(h.id, 0.0) + share * norm
     return out
 
 

@@ -109,6 +109,18 @@ class TestForgetting:
         assert "divorce" not in delete.reason and delete.content_hash
 
 
+    def test_a_reply_keeps_its_own_words_when_only_its_context_is_forgotten(self) -> None:
+        context = "User: I was diagnosed with diabetes."
+        pair = cand(f"{context}\nI play the cello.", type="event", provenance=["e1", "e2"],
+                    details={"context_event": "e1", "reply_offset": len(context) + 1})
+        r = run([pair, cand("forget", type="event", forget_topic="diabetes",
+                            provenance=["e3"])])
+        [mem] = r.current()
+        assert mem.statement == "I play the cello."
+        assert mem.provenance == ["e2"]
+        assert r.plan.deleted_events == {"e1", "e3"}
+
+
 class TestProcedures:
     def test_a_procedure_is_hidden_until_enough_successes(self) -> None:
         outcome = {"type": "procedure", "subject": "refund request",
