@@ -364,25 +364,41 @@ def _secret_key(key: str) -> bool:
 
 
 _SCALARS = (str, int, float)  # by exact type: a bool is not a secret
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def redact_json(obj: Any) -> Any:
-    """Redact every string in a JSON value; a scalar under a secret-named key goes whole."""
-    if isinstance(obj, str):
-        return redact(obj).text
-    if isinstance(obj, dict):
-        out: dict[Any, Any] = {}
+    """Redact every string in a JSON value; a scalar under a secret-named key goes whole.
+
+    Returns ``obj`` itself when nothing changed, so callers can tell by identity.
+    """
+    kind = type(obj)
+    if kind is str:
+        return redact(obj).text if len(obj) >= _SHORTEST_SECRET else obj
+    if kind is dict:
+        out: dict[Any, Any] | None = None
         for key, value in obj.items():
-            if (
-                type(value) in _SCALARS
-                and value != ""
-                and isinstance(key, str)
-                and _secret_key(key)
-            ):
-                out[key] = mark("secret")
+            vkind = type(value)
+            if vkind in _PLAIN and not (vkind is str and len(value) >= _SHORTEST_SECRET):
+                # Numbers, booleans and short strings hold no secret by shape; only a
+                # secret-named key can make them one.
+                clean = (
+                    mark("secret")
+                    if vkind in _SCALARS and value != "" and type(key) is str and _secret_key(key)
+                    else value
+                )
+            elif vkind in _SCALARS and type(key) is str and _secret_key(key) and value != "":
+                clean = mark("secret")
             else:
-                out[key] = redact_json(value)
-        return out
+                clean = redact_json(value)
+            if clean is not value and out is None:
+                out = dict(obj)
+            if out is not None:
+                out[key] = clean
+        return obj if out is None else out
     if isinstance(obj, list | tuple):
-        return [redact_json(v) for v in obj]
+        items = [redact_json(v) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
+    if isinstance(obj, str):  # a str subclass
+        return redact(obj).text
     return obj

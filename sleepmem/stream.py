@@ -53,7 +53,7 @@ def redact_event(event: Event) -> tuple[Event, tuple[str, ...]]:
     meta = event.meta
     if meta:
         meta = redact_json(meta)
-        if meta != event.meta:
+        if meta is not event.meta:
             kinds.append("meta")
     if not kinds:
         return event, ()
