@@ -29,10 +29,7 @@ from sleepmem import PIPELINE_VERSION
 from sleepmem import repository as repo
 from sleepmem.db import session_scope
 from sleepmem.errors import ExtractionError, ValidationError
-from sleepmem.logs import get_logger
 from sleepmem.settings import Settings
-
-log = get_logger("sleepmem.consolidate")
 
 
 @dataclass(slots=True)
@@ -98,13 +95,6 @@ def consolidate_scope(
             break
     with session_scope(engine) as session:
         repo.reset_scope_state(session, scope_key=scope_key, now=ports.clock())
-    log.info(
-        "consolidated",
-        scope=scope_key, task_id=task_id, events=report.events, ops=report.ops,
-        memories_written=report.memories_written, llm_calls=report.llm_calls,
-        seconds={k: round(v, 4) for k, v in report.stage_seconds.items()},
-        extractor=extractor.name, pipeline_version=PIPELINE_VERSION,
-    )
     return report
 
 

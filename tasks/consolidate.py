@@ -118,9 +118,13 @@ def run_consolidation(
         raise
     log.info(
         "consolidate",
+        task_id=task_id,
         events=report.events,
+        memories_written=report.memories_written,
         ops=report.ops,
-        stage_seconds=report.stage_seconds,
+        llm_calls=report.llm_calls,
+        llm_tokens=report.llm_tokens,
+        stage_seconds={k: round(v, 4) for k, v in report.stage_seconds.items()},
         lease_lost=lease.lost.is_set(),
         seconds=round(time.perf_counter() - started, 4),
         **fields,
