@@ -80,6 +80,8 @@ class Event(BaseModel):
     @classmethod
     def _content_size(cls, v: str, info: ValidationInfo) -> str:
         limit = _limits(info).content_max_bytes
+        if len(v) * 4 <= limit:  # UTF-8 spends at most 4 bytes a character
+            return v
         size = len(v.encode("utf-8"))
         if size > limit:
             raise ValueError(
@@ -129,6 +131,6 @@ class Event(BaseModel):
 
 
 def _limits(info: ValidationInfo) -> Limits:
-    ctx = info.context or {}
-    limits = ctx.get("limits") if isinstance(ctx, dict) else None
-    return limits if isinstance(limits, Limits) else DEFAULT_LIMITS
+    ctx = info.context
+    limits = ctx.get("limits") if type(ctx) is dict else None
+    return limits if type(limits) is Limits else DEFAULT_LIMITS
