@@ -7,6 +7,7 @@ anything is written.
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import os
@@ -111,6 +112,12 @@ class _EventIds:
 next_event_id = _EventIds()
 
 
+@functools.lru_cache(maxsize=16)
+def _context(limits: Limits) -> dict[str, Limits]:
+    # One context dict per Limits, not one per event (it is read, never written).
+    return {"limits": limits}
+
+
 def _validate(
     item: Event | Mapping[str, Any], limits: Limits, defaults: Mapping[str, str], at: int | None
 ) -> Event | list[FieldProblem]:
@@ -132,7 +139,7 @@ def _validate(
         name = "event" if at is None else f"events[{at}]"
         return [FieldProblem(name, "must be a JSON object with the event fields")]
     try:
-        return Event.model_validate(item, context={"limits": limits})
+        return Event.model_validate(item, context=_context(limits))
     except pydantic.ValidationError as exc:
         return field_problems(exc, prefix="" if at is None else f"events[{at}]")
 
