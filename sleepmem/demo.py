@@ -210,7 +210,9 @@ def render(report: DemoReport) -> list[str]:
         f"  {report.consolidated_events} events consolidated into "
         f"{len(report.memories)} active memories",
     ]
-    lines += [f"    [{kind}] {statement}" for kind, statement in report.memories]
+    # A reply remembered with the turn it answers spans two lines; show it on one.
+    lines += [f"    [{kind}] {statement.replace(chr(10), ' / ')}"
+              for kind, statement in report.memories]
     lines.append(f"search over HTTP: {report.question!r}")
     lines += [f"    {i}. {a}" for i, a in enumerate(report.answers, 1)]
     if report.why:
