@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 
 from sleepmem.db import make_engine
 from sleepmem.keys import Keys
+from sleepmem.resources import Resources
 from sleepmem.settings import Settings
 
 REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -117,3 +118,17 @@ def settings(tmp_path: Path, namespace: str, sqlite_url: str) -> Settings:
         auth_enabled=False,
         _env_file=None,  # type: ignore[call-arg]
     )
+
+
+@pytest.fixture
+def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
+    """The process resources a worker would build, installed as the current ones;
+    ``redis`` cleans the namespace afterwards."""
+    from sleepmem.resources import build_resources
+    from workers.process import install_resources, uninstall_resources
+
+    res = build_resources(settings)
+    install_resources(res)
+    yield res
+    uninstall_resources()
+    res.close()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import psutil
 import pytest
 from sqlalchemy import func
 from sqlmodel import Session, col, select
+from support import wait_for
 
 from models import RawEvent, Scope, ScopeState
 from sleepmem.demo import CONVERSATION, FAKE_KEY, demo_settings, render, run_demo
@@ -40,13 +39,6 @@ def embedded_settings(data_dir: Path) -> Settings:
     )
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def count_rows(rt: Runtime, *, consolidated: bool | None = None) -> int:
@@ -100,8 +92,12 @@ class TestEmbeddedRuntime:
                 client.emit(content="I prefer tea over coffee.", session="s1")
                 client.emit(kind="session_end", role="system", session="s1")
 
-            assert wait_for(lambda: count_rows(rt) == 3), "events did not reach the raw log"
-            assert wait_for(lambda: consolidated_at(rt) is not None), "no consolidation ran"
+            assert wait_for(lambda: count_rows(rt) == 3, timeout=30), (
+                "events did not reach the raw log"
+            )
+            assert wait_for(lambda: consolidated_at(rt) is not None, timeout=30), (
+                "no consolidation ran"
+            )
             assert count_rows(rt, consolidated=False) == 0
 
         assert health.status_code == 200
@@ -121,7 +117,7 @@ class TestEmbeddedRuntime:
         with Runtime(settings, api=False) as rt:
             with MemoryClient(settings, tenant="acme", agent="bot", user="ann") as client:
                 client.emit_many([{"content": f"note {i}"} for i in range(5)])
-            assert wait_for(lambda: count_rows(rt) == 5)
+            assert wait_for(lambda: count_rows(rt) == 5, timeout=30)
         with Runtime(settings, api=False) as again:
             assert count_rows(again) == 5
             assert again.resources is not None and again.resources.redis.ping()

@@ -8,13 +8,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis as redis_lib
+from support import wait_for
 
 from schedules.leader import LeaderElector
 from schedules.scheduler import Periodic, Scheduler, lifecycle_jobs
@@ -53,13 +54,6 @@ class Recorder:
             return [n for _, n, _ in self.sent]
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 @pytest.fixture
@@ -282,7 +276,9 @@ class TestLeaderDeath:
         standby_sent = Recorder(resources)
         standby: Scheduler | None = None
         try:
-            assert wait_for(lambda: resources.redis.llen(fires) >= 3, timeout=30), "no leader"
+            assert wait_for(
+                lambda: resources.redis.llen(fires) >= 3, timeout=30, poll=0.01
+            ), "no leader"
             standby = scheduler(resources, standby_sent).start()
             time.sleep(0.5)
             assert standby_sent.sent == []  # the live leader still leads
@@ -293,9 +289,9 @@ class TestLeaderDeath:
             killed = time.monotonic()
             fired_by_leader = resources.redis.llen(fires)
 
-            assert wait_for(lambda: standby.elector.is_leader, timeout=TTL * 3)
+            assert wait_for(lambda: standby.elector.is_leader, timeout=TTL * 3, poll=0.01)
             took_over = time.monotonic() - killed
-            assert wait_for(lambda: names.DRAIN in standby_sent.names(), timeout=1.0)
+            assert wait_for(lambda: names.DRAIN in standby_sent.names(), timeout=1.0, poll=0.01)
         finally:
             if child.poll() is None:
                 child.kill()

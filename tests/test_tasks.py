@@ -2,43 +2,21 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import pytest
-import redis as redis_lib
 from sqlalchemy import func
 from sqlmodel import Session, select
+from support import wait_for
 
 from models import RawEvent
 from sleepmem.locks import RedisLock
-from sleepmem.resources import Resources, build_resources
+from sleepmem.resources import Resources
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
 from tasks import names
 from tasks.maintenance import maintenance_task
 from workers.app import create_celery
-from workers.process import install_resources, uninstall_resources
 from workers.thread import ThreadWorker
-
-
-@pytest.fixture
-def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
-    res = build_resources(settings)
-    install_resources(res)
-    yield res
-    uninstall_resources()
-    res.close()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def raw_rows(res: Resources) -> int:

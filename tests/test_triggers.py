@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import redis as redis_lib
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
+from support import wait_for
 
 from models import RawEvent, Scope, ScopeState
 from pipelines.consolidate import ConsolidationReport
@@ -21,12 +21,11 @@ from schedules.triggers import due_scopes, enqueue_drain, enqueue_due, tick
 from sleepmem.errors import LeaseHeldError, ValidationError
 from sleepmem.keys import Keys
 from sleepmem.locks import RedisLock
-from sleepmem.resources import Resources, build_resources
+from sleepmem.resources import Resources
 from sleepmem.settings import Settings
 from tasks import names
 from tasks.consolidate import check_scope_key, run_consolidation
 from workers.app import create_celery
-from workers.process import install_resources, uninstall_resources
 from workers.thread import ThreadWorker
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -291,23 +290,8 @@ class TestScopeKeyValidation:
         assert check_scope_key(scope_key("ann")) == Scope(tenant="acme", agent="bot", user="ann")
 
 
-@pytest.fixture
-def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
-    """The process resources a worker would build; ``redis`` cleans the namespace after."""
-    res = build_resources(settings)
-    install_resources(res)
-    yield res
-    uninstall_resources()
-    res.close()
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def pending_events(engine: Engine, user: str) -> int:
