@@ -162,8 +162,9 @@ def _consolidate_batch(
             resolver,
             policy=CompressPolicy(),
             ended_sessions=ended,
+            # Sessions behind older episodes are only needed to summarise an ended one.
             event_sessions={e.event_id: e.scope.session for e in events}
-            | _provenance_sessions(engine, resolver),
+            | (_provenance_sessions(engine, resolver) if ended else {}),
         )
     plan = resolver.plan
     before = {m.id: m for m in versions}
