@@ -60,11 +60,6 @@ def check_scope_key(scope_key: object) -> Scope:
     return scope
 
 
-def build_ports(resources: Resources) -> Ports:
-    # The process clock: the wall clock, unless a runner installed its own (scenarios).
-    return resources.ports()
-
-
 def run_consolidation(
     resources: Resources,
     *,
@@ -85,7 +80,8 @@ def run_consolidation(
     started = time.perf_counter()
     try:
         with Lease(redis, keys.lease(scope_key), ttl_s=settings.lease_seconds) as lease:
-            ports = build_ports(resources)
+            # The process clock: the wall clock unless a runner installed its own.
+            ports = resources.ports()
             # A pipeline can check this before committing if its lease was lost.
             ports.extras["lease_lost"] = lease.lost
             report = pipeline(

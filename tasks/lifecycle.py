@@ -25,7 +25,6 @@ from pipelines import erase as erasure
 from pipelines import reconsolidate as recon
 from pipelines.forget import sweep
 from pipelines.index import reconcile
-from pipelines.ports import Ports
 from pipelines.refresh import RefreshReport, refresh
 from sleepmem.errors import NotFoundError, TransientError, ValidationError
 from sleepmem.hits import read_hits, trim_hits
@@ -42,15 +41,11 @@ HITS_PER_REFRESH = 10_000
 CANCEL_TTL_S = 7 * 86400
 
 
-def _ports(res: Resources) -> Ports:
-    return res.ports()  # the wall clock, or the one a test or the scenario runner installed
-
-
 # -- scheduled maintenance ---------------------------------------------------------------
 
 
 def sweep_job(res: Resources, task_id: str) -> Mapping[str, Any]:
-    counts = dict(sweep(engine=res.engine, ports=_ports(res), settings=res.settings,
+    counts = dict(sweep(engine=res.engine, ports=res.ports(), settings=res.settings,
                         task_id=task_id).counts())
     # The nightly slot is also when the embedded engine compacts its segments (dropping
     # deleted points), off the hot path.
@@ -61,7 +56,7 @@ def sweep_job(res: Resources, task_id: str) -> Mapping[str, Any]:
 def refresh_job(res: Resources, task_id: str) -> Mapping[str, Any]:
     """Apply recorded hits page by page, trimming each page once it is in SQL."""
     total = RefreshReport()
-    ports = _ports(res)
+    ports = res.ports()
     while True:
         hits = read_hits(res.redis, res.keys, count=HITS_PER_REFRESH)
         report = refresh(engine=res.engine, ports=ports, settings=res.settings, hits=hits,
@@ -113,7 +108,7 @@ def run_reconsolidation(
     with Lease(res.redis, res.keys.job_lease(job_id), ttl_s=ttl), \
             Lease(res.redis, res.keys.lease(job.scope_key), ttl_s=ttl):
         return recon.run_job(
-            engine=res.engine, ports=_ports(res), settings=res.settings, job_id=job_id,
+            engine=res.engine, ports=res.ports(), settings=res.settings, job_id=job_id,
             should_cancel=lambda: bool(res.redis.exists(res.keys.job_cancel(job_id))),
             on_progress=on_progress, resume=resume, task_id=task_id, worker=worker,
         )
@@ -145,7 +140,7 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
         raise ValidationError("job", f"{job_id} is a {job.kind} job, not {ERASE_KIND}")
     if job.status == JobStatus.done.value:
         return job
-    ports = _ports(res)
+    ports = res.ports()
     started = ports.clock()
     try:
         with Lease(res.redis, res.keys.job_lease(job_id), ttl_s=res.settings.lease_seconds):

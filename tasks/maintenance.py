@@ -6,7 +6,7 @@ with backoff, one log line with the counts the job returns. To add one, write th
 pipeline in ``pipelines/``, a small adapter here, and list it in :data:`JOBS`::
 
     def _sweep(res: Resources, task_id: str) -> Mapping[str, Any]:
-        report = forget.sweep(engine=res.engine, ports=build_ports(res), settings=res.settings,
+        report = forget.sweep(engine=res.engine, ports=res.ports(), settings=res.settings,
                               now=datetime.now(UTC), task_id=task_id)
         return {"demoted": report.demoted, "archived": report.archived}
 
