@@ -7,10 +7,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine
 
 import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from sleepmem.errors import ConfigurationError, TransientError
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:
@@ -21,8 +23,24 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
         engine = create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=10)
-    SQLModel.metadata.create_all(engine)
+    try:
+        SQLModel.metadata.create_all(engine)
+    except OperationalError as exc:
+        engine.dispose()
+        raise _unusable(url, exc) from None
     return engine
+
+
+def _unusable(url: str, exc: OperationalError) -> ConfigurationError | TransientError:
+    where = make_url(url).render_as_string(hide_password=True)
+    reason = str(exc.orig).strip().splitlines()[-1] if exc.orig else str(exc)
+    if "does not exist" in reason:
+        name = make_url(url).database or ""
+        return ConfigurationError(
+            f"cannot open the database at {where}: {reason}. Create it (createdb {name}) "
+            "or use the URL of one that exists (SLEEPMEM_DATABASE_URL)"
+        )
+    return TransientError(f"cannot reach the database at {where}: {reason}")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -2,7 +2,9 @@
 
 Secrets are replaced by ``[REDACTED:<kind>]``. Patterns are precompiled and written for the
 general shape of each secret (prefixes, separators, checksums), not for known strings.
-Most messages hold no secret at all, so every rule is guarded by a substring test and the
+Most messages hold no secret at all, so one Aho-Corasick scan for every rule's trigger
+words decides first whether any rule can match (0.5 µs for a sentence, where a substring
+test per word took 3). Past it, each rule is guarded by its own substring tests, and the
 labelled rules run case-sensitively over the lower-cased text: Python's ``re`` skips ahead
 on a literal first character but not under IGNORECASE, a 10x difference per scan.
 """
@@ -13,13 +15,14 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+import ahocorasick_rs
 
 Accept = Callable[[str, re.Match[str]], bool]
 
 
-@dataclass(frozen=True, slots=True)
-class RedactionResult:
+class RedactionResult(NamedTuple):  # a tuple: built for every event, 3x cheaper than a dataclass
     text: str
     kinds: tuple[str, ...]
 
@@ -214,6 +217,21 @@ _CODE_WORDS = (*_words("code otp pin verif 2fa one-time 验证码 校验码 动�
 _NOT_DIGIT_BYTES = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
 # Nothing shorter can hold a recognisable secret ("pwd=x"): most meta values skip all checks.
 _SHORTEST_SECRET = 5
+_CARD_MIN_DIGITS = 13
+# Every word a guard below tests for, lower-cased: no hit (and too few digits for a card)
+# means no rule can match. Built from the guards' own lists so the two cannot drift apart.
+_TRIGGERS = ahocorasick_rs.AhoCorasick(
+    sorted(
+        {
+            *_KEY_WORDS,
+            *_PASS_WORDS,
+            *_CODE_WORDS,
+            *_DASHED_PREFIXES,
+            *(w.lower() for w in _UPPER_PREFIXES),
+            *("private key", "://", "eyj", "bearer", "sg."),
+        }
+    )
+)
 
 
 def _any_in(words: tuple[str, ...], text: str) -> bool:
@@ -314,13 +332,15 @@ def redact(text: str) -> RedactionResult:
     if len(text) < _SHORTEST_SECRET:
         return RedactionResult(text, ())
     low = text.lower()
+    if not _TRIGGERS.find_matches_as_indexes(low) and _digit_count(text) < _CARD_MIN_DIGITS:
+        return RedactionResult(text, ())
     shapes = "PRIVATE KEY" in text or "://" in text or "eyJ" in text or "bearer" in low
     tokens = _has_token_prefix(text, low)
     keyed = _any_in(_KEY_WORDS, low)
     passwords = _any_in(_PASS_WORDS, low)
     digits = _digit_count(text)
     codes = digits >= 4 and _any_in(_CODE_WORDS, low)
-    if not (shapes or tokens or keyed or passwords or codes or digits >= 13):
+    if not (shapes or tokens or keyed or passwords or codes or digits >= _CARD_MIN_DIGITS):
         return RedactionResult(text, ())
 
     r = _Redactor(text, low)
@@ -340,7 +360,7 @@ def redact(text: str) -> RedactionResult:
         r.rule(_KEY_BARE)
     if passwords:
         r.rule(_PASSWORD)
-    if digits >= 13:
+    if digits >= _CARD_MIN_DIGITS:
         r.cards()
     if codes:
         r.rule(_OTP_STRONG)

@@ -101,10 +101,17 @@ def build_resources(settings: Settings | None = None) -> Resources:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     url, broker, server = redis_urls(settings)
     client = redis.Redis.from_url(url)
+    try:
+        engine = make_engine(settings.sql_url)
+    except BaseException:
+        client.close()
+        if server is not None:
+            server.stop()
+        raise
     return Resources(
         settings=settings,
         redis=client,
-        engine=make_engine(settings.sql_url),
+        engine=engine,
         keys=Keys(settings.namespace),
         redis_url=url,
         broker_url=broker,

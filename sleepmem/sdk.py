@@ -26,7 +26,7 @@ from sleepmem.keys import Keys
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources, redis_urls
 from sleepmem.settings import Settings
-from sleepmem.validation import limits_for, parse_event, parse_events, scope_defaults
+from sleepmem.validation import limits_for, scope_defaults, validate_event, validate_events
 
 
 class MemoryClient:
@@ -82,18 +82,18 @@ class MemoryClient:
         if event is not None and fields:
             raise ValidationError("event", "pass an Event or keyword fields, not both")
         item = event if event is not None else fields
-        parsed = parse_event(item, limits=self.limits, defaults=self.defaults)
-        stream.append(self._redis, self.keys, [parsed])
-        return parsed.event_id
+        checked = validate_event(item, limits=self.limits, defaults=self.defaults)
+        stream.append(self._redis, self.keys, [checked])
+        return checked["event_id"]
 
     def emit_many(self, events: Iterable[Event | Mapping[str, Any]]) -> list[str]:
         """Append a batch with one pipeline. Validates all first: one bad event, none written."""
-        parsed = parse_events(
+        checked = validate_events(
             events, limits=self.limits, defaults=self.defaults, max_events=self.max_batch
         )
-        if parsed:
-            stream.append(self._redis, self.keys, parsed)
-        return [e.event_id for e in parsed]
+        if checked:
+            stream.append(self._redis, self.keys, checked)
+        return [e["event_id"] for e in checked]
 
     def search(
         self,

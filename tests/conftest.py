@@ -17,6 +17,7 @@ import pytest
 import redis as redis_lib
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from support import PG_SERVER
 
 from sleepmem.db import make_engine
 from sleepmem.keys import Keys
@@ -24,7 +25,6 @@ from sleepmem.resources import Resources
 from sleepmem.settings import Settings
 
 REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-PG_SERVER = os.environ.get("SLEEPMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+
+# The PostgreSQL server the tests use; each test run makes its own database on it.
+PG_SERVER = os.environ.get("SLEEPMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, poll: float = 0.02) -> bool:

@@ -5,18 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pydantic
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
-from models.events import Event, EventKind, Limits, Role
+from models.events import Event, EventFields, EventKind, Limits, Role
 from sleepmem.errors import ValidationError
-from sleepmem.validation import EventValidationError, parse_event, parse_events
+from sleepmem.validation import EventValidationError, validate_event, validate_events
 
 BASE: dict[str, Any] = {"tenant": "acme", "agent": "support-bot", "content": "hello"}
 
 
 def refusal(**fields: Any) -> EventValidationError:
     with pytest.raises(EventValidationError) as caught:
-        parse_event({**BASE, **fields})
+        validate_event({**BASE, **fields})
     return caught.value
 
 
@@ -25,7 +28,7 @@ class TestRequiredScope:
     def test_a_missing_required_level_is_named(self, field: str) -> None:
         data = {k: v for k, v in BASE.items() if k != field}
         with pytest.raises(EventValidationError) as caught:
-            parse_event(data)
+            validate_event(data)
         assert caught.value.field == field
         assert caught.value.message == "this field is required"
 
@@ -51,12 +54,12 @@ class TestRequiredScope:
         assert refusal(project="-proj").field == "project"
 
     def test_a_missing_level_is_taken_from_the_defaults(self) -> None:
-        event = parse_event({"content": "hi"}, defaults={"tenant": "acme", "agent": "bot"})
-        assert (event.tenant, event.agent) == ("acme", "bot")
+        event = validate_event({"content": "hi"}, defaults={"tenant": "acme", "agent": "bot"})
+        assert (event["tenant"], event["agent"]) == ("acme", "bot")
 
     def test_a_level_given_in_the_event_beats_the_default(self) -> None:
-        event = parse_event({**BASE, "user": "u2"}, defaults={"user": "u1"})
-        assert event.user == "u2"
+        event = validate_event({**BASE, "user": "u2"}, defaults={"user": "u1"})
+        assert event["user"] == "u2"
 
 
 class TestFieldRules:
@@ -80,8 +83,8 @@ class TestFieldRules:
         assert "ISO 8601" in err.message
 
     def test_a_naive_time_is_taken_as_utc(self) -> None:
-        event = parse_event({**BASE, "at": "2024-05-01T12:00:00"})
-        assert event.at == datetime(2024, 5, 1, 12, tzinfo=UTC)
+        event = validate_event({**BASE, "at": "2024-05-01T12:00:00"})
+        assert event["at"] == datetime(2024, 5, 1, 12, tzinfo=UTC)
 
     def test_an_unknown_field_is_named_with_the_allowed_ones(self) -> None:
         err = refusal(colour="red")
@@ -103,13 +106,13 @@ class TestSizeLimits:
 
     def test_content_size_counts_utf8_bytes_not_characters(self) -> None:
         with pytest.raises(EventValidationError) as caught:
-            parse_event({**BASE, "content": "记" * 4}, limits=Limits(content_max_bytes=10))
+            validate_event({**BASE, "content": "记" * 4}, limits=Limits(content_max_bytes=10))
         assert "content is 12 bytes, over the limit of 10" in caught.value.message
 
     def test_the_content_limit_is_configurable(self) -> None:
         limits = Limits(content_max_bytes=64 * 1024)
-        event = parse_event({**BASE, "content": "x" * (40 * 1024)}, limits=limits)
-        assert len(event.content) == 40 * 1024
+        event = validate_event({**BASE, "content": "x" * (40 * 1024)}, limits=limits)
+        assert len(event["content"]) == 40 * 1024
 
     def test_meta_over_its_limit_is_refused(self) -> None:
         err = refusal(meta={"blob": "y" * (8 * 1024)})
@@ -134,7 +137,7 @@ class TestSizeLimits:
 class TestBatches:
     def test_every_bad_field_of_every_event_is_listed_with_its_index(self) -> None:
         with pytest.raises(EventValidationError) as caught:
-            parse_events([BASE, {**BASE, "kind": "chat", "role": "bot"}, {"content": "x"}])
+            validate_events([BASE, {**BASE, "kind": "chat", "role": "bot"}, {"content": "x"}])
         fields = [p.field for p in caught.value.problems]
         assert fields == [
             "events[1].kind",
@@ -146,31 +149,84 @@ class TestBatches:
 
     def test_an_item_that_is_not_an_object_is_named_by_index(self) -> None:
         with pytest.raises(EventValidationError) as caught:
-            parse_events([BASE, "just text"])  # type: ignore[list-item]
+            validate_events([BASE, "just text"])  # type: ignore[list-item]
         assert caught.value.field == "events[1]"
         assert caught.value.message == "must be a JSON object with the event fields"
 
     def test_a_batch_over_the_maximum_is_refused(self) -> None:
         with pytest.raises(EventValidationError) as caught:
-            parse_events([BASE] * 4, max_events=3)
+            validate_events([BASE] * 4, max_events=3)
         assert caught.value.field == "events"
         assert caught.value.message == "at most 3 events per batch; split it"
 
     def test_a_valid_batch_keeps_order_and_gets_distinct_ids(self) -> None:
-        events = parse_events([{**BASE, "content": str(i)} for i in range(5)])
-        assert [e.content for e in events] == ["0", "1", "2", "3", "4"]
-        assert len({e.event_id for e in events}) == 5
+        events = validate_events([{**BASE, "content": str(i)} for i in range(5)])
+        assert [e["content"] for e in events] == ["0", "1", "2", "3", "4"]
+        assert len({e["event_id"] for e in events}) == 5
 
     def test_the_refusal_is_a_sleepmem_validation_error(self) -> None:
         with pytest.raises(ValidationError):
-            parse_events([{"content": "x"}])
+            validate_events([{"content": "x"}])
 
     def test_an_event_instance_passes_through_unchanged(self) -> None:
         event = Event(**BASE)
-        assert parse_events([event]) == [event]
+        assert [Event.model_validate(e) for e in validate_events([event])] == [event]
 
     def test_an_event_instance_is_rechecked_under_tighter_limits(self) -> None:
         event = Event(**{**BASE, "content": "x" * 100})
         with pytest.raises(EventValidationError) as caught:
-            parse_events([event], limits=Limits(content_max_bytes=50))
+            validate_events([event], limits=Limits(content_max_bytes=50))
         assert caught.value.field == "events[0].content"
+
+
+def _mostly(good: list[Any], bad: list[Any]) -> st.SearchStrategy[Any]:
+    # Valid values eight times as often, so that whole events pass often enough to compare.
+    return st.sampled_from(good * 8 + bad)
+
+
+_REQUIRED = {
+    "tenant": _mostly(["acme"], ["", "two words", None]),
+    "agent": _mostly(["bot", "b" * 128], ["-bot", "b" * 129]),
+}
+_OPTIONAL = {
+    "event_id": _mostly(["e-1"], ["", "has space", 7]),
+    "user": _mostly(["u1", ""], ["a/b"]),
+    "session": _mostly(["s1", "ok:1@x"], ["ü"]),
+    "kind": _mostly(["message", "session_end"], ["chat", 3]),
+    "role": _mostly(["user", "tool"], ["bot"]),
+    "content": _mostly(["", "hi", "记" * 16], ["x" * 70, "记" * 17, 5]),
+    "at": _mostly(["2024-05-01T12:00:00", "2024-05-01T12:00:00+02:00"], ["soon", "2024-13-01"]),
+    "meta": _mostly([{}, {"a": 1}], [{"blob": "y" * 80}, ["x"], {"x": object()}]),
+}
+
+
+class TestTheWireFormMatchesTheModel:
+    """The edge validates plain dicts (fast); the drain builds Event models. Same rules."""
+
+    def test_both_know_the_same_fields(self) -> None:
+        assert set(EventFields.__annotations__) == set(Event.model_fields)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.fixed_dictionaries(_REQUIRED, optional=_OPTIONAL))
+    def test_an_event_is_refused_by_both_or_read_alike_by_both(self, data: dict[str, Any]) -> None:
+        limits = Limits(content_max_bytes=64, meta_max_bytes=40)
+        data = {"event_id": "e-1", "at": "2024-05-01T12:00:00Z", **data}
+        event(f"accepted: {_accepted(data, limits)}")
+        try:
+            model = Event.model_validate(data, context={"limits": limits})
+        except pydantic.ValidationError as exc:
+            with pytest.raises(EventValidationError) as caught:
+                validate_event(data, limits=limits)
+            model_fields = {".".join(map(str, e["loc"])) for e in exc.errors()}
+            assert {p.field for p in caught.value.problems} == model_fields
+        else:
+            wire = validate_event(data, limits=limits)
+            assert Event.model_validate(wire, context={"limits": limits}) == model
+
+
+def _accepted(data: dict[str, Any], limits: Limits) -> bool:
+    try:
+        Event.model_validate(data, context={"limits": limits})
+    except pydantic.ValidationError:
+        return False
+    return True

@@ -15,6 +15,7 @@ from sleepmem.keys import Keys
 from sleepmem.sdk import MemoryClient
 from sleepmem.settings import Settings
 from sleepmem.stream import append
+from sleepmem.validation import validate_events
 
 
 def stream_events(redis: redis_lib.Redis, keys: Keys) -> list[dict[str, object]]:
@@ -127,7 +128,7 @@ class TestEmitMany:
     def test_the_stream_ids_come_back_from_the_adapter(
         self, redis: redis_lib.Redis, keys: Keys
     ) -> None:
-        events = [Event(tenant="t", agent="a", content=str(i)) for i in range(3)]
+        events = validate_events([{"tenant": "t", "agent": "a", "content": c} for c in "abc"])
         ids = append(redis, keys, events)
         assert ids == [mid.decode() for mid, _ in redis.xrange(keys.events)]
 

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from models.events import Event
+from models.events import EventFields
 from sleepmem.errors import AuthError, ForbiddenError
 from sleepmem.settings import Settings
 
@@ -50,12 +50,12 @@ class KeyRing:
         return found
 
     @staticmethod
-    def check_tenant(tenant: str | None, events: Sequence[Event]) -> None:
+    def check_tenant(tenant: str | None, events: Sequence[EventFields]) -> None:
         """Refuse the whole request if any event belongs to another tenant."""
         if tenant is None:
             return
         for i, event in enumerate(events):
-            if event.tenant != tenant:
+            if event["tenant"] != tenant:
                 raise ForbiddenError(
                     f"events[{i}].tenant: this API key may only write tenant {tenant!r}"
                 )

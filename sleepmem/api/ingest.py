@@ -14,7 +14,7 @@ from sleepmem.api.state import api_state
 from sleepmem.errors import ValidationError
 from sleepmem.logs import get_logger
 from sleepmem.stream import append_async
-from sleepmem.validation import parse_event, parse_events
+from sleepmem.validation import validate_event, validate_events
 
 log = get_logger("sleepmem.api.ingest")
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -106,16 +106,16 @@ async def post_events(request: Request, tenant: CallerTenant) -> Response:
         if not isinstance(data, list):
             raise ValidationError("events", "must be a list of event objects")
     if isinstance(data, list):
-        events = parse_events(data, limits=state.limits, max_events=state.max_batch)
+        events = validate_events(data, limits=state.limits, max_events=state.max_batch)
     else:
-        events = [parse_event(data, limits=state.limits)]
+        events = [validate_event(data, limits=state.limits)]
     KeyRing.check_tenant(tenant, events)
     if events:
         await append_async(state.redis, state.keys, events)
-    ids = [e.event_id for e in events]
+    ids = [e["event_id"] for e in events]
     log.info(
         "ingest.accepted",
-        tenant=tenant or (events[0].tenant if events else ""),
+        tenant=tenant or (events[0]["tenant"] if events else ""),
         events=len(ids),
         ms=round((time.perf_counter() - started) * 1000, 3),
     )

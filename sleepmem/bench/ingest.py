@@ -28,7 +28,6 @@ import orjson
 import redis
 import sqlalchemy as sa
 
-from models.events import Event
 from sleepmem.db import make_engine
 from sleepmem.drain import drain_once
 from sleepmem.keys import Keys
@@ -36,6 +35,7 @@ from sleepmem.resources import redis_urls
 from sleepmem.sdk import MemoryClient
 from sleepmem.settings import Settings
 from sleepmem.stream import FIELD, encode, ensure_group
+from sleepmem.validation import validate_event
 
 CONTENT = (
     "Hi, I'd like to book a table for two at 7pm tomorrow. My wife is vegetarian and we "
@@ -109,7 +109,7 @@ def _emit_latency(
 ) -> dict[str, Any]:
     keys = Keys(settings.namespace)
     raw_key = f"{keys.namespace}:raw-xadd"
-    payload = encode(Event(**_event_fields(tenant, 0)))
+    payload = encode(validate_event(_event_fields(tenant, 0)))
     emit_us: list[float] = []
     xadd_us: list[float] = []
     with MemoryClient(settings, redis_url=url) as client:
@@ -137,7 +137,7 @@ def _emit_batch(
 ) -> dict[str, Any]:
     keys = Keys(settings.namespace)
     raw_key = f"{keys.namespace}:raw-xadd"
-    payload = encode(Event(**_event_fields(tenant, 0)))
+    payload = encode(validate_event(_event_fields(tenant, 0)))
     emit_s = xadd_s = 0.0
     done = 0
     with MemoryClient(settings, redis_url=url) as client:

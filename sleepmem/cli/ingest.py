@@ -85,12 +85,14 @@ def emit(
 @bench_app.command("ingest")
 def bench_ingest(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    n: Annotated[int, typer.Option(help="Single emits timed (and raw XADDs).")] = 5000,
-    batch_n: Annotated[int, typer.Option(help="Events through emit_many.")] = 50_000,
-    http_n: Annotated[int, typer.Option(help="Single-event HTTP requests.")] = 4000,
-    http_batch_n: Annotated[int, typer.Option(help="Events through HTTP batches.")] = 40_000,
-    http_clients: Annotated[int, typer.Option(help="Concurrent HTTP clients.")] = 16,
-    drain_n: Annotated[int, typer.Option(help="Events emitted then drained.")] = 100_000,
+    n: Annotated[int, typer.Option(min=1, help="Single emits timed (and raw XADDs).")] = 5000,
+    batch_n: Annotated[int, typer.Option(min=1, help="Events through emit_many.")] = 50_000,
+    http_n: Annotated[int, typer.Option(min=1, help="Single-event HTTP requests.")] = 4000,
+    http_batch_n: Annotated[
+        int, typer.Option(min=1, help="Events through HTTP batches.")
+    ] = 40_000,
+    http_clients: Annotated[int, typer.Option(min=1, help="Concurrent HTTP clients.")] = 16,
+    drain_n: Annotated[int, typer.Option(min=1, help="Events emitted then drained.")] = 100_000,
     pg_url: Annotated[
         str | None,
         typer.Option(envvar="SLEEPMEM_BENCH_PG_URL", help="Also drain into this PostgreSQL."),
@@ -99,6 +101,11 @@ def bench_ingest(
     """Request path against raw redis-py, HTTP ingest, and drain throughput."""
     from sleepmem.bench.ingest import run_ingest_bench
 
+    if http_n <= http_clients:
+        # Each client's first request opens its connection and is not timed.
+        raise typer.BadParameter(
+            f"must be more than --http-clients ({http_clients})", param_hint="--http-n"
+        )
     settings = _settings(log_level="WARNING")
     if pg_url is None and (settings.database_url or "").startswith("postgresql"):
         pg_url = settings.database_url

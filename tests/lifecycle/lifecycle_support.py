@@ -116,8 +116,9 @@ def ingest(
     from pipelines.consolidate import consolidate_scope
     from sleepmem.drain import drain_once
     from sleepmem.stream import append
+    from sleepmem.validation import validate_events
 
-    append(redis, keys, events)
+    append(redis, keys, validate_events(events))
     while drain_once(redis=redis, keys=keys, engine=engine, settings=settings,
                      consumer="test", block_ms=1).read:
         pass

@@ -27,6 +27,7 @@ from sleepmem.keys import Keys
 from sleepmem.logs import configure_logging
 from sleepmem.settings import Settings
 from sleepmem.stream import append
+from sleepmem.validation import validate_events
 from sleepmem.vectors.edge import EdgeIndex
 
 ANN = Scope(tenant="acme", agent="bot", user="ann")
@@ -94,7 +95,8 @@ def world(
     ann_ids += [m.id for m in current(engine, ANN_PROJECT.owner.key)]
     bob_ids = [m.id for m in current(engine, BOB.owner.key)]
     # Not yet drained, a dead letter, hits, a trigger marker and a job quoting statements.
-    append(redis, keys, [say("Marguerite called again today.", at=T0 + DAY, scope=ANN)])
+    append(redis, keys, validate_events([say("Marguerite called again today.", at=T0 + DAY,
+                                              scope=ANN)]))
     with Session(engine) as s:
         s.add(DeadLetter(stream_id="9-9", error="boom", payload=orjson.dumps(
             say("Marguerite's lawyer wrote.", at=T0, scope=ANN).model_dump(mode="json")
