@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sleepmem import redaction
 from sleepmem.redaction import redact, redact_json
 
 # (text, the secret that must disappear, the kind reported)
@@ -203,3 +206,31 @@ class TestJsonValues:
         meta = {"password": "x"}
         redact_json(meta)
         assert meta == {"password": "x"}
+
+
+class _EveryTextTrips:
+    """Stands in for the trigger scan: as if every text held a trigger word."""
+
+    def find_matches_as_indexes(self, _text: str) -> list[tuple[int, int, int]]:
+        return [(0, 0, 0)]
+
+
+_FRAGMENTS = [text for text, _secret, _kind in SECRETS] + HARMLESS + [
+    "Passcode", "pin 4821", "SG.", "AKIA", "eyJ", "://", " ", "。", "İ", "1234 5678 9012 3456",
+]
+
+
+class TestTheTriggerScanOnlySkipsWork:
+    """The one-pass scan for trigger words may skip the rules, never change their outcome."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=4), st.text(max_size=20))
+    def test_redaction_is_the_same_with_and_without_it(
+        self, parts: list[str], noise: str
+    ) -> None:
+        text = noise.join(parts)
+        scanned = redact(text)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(redaction, "_TRIGGERS", _EveryTextTrips())
+            unscanned = redact(text)
+        assert scanned == unscanned
