@@ -6,6 +6,7 @@ import logging
 import sys
 from typing import Any
 
+import orjson
 import structlog
 
 
@@ -19,7 +20,9 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
         structlog.processors.format_exc_info,
     ]
     renderer: Any = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer(serializer=_dumps)
+        if json
+        else structlog.dev.ConsoleRenderer()
     )
     structlog.configure(
         processors=[*processors, renderer],
@@ -30,6 +33,11 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=level.upper(), stream=stream or sys.stderr, format="%(message)s")
+
+
+def _dumps(obj: Any, **kw: Any) -> str:
+    # orjson: a third of the stdlib's cost, on a line the API writes for every request.
+    return orjson.dumps(obj, default=kw.get("default"), option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def get_logger(name: str) -> Any:

@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 import redis
-import redis.asyncio as aioredis
 
 from models.events import Event, EventFields
 from sleepmem.errors import TransientError
@@ -78,30 +77,12 @@ def append(client: redis.Redis, keys: Keys, events: Sequence[EventFields]) -> li
     payloads = [encode(e) for e in events]
     try:
         if len(payloads) == 1:
-            return [_text(client.xadd(keys.events, {FIELD: payloads[0]}))]
+            return [text(client.xadd(keys.events, {FIELD: payloads[0]}))]
         script = client.register_script(APPEND_SCRIPT)
         ids: list[str] = []
         for start in range(0, len(payloads), BATCH_CHUNK):
             chunk = payloads[start : start + BATCH_CHUNK]
-            ids.extend(_text(i) for i in script(keys=[keys.events], args=chunk))
-        return ids
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise TransientError(f"event log unavailable: {type(exc).__name__}") from exc
-
-
-async def append_async(
-    client: aioredis.Redis, keys: Keys, events: Sequence[EventFields]
-) -> list[str]:
-    """:func:`append` for the HTTP server's event loop."""
-    payloads = [encode(e) for e in events]
-    try:
-        if len(payloads) == 1:
-            return [_text(await client.xadd(keys.events, {FIELD: payloads[0]}))]
-        script = client.register_script(APPEND_SCRIPT)
-        ids: list[str] = []
-        for start in range(0, len(payloads), BATCH_CHUNK):
-            chunk = payloads[start : start + BATCH_CHUNK]
-            ids.extend(_text(i) for i in await script(keys=[keys.events], args=chunk))
+            ids.extend(text(i) for i in script(keys=[keys.events], args=chunk))
         return ids
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise TransientError(f"event log unavailable: {type(exc).__name__}") from exc
@@ -176,7 +157,7 @@ def delivery_counts(
     return {
         mid: int(row["times_delivered"])
         for row in rows
-        if (mid := _text(row["message_id"])) in wanted
+        if (mid := text(row["message_id"])) in wanted
     }
 
 
@@ -192,10 +173,11 @@ def backlog(client: redis.Redis, keys: Keys) -> dict[str, int]:
 
 def _entries(raw: Any) -> list[Entry]:
     # An entry deleted while pending comes back with no fields; it is skipped and acked.
-    return [Entry(_text(mid), fields or {}) for mid, fields in raw]
+    return [Entry(text(mid), fields or {}) for mid, fields in raw]
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A reply value as str (redis-py answers bytes unless told to decode)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

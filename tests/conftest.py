@@ -17,14 +17,12 @@ import pytest
 import redis as redis_lib
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from support import PG_SERVER
+from support import PG_SERVER, REDIS_URL
 
 from sleepmem.db import make_engine
 from sleepmem.keys import Keys
 from sleepmem.resources import Resources
 from sleepmem.settings import Settings
-
-REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -6,6 +6,8 @@ import os
 import time
 from collections.abc import Callable
 
+# The Redis server the tests use; each test has its own key namespace on it.
+REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 # The PostgreSQL server the tests use; each test run makes its own database on it.
 PG_SERVER = os.environ.get("SLEEPMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 

@@ -16,6 +16,7 @@ from sleepmem import __version__
 from sleepmem.api import health, ingest, jobs, memories, search
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.state import ApiState
+from sleepmem.appender import GroupAppender
 from sleepmem.errors import (
     AuthError,
     ForbiddenError,
@@ -55,9 +56,11 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
             resources if resources is not None else await run_in_threadpool(build_resources, cfg)
         )
         app.state.resources = res
+        client = aioredis.Redis.from_url(res.redis_url)
         app.state.api = ApiState(
             resources=res,
-            redis=aioredis.Redis.from_url(res.redis_url),
+            redis=client,
+            appender=GroupAppender(client, res.keys),
             keys=res.keys,
             limits=limits_for(cfg),
             max_batch=cfg.batch_max_events,

@@ -13,7 +13,6 @@ from sleepmem.api.auth import CallerTenant, KeyRing
 from sleepmem.api.state import api_state
 from sleepmem.errors import ValidationError
 from sleepmem.logs import get_logger
-from sleepmem.stream import append_async
 from sleepmem.validation import validate_event, validate_events
 
 log = get_logger("sleepmem.api.ingest")
@@ -111,7 +110,7 @@ async def post_events(request: Request, tenant: CallerTenant) -> Response:
         events = [validate_event(data, limits=state.limits)]
     KeyRing.check_tenant(tenant, events)
     if events:
-        await append_async(state.redis, state.keys, events)
+        await state.appender.append(events)
     ids = [e["event_id"] for e in events]
     log.info(
         "ingest.accepted",

@@ -8,6 +8,7 @@ import redis.asyncio as aioredis
 from fastapi import Request
 
 from models.events import Limits
+from sleepmem.appender import GroupAppender
 from sleepmem.keys import Keys
 from sleepmem.resources import Resources
 
@@ -16,6 +17,7 @@ from sleepmem.resources import Resources
 class ApiState:
     resources: Resources
     redis: aioredis.Redis  # async twin of resources.redis, for the event loop
+    appender: GroupAppender
     keys: Keys
     limits: Limits
     max_batch: int
