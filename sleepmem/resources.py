@@ -6,6 +6,7 @@ Nothing here runs at import time. ``build_resources`` is called from Celery's
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -39,30 +40,40 @@ class Resources:
     _embedder: Any = None
     _chat: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    # The embedded runtime's worker threads reach for these together at start-up: two
+    # threads opening the same index directory at once break it, so one builds them.
+    _building: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def index(self) -> VectorIndex:
         if self._index is None:
-            from sleepmem.vectors import open_index
+            with self._building:
+                if self._index is None:
+                    from sleepmem.vectors import open_index
 
-            self._index = open_index(self.settings)
-            self._index.ensure(dim=self.embedder.dim)
+                    index = open_index(self.settings)
+                    index.ensure(dim=self.embedder.dim)
+                    self._index = index  # published only once usable
         return self._index  # type: ignore[no-any-return]
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from sleepmem.embedders import make_embedder
+            with self._building:
+                if self._embedder is None:
+                    from sleepmem.embedders import make_embedder
 
-            self._embedder = make_embedder(self.settings)
+                    self._embedder = make_embedder(self.settings)
         return self._embedder  # type: ignore[no-any-return]
 
     @property
     def chat(self) -> ChatModel | None:
         if self._chat is None and self.settings.extractor == "llm":
-            from sleepmem.llm import make_chat_model
+            with self._building:
+                if self._chat is None:
+                    from sleepmem.llm import make_chat_model
 
-            self._chat = make_chat_model(self.settings)
+                    self._chat = make_chat_model(self.settings)
         return self._chat  # type: ignore[no-any-return]
 
     def ports(self, clock: Clock | None = None) -> Ports:

@@ -1,0 +1,40 @@
+"""A process's resources: built lazily, once, even when threads ask for them together."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sleepmem.resources import Resources
+
+
+class TestLazyResources:
+    def test_threads_asking_together_for_the_index_share_one_opened_index(
+        self, resources: Resources
+    ) -> None:
+        # The embedded runtime's worker threads do this at start-up; opening the same index
+        # directory twice at once used to fail one of them ("already contains segment data").
+        start = threading.Barrier(8)
+        got: list[Any] = []
+        errors: list[BaseException] = []
+
+        def ask() -> None:
+            start.wait()
+            try:
+                index = resources.index
+                index.count()
+                got.append(index)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == []
+        assert len(got) == 8
+        assert all(index is got[0] for index in got)
+
+    def test_the_embedder_is_built_once(self, resources: Resources) -> None:
+        assert resources.embedder is resources.embedder
