@@ -6,6 +6,7 @@ from models.scope import LEVELS, Scope
 from models.tables import (
     CURRENT_STATUSES,
     Audit,
+    AuditMemory,
     DeadLetter,
     IndexState,
     Job,
@@ -23,6 +24,7 @@ __all__ = [
     "LEVELS",
     "MEMORY_TYPES",
     "Audit",
+    "AuditMemory",
     "ConflictGroup",
     "DeadLetter",
     "Event",

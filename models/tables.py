@@ -182,6 +182,21 @@ class Audit(SQLModel, table=True):
     llm_tokens: int = 0
 
 
+class AuditMemory(SQLModel, table=True):
+    """Which audit rows name a memory: ``explain`` looks a lineage up here, not in the JSON.
+
+    Filled by a database trigger on every insert into ``audit`` (sleepmem.db installs it),
+    so that no writer, ORM or bulk Core insert, can forget it.
+    """
+
+    __tablename__ = "audit_memory"
+
+    memory_id: str = Field(primary_key=True, max_length=64)
+    # Audit rows are never deleted by sleepmem; an operator's retention purge takes the
+    # links along (SQLite ids can be reused, and a stale link would name the wrong row).
+    audit_id: int = Field(primary_key=True, foreign_key="audit.id", ondelete="CASCADE")
+
+
 class JobStatus(StrEnum):
     queued = "queued"
     running = "running"

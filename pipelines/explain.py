@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models import CURRENT_STATUSES, Audit, Memory, MemoryStatus
+from models import CURRENT_STATUSES, Audit, AuditMemory, Memory, MemoryStatus
 from pipelines.decay import PROTECTED_TYPES, aware, falls_below_at, survival
 from sleepmem import repository as repo
 from sleepmem.errors import NotFoundError
@@ -118,19 +117,12 @@ def explain(
 
 
 def _audits(session: Session, ids: list[str]) -> list[Audit]:
-    """Audit rows naming any of ``ids``; batched lifecycle rows name many ids at once."""
+    """Audit rows naming any of ``ids`` (batched lifecycle rows name many ids at once)."""
     if not ids:
         return []
-    text = sa.Text()
-    match = sa.or_(*(
-        sa.or_(sa.cast(col(Audit.memory_ids_before), text).contains(i),
-               sa.cast(col(Audit.memory_ids_after), text).contains(i))
-        for i in ids
-    ))
-    rows = session.exec(select(Audit).where(match).order_by(col(Audit.at), col(Audit.id)))
-    wanted = set(ids)
-    return [a for a in rows
-            if wanted & set(a.memory_ids_before or []) or wanted & set(a.memory_ids_after or [])]
+    naming = select(AuditMemory.audit_id).where(col(AuditMemory.memory_id).in_(ids))
+    stmt = select(Audit).where(col(Audit.id).in_(naming)).order_by(col(Audit.at), col(Audit.id))
+    return list(session.exec(stmt))
 
 
 def _gone_message(session: Session, memory_id: str) -> str:

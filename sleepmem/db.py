@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine
 
@@ -24,11 +25,91 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     else:
         engine = create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=10)
     try:
-        SQLModel.metadata.create_all(engine)
+        _prepare_schema(engine)
     except OperationalError as exc:
         engine.dispose()
         raise _unusable(url, exc) from None
     return engine
+
+
+# Every process runs this at start-up; on PostgreSQL, DDL racing DDL fails, so they queue.
+_SCHEMA_LOCK = 0x51EE93E3
+_LINK_TRIGGER = "audit_memory_links"
+_SQLITE_LINKS = f"""
+CREATE TRIGGER {_LINK_TRIGGER} AFTER INSERT ON audit
+BEGIN
+  INSERT OR IGNORE INTO audit_memory (memory_id, audit_id)
+  SELECT value, NEW.id FROM json_each(NEW.memory_ids_before)
+  UNION SELECT value, NEW.id FROM json_each(NEW.memory_ids_after);
+END
+"""
+_SQLITE_BACKFILL = """
+INSERT OR IGNORE INTO audit_memory (memory_id, audit_id)
+SELECT j.value, a.id FROM audit AS a, json_each(a.memory_ids_before) AS j
+UNION SELECT j.value, a.id FROM audit AS a, json_each(a.memory_ids_after) AS j
+"""
+_PG_LINKS = (
+    f"""
+CREATE OR REPLACE FUNCTION {_LINK_TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO audit_memory (memory_id, audit_id)
+  SELECT v, NEW.id FROM json_array_elements_text(COALESCE(NEW.memory_ids_before, '[]')) AS v
+  UNION SELECT v, NEW.id FROM json_array_elements_text(COALESCE(NEW.memory_ids_after, '[]')) AS v
+  ON CONFLICT DO NOTHING;
+  RETURN NEW;
+END $$
+""",
+    f"""
+CREATE TRIGGER {_LINK_TRIGGER} AFTER INSERT ON audit
+FOR EACH ROW EXECUTE FUNCTION {_LINK_TRIGGER}()
+""",
+)
+_PG_BACKFILL = """
+INSERT INTO audit_memory (memory_id, audit_id)
+SELECT v, a.id
+  FROM audit AS a, json_array_elements_text(COALESCE(a.memory_ids_before, '[]')) AS v
+UNION SELECT v, a.id
+  FROM audit AS a, json_array_elements_text(COALESCE(a.memory_ids_after, '[]')) AS v
+ON CONFLICT DO NOTHING
+"""
+
+
+def _prepare_schema(engine: Engine) -> None:
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+        SQLModel.metadata.create_all(conn)
+        _install_audit_links(conn)
+
+
+def _install_audit_links(conn: Connection) -> None:
+    """The trigger that fills ``audit_memory``; a database from before it is backfilled."""
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        found = conn.execute(
+            sa.text("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = :name"),
+            {"name": _LINK_TRIGGER},
+        ).first()
+        if found is None:
+            conn.execute(sa.text(_SQLITE_LINKS))
+            conn.execute(sa.text(_SQLITE_BACKFILL))
+    elif dialect == "postgresql":
+        found = conn.execute(
+            sa.text(
+                "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+                "WHERE t.tgname = :name AND c.relname = 'audit' "
+                "AND pg_table_is_visible(c.oid)"
+            ),
+            {"name": _LINK_TRIGGER},
+        ).first()
+        if found is None:
+            for statement in _PG_LINKS:
+                conn.execute(sa.text(statement))
+            conn.execute(sa.text(_PG_BACKFILL))
+    else:
+        raise ConfigurationError(
+            f"unsupported database {dialect!r}: sleepmem runs on SQLite or PostgreSQL"
+        )
 
 
 def _unusable(url: str, exc: OperationalError) -> ConfigurationError | TransientError:
@@ -49,6 +130,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")  # off by default in SQLite; the links cascade
     # Erasure must be physical: overwrite deleted content instead of leaving free pages.
     cur.execute("PRAGMA secure_delete=ON")
     cur.close()
