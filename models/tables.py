@@ -162,6 +162,7 @@ class Audit(SQLModel, table=True):
     """One row per operation on memory. Holds ids and hashes, never erased content."""
 
     __tablename__ = "audit"
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: int | None = Field(default=None, primary_key=True)
     at: datetime = _ts(nullable=False, default=_now)
@@ -192,9 +193,10 @@ class AuditMemory(SQLModel, table=True):
     __tablename__ = "audit_memory"
 
     memory_id: str = Field(primary_key=True, max_length=64)
-    # Audit rows are never deleted by sleepmem; an operator's retention purge takes the
-    # links along (SQLite ids can be reused, and a stale link would name the wrong row).
-    audit_id: int = Field(primary_key=True, foreign_key="audit.id", ondelete="CASCADE")
+    # No foreign key: its per-row check doubled the cost of bulk audit writes. Audit ids
+    # are never reused (sequences; AUTOINCREMENT on SQLite), so the links of rows an
+    # operator purges point at nothing and are simply never joined.
+    audit_id: int = Field(primary_key=True)
 
 
 class JobStatus(StrEnum):

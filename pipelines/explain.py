@@ -91,7 +91,7 @@ def explain(
         if mem is None:
             raise NotFoundError(_gone_message(session, memory_id))
         versions = repo.lineage_versions(session, lineage=mem.lineage)
-        audits = _audits(session, [v.id for v in versions])
+        audits = audits_naming(session, [v.id for v in versions])
         event_ids = sorted({e for v in versions for e in v.provenance})
         events = sorted(repo.events_by_ids(session, ids=event_ids),
                         key=lambda r: (aware(r.at), r.event_id))
@@ -116,7 +116,7 @@ def explain(
     )
 
 
-def _audits(session: Session, ids: list[str]) -> list[Audit]:
+def audits_naming(session: Session, ids: list[str]) -> list[Audit]:
     """Audit rows naming any of ``ids`` (batched lifecycle rows name many ids at once)."""
     if not ids:
         return []
@@ -126,7 +126,7 @@ def _audits(session: Session, ids: list[str]) -> list[Audit]:
 
 
 def _gone_message(session: Session, memory_id: str) -> str:
-    for audit in reversed(_audits(session, [memory_id])):
+    for audit in reversed(audits_naming(session, [memory_id])):
         if audit.op in _ERASING_OPS:
             return (f"memory {memory_id} was erased on {_day(audit.at)} ({audit.op}); "
                     "the audit keeps only its id and a content hash")

