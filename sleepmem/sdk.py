@@ -4,7 +4,8 @@
 given the process's resources.
 
 An emit validates the event, redacts it and appends it to the Redis stream with one XADD
-(one pipeline for ``emit_many``). Nothing else happens here: no SQL, no embedding, no LLM.
+(for ``emit_many``, one atomic script call of XADDs per 1,000 events). Nothing else happens
+here: no SQL, no embedding, no LLM.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class MemoryClient:
         return checked["event_id"]
 
     def emit_many(self, events: Iterable[Event | Mapping[str, Any]]) -> list[str]:
-        """Append a batch with one pipeline. Validates all first: one bad event, none written."""
+        """Append a batch, one script call per 1,000. All validated first: one bad, none written."""
         checked = validate_events(
             events, limits=self.limits, defaults=self.defaults, max_events=self.max_batch
         )
