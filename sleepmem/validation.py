@@ -103,7 +103,7 @@ def field_problems(
 
 
 class _EventIds:
-    """Event ids for a process: 16 random bytes, then a counter in the last 8.
+    """Event ids for a process: 16 random hex digits, then a 16-digit counter.
 
     As unique as a fresh random id per event (the random prefix is new for every process
     and fork) at a tenth of the cost of reading the OS random source for each one.
@@ -145,7 +145,7 @@ def _normalise(item: object, defaults: Mapping[str, str]) -> object:
     if type(item) is dict:  # the common case first: isinstance on an ABC costs ~0.5 µs
         if "event_id" not in item:
             # Filled here rather than by a uuid4 default: 0.4 µs instead of 1.8, which
-            # matters at 50k events/s. Same shape: 32 random hex digits.
+            # matters at 50k events/s. Same shape as uuid4().hex: 32 hex digits.
             return {"event_id": next_event_id(), **defaults, **item}
         return {**defaults, **item} if defaults else item
     if isinstance(item, Event):
