@@ -63,7 +63,6 @@ BEGIN
   RETURN NULL;
 END $$
 """,
-    f"DROP TRIGGER IF EXISTS {_LINK_TRIGGER} ON audit",
     f"""
 CREATE TRIGGER {_LINK_TRIGGER} AFTER INSERT ON audit
 REFERENCING NEW TABLE AS new_audit FOR EACH STATEMENT EXECUTE FUNCTION {_LINK_TRIGGER}()
@@ -107,11 +106,11 @@ def _install_audit_links(conn: Connection) -> None:
             ),
             {"name": _LINK_TRIGGER},
         ).first()
-        # Replaced every time (cheap, under the lock): a changed definition reaches old
-        # databases too.
-        for statement in _PG_LINKS:
-            conn.execute(sa.text(statement))
+        # Only when missing: creating a trigger locks the audit table against the writers
+        # of processes already running. (A changed definition needs a new trigger name.)
         if found is None:
+            for statement in _PG_LINKS:
+                conn.execute(sa.text(statement))
             conn.execute(sa.text(_PG_BACKFILL))
     else:
         raise ConfigurationError(
