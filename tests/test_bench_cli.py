@@ -9,13 +9,17 @@ from pathlib import Path
 
 import orjson
 import pytest
+import sqlalchemy as sa
+from support import PG_SERVER, REDIS_URL
 
 
-def sleepmem(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SLEEPMEM_DATA_DIR": str(tmp_path / "data")}
+def sleepmem(
+    *args: str, tmp_path: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "SLEEPMEM_DATA_DIR": str(tmp_path / "data"), **(env or {})}
     return subprocess.run(
         [sys.executable, "-c", "from sleepmem.cli import main; main()", *args],
-        env=env, capture_output=True, text=True, timeout=240,
+        env=full_env, capture_output=True, text=True, timeout=240,
     )
 
 
@@ -35,3 +39,30 @@ class TestJsonOutput:
         done = sleepmem("bench", "ingest", option, "0", tmp_path=tmp_path)
         assert done.returncode == 2
         assert option in done.stderr
+
+
+def databases() -> set[str]:
+    admin = sa.create_engine(f"{PG_SERVER}/postgres")
+    try:
+        with admin.connect() as conn:
+            return set(conn.execute(sa.text("SELECT datname FROM pg_database")).scalars())
+    finally:
+        admin.dispose()
+
+
+class TestIngestBench:
+    def test_a_small_run_drains_into_a_scratch_database_and_drops_it(
+        self, tmp_path: Path
+    ) -> None:
+        before = databases()
+        done = sleepmem(
+            "bench", "ingest", "--json", "--n", "50", "--batch-n", "500", "--http-n", "50",
+            "--http-batch-n", "1000", "--drain-n", "1500", "--pg-url", PG_SERVER,
+            tmp_path=tmp_path, env={"SLEEPMEM_REDIS_URL": REDIS_URL},
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        result = orjson.loads(done.stdout)
+        for target in ("sqlite", "postgresql"):
+            assert result[f"drain_{target}_lost"] == 0
+            assert result[f"drain_{target}_duplicated"] == 0
+        assert databases() == before

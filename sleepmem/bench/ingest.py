@@ -28,6 +28,7 @@ import orjson
 import redis
 import sqlalchemy as sa
 
+from sleepmem.bench.scratch import scratch_database
 from sleepmem.db import make_engine
 from sleepmem.drain import drain_once
 from sleepmem.keys import Keys
@@ -88,11 +89,12 @@ def run_ingest_bench(
             out.update(
                 _http(bench_settings, url, Path(tmp), tenant, http_n, http_batch_n, http_clients)
             )
-            targets = {"sqlite": f"sqlite:///{Path(tmp) / 'drain.db'}"}
+            servers: dict[str, str | None] = {"sqlite": None}
             if pg_url:
-                targets["postgresql"] = pg_url
-            for name, sql_url in targets.items():
-                out.update(_drain(bench_settings, raw, url, sql_url, name, tenant, drain_n))
+                servers["postgresql"] = pg_url
+            for name, server in servers.items():
+                with scratch_database(server, Path(tmp), name="drain") as sql_url:
+                    out.update(_drain(bench_settings, raw, url, sql_url, name, tenant, drain_n))
     finally:
         for key in raw.scan_iter(match=f"{namespace}*", count=1000):
             raw.delete(key)
@@ -368,10 +370,6 @@ def _drain(
             f"drain_{name}_batches": batches,
         }
     finally:
-        if not sql_url.startswith("sqlite"):
-            with engine.begin() as conn:
-                conn.execute(sa.text("DELETE FROM raw_event WHERE tenant = :t"), {"t": tenant})
-                conn.execute(sa.text("DELETE FROM scope_state WHERE tenant = :t"), {"t": tenant})
         engine.dispose()
         for key in raw.scan_iter(match=f"{keys.namespace}*", count=1000):
             raw.delete(key)

@@ -14,7 +14,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +26,7 @@ from sqlalchemy.engine import Engine
 
 from models import Memory, Scope
 from pipelines.ports import IndexPoint
+from sleepmem.bench.scratch import scratch_database
 from sleepmem.db import make_engine
 from sleepmem.settings import DAY, Settings
 
@@ -185,7 +185,7 @@ def bench_sweep(
     """Fill, then sweep in a child process; returns the numbers the CLI prints."""
     settings = Settings(_env_file=None, embedder="hashing")
     with tempfile.TemporaryDirectory(prefix="sleepmem-bench-", dir=workdir) as tmp, \
-            _database(database_url, Path(tmp)) as url:
+            scratch_database(database_url, Path(tmp)) as url:
         engine = make_engine(url)
         try:
             plan = FillPlan(memories=memories, indexed=min(indexed, memories))
@@ -211,28 +211,6 @@ def bench_sweep(
         "fill_seconds": round(fill_s, 1),
         **result,
     }
-
-
-@contextmanager
-def _database(server_url: str | None, tmp: Path) -> Iterator[str]:
-    """SQLite in ``tmp``, or a scratch database on the named PostgreSQL server, dropped after
-    (a bench never writes into a database that holds real memories)."""
-    if server_url is None or server_url.startswith("sqlite"):
-        yield server_url or f"sqlite:///{tmp / 'bench.db'}"
-        return
-    url = sa.engine.make_url(server_url)
-    name = f"sleepmem_bench_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield url.set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
 
 
 def _lifecycle(settings: Settings) -> dict[str, Any]:

@@ -95,7 +95,10 @@ def bench_ingest(
     drain_n: Annotated[int, typer.Option(min=1, help="Events emitted then drained.")] = 100_000,
     pg_url: Annotated[
         str | None,
-        typer.Option(envvar="SLEEPMEM_BENCH_PG_URL", help="Also drain into this PostgreSQL."),
+        typer.Option(
+            envvar="SLEEPMEM_BENCH_PG_URL",
+            help="A PostgreSQL server URL: also drain into a scratch database on it.",
+        ),
     ] = None,
 ) -> None:
     """Request path against raw redis-py, HTTP ingest, and drain throughput."""
