@@ -27,7 +27,13 @@ from sleepmem.keys import Keys
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources, redis_urls
 from sleepmem.settings import Settings
-from sleepmem.validation import limits_for, scope_defaults, validate_event, validate_events
+from sleepmem.validation import (
+    gc_paused,
+    limits_for,
+    scope_defaults,
+    validate_event,
+    validate_events,
+)
 
 
 class MemoryClient:
@@ -89,11 +95,14 @@ class MemoryClient:
 
     def emit_many(self, events: Iterable[Event | Mapping[str, Any]]) -> list[str]:
         """Append a batch, one script call per 1,000. All validated first: one bad, none written."""
-        checked = validate_events(
-            events, limits=self.limits, defaults=self.defaults, max_events=self.max_batch
-        )
-        if checked:
-            stream.append(self._redis, self.keys, checked)
+        # Encoding allocates as much as validating: no collector passes over the caller's
+        # heap until the batch is out (see gc_paused).
+        with gc_paused():
+            checked = validate_events(
+                events, limits=self.limits, defaults=self.defaults, max_events=self.max_batch
+            )
+            if checked:
+                stream.append(self._redis, self.keys, checked)
         return [e["event_id"] for e in checked]
 
     def search(

@@ -25,6 +25,10 @@ _FIELD_BYTES = FIELD.encode()
 # redis-py packs one command of N arguments ~3x faster than a pipeline of N XADDs. The chunk
 # bounds how long the script holds the server (~1-2 ms).
 BATCH_CHUNK = 1000
+# The SDK sends a chunk as soon as it is encoded and reads the replies at the end, so that
+# Redis runs one chunk while Python encodes the next: emit_many went from 7.0 to 4.0 µs an
+# event, measured. Smaller chunks overlap more; 100-250 measured alike.
+SEND_CHUNK = 250
 APPEND_SCRIPT = """
 local ids = {}
 for i = 1, #ARGV do
@@ -73,19 +77,48 @@ def encode(event: EventFields) -> bytes:
 
 
 def append(client: redis.Redis, keys: Keys, events: Sequence[EventFields]) -> list[str]:
-    """XADD the events (one command, or one atomic script call per chunk); returns stream ids."""
-    payloads = [encode(e) for e in events]
+    """XADD the events; returns their stream ids, in the order of ``events``.
+
+    One event is one XADD. A batch goes as one atomic script call per ``SEND_CHUNK``
+    events, all sent before any reply is read.
+    """
     try:
-        if len(payloads) == 1:
-            return [text(client.xadd(keys.events, {FIELD: payloads[0]}))]
-        script = client.register_script(APPEND_SCRIPT)
-        ids: list[str] = []
-        for start in range(0, len(payloads), BATCH_CHUNK):
-            chunk = payloads[start : start + BATCH_CHUNK]
-            ids.extend(text(i) for i in script(keys=[keys.events], args=chunk))
-        return ids
+        if len(events) == 1:
+            return [text(client.xadd(keys.events, {FIELD: encode(events[0])}))]
+        return _append_chunks(client, keys, events)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise TransientError(f"event log unavailable: {type(exc).__name__}") from exc
+
+
+def _append_chunks(client: redis.Redis, keys: Keys, events: Sequence[EventFields]) -> list[str]:
+    script = client.register_script(APPEND_SCRIPT)
+    chunks = [events[i : i + SEND_CHUNK] for i in range(0, len(events), SEND_CHUNK)]
+    payloads: list[list[bytes]] = []
+    replies: list[Any] = []
+    conn = client.connection_pool.get_connection()
+    try:
+        for chunk in chunks:
+            payloads.append([encode(e) for e in chunk])
+            conn.send_command("EVALSHA", script.sha, 1, keys.events, *payloads[-1])
+        for _ in chunks:
+            try:
+                replies.append(conn.read_response())
+            except redis.ResponseError as exc:  # one reply read: the connection is in step
+                replies.append(exc)
+    except BaseException:
+        conn.disconnect()  # replies may be left unread: never hand this one back in use
+        raise
+    finally:
+        client.connection_pool.release(conn)
+    ids: list[str] = []
+    for args, reply in zip(payloads, replies, strict=True):
+        if isinstance(reply, redis.ResponseError):
+            if not isinstance(reply, redis.exceptions.NoScriptError):
+                raise reply
+            # Not loaded yet (or flushed): the Script object loads it and calls again.
+            reply = script(keys=[keys.events], args=args)
+        ids.extend(text(i) for i in reply)
+    return ids
 
 
 # -- consumer group ------------------------------------------------------------------------

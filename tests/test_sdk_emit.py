@@ -14,7 +14,7 @@ from sleepmem.errors import ValidationError
 from sleepmem.keys import Keys
 from sleepmem.sdk import MemoryClient
 from sleepmem.settings import Settings
-from sleepmem.stream import append
+from sleepmem.stream import SEND_CHUNK, append
 from sleepmem.validation import validate_events
 
 
@@ -108,6 +108,25 @@ class TestEmitMany:
         ids = client.emit_many([{"content": "x"}] * 2500)
         assert len(set(ids)) == 2500
         assert redis.xlen(keys.events) == 2500
+
+    def test_stream_ids_across_chunks_point_at_their_own_events(
+        self, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        events = validate_events(
+            [{"tenant": "t", "agent": "a", "content": f"m{i}"} for i in range(SEND_CHUNK * 3 + 7)]
+        )
+        ids = append(redis, keys, events)
+        entries = redis.xrange(keys.events)
+        by_id = {mid.decode(): orjson.loads(f[b"e"])["content"] for mid, f in entries}
+        assert [by_id[i] for i in ids] == [f"m{i}" for i in range(len(events))]
+
+    def test_a_batch_lands_whole_after_the_server_forgot_the_script(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        redis.script_flush()
+        ids = client.emit_many([{"content": f"m{i}"} for i in range(SEND_CHUNK + 1)])
+        entries = stream_events(redis, keys)
+        assert [e["event_id"] for e in entries] == ids
 
     def test_one_bad_event_refuses_the_batch_and_names_its_index(
         self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
