@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 import redis as redis_lib
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from support import PG_SERVER, REDIS_URL
+from support import REDIS_URL, scratch_pg_database
 
 from sleepmem.db import make_engine
 from sleepmem.keys import Keys
@@ -66,20 +65,8 @@ def sqlite_url(tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
     """A database of our own on the machine's PostgreSQL, dropped after the run."""
-    name = f"sleepmem_test_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    yield f"{PG_SERVER}/{name}"
-    with admin.connect() as conn:
-        conn.execute(
-            sa.text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
-            ),
-            {"n": name},
-        )
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-    admin.dispose()
+    with scratch_pg_database("sleepmem_test") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

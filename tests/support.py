@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import sqlalchemy as sa
+
+T = TypeVar("T")
 
 # The Redis server the tests use; each test has its own key namespace on it.
 REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -20,3 +28,47 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, poll: float =
             return True
         time.sleep(poll)
     return predicate()
+
+
+def all_at_once(
+    n: int, work: Callable[[], T], timeout: float = 60.0
+) -> tuple[list[T], list[BaseException]]:
+    """Run ``work`` in ``n`` threads released together; what they returned and raised."""
+    start = threading.Barrier(n)
+    results: list[T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            results.append(work())
+        except BaseException as exc:  # reported to the caller, who asserts on it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return results, errors
+
+
+@contextmanager
+def scratch_pg_database(prefix: str) -> Iterator[str]:
+    """A database of our own on PG_SERVER, dropped afterwards with its connections."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{PG_SERVER}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+                ),
+                {"n": name},
+            )
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()

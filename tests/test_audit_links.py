@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-import uuid
-from collections.abc import Iterator
-
-import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
-from support import PG_SERVER
+from support import all_at_once, scratch_pg_database
 
 from models import Audit, AuditMemory
-from pipelines.explain import audits_naming
 from sleepmem.db import make_engine
 
 
@@ -94,64 +88,20 @@ class TestADatabaseFromBeforeTheLinks:
             reopened.dispose()
 
 
-@pytest.fixture
-def fresh_pg_url() -> Iterator[str]:
-    name = f"sleepmem_schema_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    yield f"{PG_SERVER}/{name}"
-    with admin.connect() as conn:
-        conn.execute(
-            sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"),
-            {"n": name},
-        )
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-    admin.dispose()
-
-
 class TestProcessesStartingTogether:
-    def test_create_the_schema_on_postgresql_once_without_failing(self, fresh_pg_url: str) -> None:
-        start = threading.Barrier(4)
-        engines: list[Engine] = []
-        errors: list[BaseException] = []
-
-        def open_it() -> None:
-            start.wait()
+    def test_create_the_schema_on_postgresql_once_without_failing(self) -> None:
+        with scratch_pg_database("sleepmem_schema") as url:
+            engines, errors = all_at_once(4, lambda: make_engine(url))
             try:
-                engines.append(make_engine(fresh_pg_url))
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=open_it) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        try:
-            assert errors == []
-            assert len(engines) == 4
-            with engines[0].connect() as conn:
-                triggers = conn.execute(
-                    sa.text("SELECT count(*) FROM pg_trigger WHERE tgname = 'audit_memory_links'")
-                ).scalar_one()
-            assert triggers == 1
-        finally:
-            for e in engines:
-                e.dispose()
-
-
-class TestPurgingAuditRows:
-    def test_leaves_nothing_that_explain_would_show(self, engine: Engine) -> None:
-        with Session(engine) as s:
-            purged = Audit(op="ADD", memory_ids_after=["m-purged"])
-            s.add(purged)
-            s.commit()
-            s.delete(purged)
-            s.commit()
-            later = Audit(op="ADD", memory_ids_after=["m-later"])
-            s.add(later)
-            s.commit()
-            assert later.id != purged.id  # ids are never reused, so no link can mislead
-            assert audits_naming(s, ["m-purged"]) == []
-            assert [a.id for a in audits_naming(s, ["m-later"])] == [later.id]
+                assert errors == []
+                assert len(engines) == 4
+                with engines[0].connect() as conn:
+                    triggers = conn.execute(
+                        sa.text(
+                            "SELECT count(*) FROM pg_trigger WHERE tgname = 'audit_memory_links'"
+                        )
+                    ).scalar_one()
+                assert triggers == 1
+            finally:
+                for e in engines:
+                    e.dispose()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
+
+from support import all_at_once
 
 from sleepmem.resources import Resources
 
@@ -14,24 +15,12 @@ class TestLazyResources:
     ) -> None:
         # The embedded runtime's worker threads do this at start-up; opening the same index
         # directory twice at once used to fail one of them ("already contains segment data").
-        start = threading.Barrier(8)
-        got: list[Any] = []
-        errors: list[BaseException] = []
+        def ask() -> Any:
+            index = resources.index
+            index.count()
+            return index
 
-        def ask() -> None:
-            start.wait()
-            try:
-                index = resources.index
-                index.count()
-                got.append(index)
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=ask) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        got, errors = all_at_once(8, ask)
         assert errors == []
         assert len(got) == 8
         assert all(index is got[0] for index in got)
