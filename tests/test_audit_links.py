@@ -8,6 +8,7 @@ from sqlmodel import Session, col, select
 from support import all_at_once, scratch_pg_database
 
 from models import Audit, AuditMemory
+from pipelines.explain import audits_naming
 from sleepmem.db import make_engine
 
 
@@ -105,3 +106,19 @@ class TestProcessesStartingTogether:
             finally:
                 for e in engines:
                     e.dispose()
+
+
+class TestPurgingAuditRows:
+    def test_leaves_nothing_that_explain_would_show(self, engine: Engine) -> None:
+        with Session(engine) as s:
+            purged = Audit(op="ADD", memory_ids_after=["m-purged"])
+            s.add(purged)
+            s.commit()
+            s.delete(purged)
+            s.commit()
+            later = Audit(op="ADD", memory_ids_after=["m-later"])
+            s.add(later)
+            s.commit()
+            assert later.id != purged.id  # ids are never reused, so no link can mislead
+            assert audits_naming(s, ["m-purged"]) == []
+            assert [a.id for a in audits_naming(s, ["m-later"])] == [later.id]
