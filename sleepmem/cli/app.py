@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import typer
+from pydantic import ValidationError as PydanticValidationError
+
+from sleepmem.errors import SleepmemError
+from sleepmem.logs import configure_logging
+from sleepmem.settings import Settings
 
 app = typer.Typer(
     name="sleepmem",
@@ -14,3 +19,14 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print one JS
 eval_app = typer.Typer(no_args_is_help=True, help="Memory-quality evaluations.")
 app.add_typer(bench_app, name="bench")
 app.add_typer(eval_app, name="eval")
+
+
+def load_settings(log_level: str | None = None) -> Settings:
+    """Settings from the environment, logging configured; bad settings exit 2 with the reason."""
+    try:
+        settings = Settings()
+    except (SleepmemError, PydanticValidationError) as exc:
+        typer.echo(f"configuration error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    configure_logging(level=log_level or settings.log_level, json=settings.log_json)
+    return settings

@@ -8,22 +8,9 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from pydantic import ValidationError as PydanticValidationError
 
-from sleepmem.cli.app import app, bench_app
+from sleepmem.cli.app import app, bench_app, load_settings
 from sleepmem.errors import SleepmemError, ValidationError
-from sleepmem.logs import configure_logging
-from sleepmem.settings import Settings
-
-
-def _settings(log_level: str | None = None) -> Settings:
-    try:
-        settings = Settings()
-    except (SleepmemError, PydanticValidationError) as exc:
-        typer.echo(f"configuration error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    configure_logging(level=log_level or settings.log_level, json=settings.log_json)
-    return settings
 
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:
@@ -58,7 +45,7 @@ def emit(
     """Append events to the log, as an agent would; prints one event id per line."""
     from sleepmem.sdk import MemoryClient
 
-    settings = _settings(log_level="WARNING")
+    settings = load_settings(log_level="WARNING")
     try:
         with MemoryClient(
             settings, tenant=tenant, agent=agent, user=user, project=project, session=session
@@ -109,7 +96,7 @@ def bench_ingest(
         raise typer.BadParameter(
             f"must be more than --http-clients ({http_clients})", param_hint="--http-n"
         )
-    settings = _settings(log_level="WARNING")
+    settings = load_settings(log_level="WARNING")
     if pg_url is None and (settings.database_url or "").startswith("postgresql"):
         pg_url = settings.database_url
     result = run_ingest_bench(

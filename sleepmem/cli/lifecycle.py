@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from pydantic import ValidationError as PydanticValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -26,23 +25,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sleepmem.cli.app import app, bench_app
+from sleepmem.cli.app import app, bench_app, load_settings
 from sleepmem.errors import NotFoundError, SleepmemError, ValidationError
 from sleepmem.logs import configure_logging
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
 
 console = Console()
-
-
-def _settings(log_level: str | None = None) -> Settings:
-    try:
-        settings = Settings()
-    except (SleepmemError, PydanticValidationError) as exc:
-        typer.echo(f"configuration error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    configure_logging(level=log_level or settings.log_level, json=settings.log_json)
-    return settings
 
 
 @contextmanager
@@ -50,7 +38,7 @@ def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
     """The process's stores; any sleepmem error becomes a message and an exit code."""
     from sleepmem.resources import build_resources
 
-    res = build_resources(_settings(log_level))
+    res = build_resources(load_settings(log_level))
     try:
         yield res
     except SleepmemError as exc:
@@ -322,7 +310,7 @@ def bench_reconsolidate(
     """Consolidate one scope of N events, then time a dry run and an apply re-consolidation."""
     from sleepmem.bench.lifecycle import bench_reconsolidate as run_bench
 
-    result = run_bench(events=events, settings=_settings("WARNING"))
+    result = run_bench(events=events, settings=load_settings("WARNING"))
     if as_json:
         _echo_json(result)
     else:

@@ -10,24 +10,12 @@ from typing import Annotated
 
 import orjson
 import typer
-from pydantic import ValidationError as PydanticValidationError
 
-from sleepmem.cli.app import app
+from sleepmem.cli.app import app, load_settings
 from sleepmem.errors import SleepmemError
 from sleepmem.logs import configure_logging
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
 from tasks import names
-
-
-def _settings() -> Settings:
-    try:
-        settings = Settings()
-    except (SleepmemError, PydanticValidationError) as exc:
-        typer.echo(f"configuration error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    configure_logging(level=settings.log_level, json=settings.log_json)
-    return settings
 
 
 def _close(resources: Resources) -> None:
@@ -41,7 +29,7 @@ def serve() -> None:
     """Embedded mode: API, worker, drain and scheduler in this process until Ctrl-C."""
     from sleepmem.runtime import serve as run
 
-    run(_settings())
+    run(load_settings())
 
 
 @app.command()
@@ -52,7 +40,7 @@ def api() -> None:
     from sleepmem.api.app import create_app
     from sleepmem.resources import build_resources
 
-    settings = _settings()
+    settings = load_settings()
     resources = build_resources(settings)
     app = create_app(resources=resources)
     # What start-up built lives as long as the process: out of the collector's sight, its
@@ -82,7 +70,7 @@ def worker(
     """A Celery worker (distributed mode); clients are built in each pool process."""
     from workers.app import create_celery_from_env
 
-    settings = _settings()
+    settings = load_settings()
     unknown = set(queues.split(",")) - set(names.QUEUES)
     if unknown:
         raise typer.BadParameter(f"unknown queues {sorted(unknown)}; known: {names.QUEUES}")
@@ -108,7 +96,7 @@ def scheduler() -> None:
     from sleepmem.runtime import shutdown_requested, wait_for
     from workers.app import create_celery
 
-    settings = _settings()
+    settings = load_settings()
     resources = build_resources(settings)
     celery = create_celery(settings, broker_url=resources.broker_url)
     elector = LeaderElector(
@@ -143,7 +131,7 @@ def consolidate(
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    resources = build_resources(_settings())
+    resources = build_resources(load_settings())
     try:
         report = run_consolidation(
             resources, scope_key=scope, pipeline=consolidate_scope, worker="cli"
