@@ -95,6 +95,16 @@ class Resources:
         self.redis.close()
         self.engine.dispose()
 
+    def shutdown(self) -> None:
+        """:meth:`close`, then stop the embedded Redis server if this process started it.
+
+        For a process that owns the data directory's runtime (a CLI command, a bench); a
+        worker only closes, since the server may serve other processes.
+        """
+        self.close()
+        if self.embedded_redis is not None:
+            self.embedded_redis.stop()
+
 
 def redis_urls(settings: Settings) -> tuple[str, str, EmbeddedRedis | None]:
     """(client URL, Celery broker URL, embedded server if any)."""

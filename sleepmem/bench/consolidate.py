@@ -95,7 +95,4 @@ def run_consolidate_bench(
                 out["llm_calls_per_100_events"] = round(100 * llm_calls / events, 2)
             return out
         finally:
-            server = res.embedded_redis
-            res.close()
-            if server is not None:
-                server.stop()
+            res.shutdown()

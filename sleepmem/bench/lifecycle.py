@@ -264,7 +264,4 @@ def bench_reconsolidate(*, events: int, settings: Settings | None = None) -> dic
                              "status": job.status, **(job.result.get("counts") or {})}
             return out
         finally:
-            server = res.embedded_redis
-            res.close()
-            if server is not None:
-                server.stop()
+            res.shutdown()

@@ -47,9 +47,7 @@ def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
             exc, NotFoundError) else 1
         raise typer.Exit(code) from exc
     finally:
-        res.close()
-        if res.embedded_redis is not None:
-            res.embedded_redis.stop()
+        res.shutdown()
 
 
 def _echo_json(value: Any) -> None:

@@ -14,14 +14,7 @@ import typer
 from sleepmem.cli.app import app, load_settings
 from sleepmem.errors import SleepmemError
 from sleepmem.logs import configure_logging
-from sleepmem.resources import Resources
 from tasks import names
-
-
-def _close(resources: Resources) -> None:
-    resources.close()
-    if resources.embedded_redis is not None:
-        resources.embedded_redis.stop()  # only if this process started it
 
 
 @app.command()
@@ -56,7 +49,7 @@ def api() -> None:
             access_log=False,
         )
     finally:
-        _close(resources)
+        resources.shutdown()
 
 
 @app.command()
@@ -114,7 +107,7 @@ def scheduler() -> None:
             wait_for(requested)
         finally:
             running.stop()
-            _close(resources)
+            resources.shutdown()
 
 
 @app.command()
@@ -140,7 +133,7 @@ def consolidate(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     finally:
-        _close(resources)
+        resources.shutdown()
     typer.echo(
         orjson.dumps(
             {"events": report.events, "ops": report.ops, "stage_seconds": report.stage_seconds}

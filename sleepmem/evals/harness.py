@@ -48,17 +48,15 @@ def eval_instance(settings: Settings, *, prefix: str) -> Iterator[Resources]:
         try:
             yield res
         finally:
-            _teardown(res)
+            discard(res)
 
 
-def _teardown(res: Resources) -> None:
+def discard(res: Resources) -> None:
+    """Delete the run's keys from a shared Redis, then shut the resources down."""
     if res.settings.redis_url:
         for key in res.redis.scan_iter(match=res.keys.pattern(), count=1000):
             res.redis.delete(key)
-    server = res.embedded_redis
-    res.close()
-    if server is not None:
-        server.stop()
+    res.shutdown()
 
 
 def emit_all(res: Resources, events: Iterable[Mapping[str, Any]]) -> int:

@@ -26,6 +26,7 @@ from sqlmodel import Session, SQLModel, col, select
 from models import Memory, RawEvent, Scope
 from pipelines.consolidate import consolidate_scope
 from pipelines.ports import Embedder
+from sleepmem.evals.harness import discard
 from sleepmem.logs import configure_logging
 from sleepmem.resources import Resources, build_resources
 from sleepmem.settings import Settings
@@ -289,18 +290,8 @@ def run_story(
                     break
             run.client.close()
         finally:
-            _teardown(res)
+            discard(res)
     return result
-
-
-def _teardown(res: Resources) -> None:
-    if res.settings.redis_url:
-        for key in res.redis.scan_iter(match=res.keys.pattern(), count=1000):
-            res.redis.delete(key)
-    server = res.embedded_redis
-    res.close()
-    if server is not None:
-        server.stop()
 
 
 def run_directory(
