@@ -19,7 +19,10 @@ import redis.asyncio as aioredis
 from models.events import EventFields
 from sleepmem.errors import TransientError
 from sleepmem.keys import Keys
-from sleepmem.stream import APPEND_SCRIPT, BATCH_CHUNK, encode, text
+from sleepmem.stream import APPEND_SCRIPT, encode, text
+
+# Events per shared call: bounds how long one script call holds the server (~1-2 ms).
+GROUP_MAX = 1000
 
 
 @dataclass(slots=True)
@@ -38,7 +41,7 @@ class GroupAppender:
         client: aioredis.Redis,
         keys: Keys,
         *,
-        group_max: int = BATCH_CHUNK,
+        group_max: int = GROUP_MAX,
         in_flight: int = 4,
     ) -> None:
         self._keys = keys

@@ -21,13 +21,11 @@ from sleepmem.redaction import redact, redact_json
 
 FIELD = "e"
 _FIELD_BYTES = FIELD.encode()
-# A batch is appended by one script call per chunk: all of a chunk or none of it lands, and
-# redis-py packs one command of N arguments ~3x faster than a pipeline of N XADDs. The chunk
-# bounds how long the script holds the server (~1-2 ms).
-BATCH_CHUNK = 1000
-# The SDK sends a chunk as soon as it is encoded and reads the replies at the end, so that
-# Redis runs one chunk while Python encodes the next: emit_many went from 7.0 to 4.0 µs an
-# event, measured. Smaller chunks overlap more; 100-250 measured alike.
+# A batch is appended by script calls of many events each: all of a call or none of it
+# lands, and redis-py packs one command of N arguments ~3x faster than a pipeline of N
+# XADDs. The SDK sends each chunk as soon as it is encoded and reads the replies at the end,
+# so that Redis runs one chunk while Python encodes the next: emit_many went from 7.0 to
+# 4.0 µs an event, measured. Smaller chunks overlap more; 100-250 measured alike.
 SEND_CHUNK = 250
 APPEND_SCRIPT = """
 local ids = {}
