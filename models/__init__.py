@@ -1,9 +1,15 @@
 """Tables and schemas. Imports neither Celery, Redis nor Qdrant."""
 
-from models.cards import MEMORY_TYPES, ConflictGroup, MemoryCard, SearchRequest, SearchResult
-from models.events import DEFAULT_LIMITS, Event, EventKind, Limits, Role
-from models.scope import LEVELS, Scope
-from models.tables import (
+from sleepmem.models.cards import (
+    MEMORY_TYPES,
+    ConflictGroup,
+    MemoryCard,
+    SearchRequest,
+    SearchResult,
+)
+from sleepmem.models.events import DEFAULT_LIMITS, Event, EventKind, Limits, Role
+from sleepmem.models.scope import LEVELS, Scope
+from sleepmem.models.tables import (
     CURRENT_STATUSES,
     Audit,
     AuditMemory,

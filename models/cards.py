@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from models.scope import Scope
+from sleepmem.models.scope import Scope
 
 MemoryTypeName = Literal["identity", "preference", "fact", "task", "event", "summary", "procedure"]
 MEMORY_TYPES: tuple[str, ...] = (

@@ -20,7 +20,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from models.scope import IDENT_PATTERN, Scope
+from sleepmem.models.scope import IDENT_PATTERN, Scope
 
 Ident = Annotated[str, StringConstraints(pattern=IDENT_PATTERN)]
 OptionalIdent = Annotated[str, StringConstraints(pattern=f"^(?:{IDENT_PATTERN[1:-1]})?$")]
@@ -93,7 +93,7 @@ def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
 
 # The field rules, shared by the model and the wire form below. Name rules are core (Rust)
 # patterns, not Python validators: validation is most of the cost of an emit, and
-# sleepmem.validation turns a mismatch into the rule in words.
+# sleepmem.ingest.validation turns a mismatch into the rule in words.
 Content = Annotated[str, AfterValidator(_content_size)]
 EventTime = Annotated[datetime, AfterValidator(_aware)]
 Meta = Annotated[dict[str, Any], AfterValidator(_meta_size)]

@@ -6,6 +6,9 @@ import re
 from typing import Self
 
 from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from sleepmem.core.errors import ValidationError
 
 IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 IDENT = re.compile(IDENT_PATTERN)
@@ -60,6 +63,35 @@ class Scope(BaseModel):
     def from_key(cls, key: str) -> Scope:
         parts = dict(p.split("=", 1) for p in key.split("/"))
         return cls(**{lvl: parts.get(lvl[0], "") for lvl in LEVELS})
+
+    @classmethod
+    def parse_key(
+        cls, key: object, *, field: str = "scope", canonical: bool = True, owner: bool = False
+    ) -> Scope:
+        """The scope a key names, or a ValidationError that says what a key looks like.
+
+        The one parser every edge uses (HTTP, CLI, task arguments, pipelines). ``canonical``
+        refuses keys that only parse after normalising (an operator who typed a level out of
+        order gets told the canonical form); ``owner`` refuses keys with a session, for the
+        consolidation unit.
+        """
+        rule = "a scope key like 't=acme/a=bot/u=ann/p=/s='"
+        if not isinstance(key, str) or not key:
+            raise ValidationError(field, f"must be {rule}; got {key!r}")
+        try:
+            scope = cls.from_key(key)
+        except (ValueError, TypeError, PydanticValidationError) as exc:
+            reason = exc.errors()[0]["msg"] if isinstance(exc, PydanticValidationError) else exc
+            raise ValidationError(field, f"must be {rule} ({reason}); got {key!r}") from None
+        if owner and scope.session:
+            raise ValidationError(
+                field, f"must name a consolidation scope, without a session: {scope.owner.key!r}"
+            )
+        if canonical and scope.key != key:
+            raise ValidationError(
+                field, f"must be {rule}, in canonical form {scope.key!r}; got {key!r}"
+            )
+        return scope
 
     def levels(self) -> dict[str, str]:
         return {lvl: getattr(self, lvl) for lvl in LEVELS}

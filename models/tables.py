@@ -186,7 +186,7 @@ class Audit(SQLModel, table=True):
 class AuditMemory(SQLModel, table=True):
     """Which audit rows name a memory: ``explain`` looks a lineage up here, not in the JSON.
 
-    Filled by a database trigger on every insert into ``audit`` (sleepmem.db installs it),
+    Filled by a database trigger on every insert into ``audit`` (sleepmem.adapters.sql installs it),
     so that no writer, ORM or bulk Core insert, can forget it.
     """
 

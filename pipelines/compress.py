@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from models import Memory, Scope
-from pipelines.memories import memory_id
-from pipelines.resolve import AuditDraft, Resolver
-from pipelines.types import Candidate, Op
+from sleepmem.models import Memory, Scope
+from sleepmem.pipelines.memories import memory_id
+from sleepmem.pipelines.resolve import AuditDraft, Resolver
+from sleepmem.pipelines.types import Candidate, Op
 
 PROFILE = "profile"
 SUMMARY_OF_SESSION = "session_summary"

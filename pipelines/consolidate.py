@@ -12,24 +12,25 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from models import Audit, MemoryStatus, Scope
-from pipelines.compress import CompressPolicy, compress
-from pipelines.gate import GatePolicy, gate
-from pipelines.index import apply_to_index, payload_for
-from pipelines.persist import AuditContext, persist
-from pipelines.ports import Ports
-from pipelines.resolve import ResolvePolicy, Resolver
-from pipelines.types import EventView, Extractor
-from sleepmem import PIPELINE_VERSION
-from sleepmem import repository as repo
-from sleepmem.db import session_scope
-from sleepmem.errors import ExtractionError, ValidationError
-from sleepmem.settings import Settings
+from sleepmem.core.errors import ExtractionError, LeaseLostError
+from sleepmem.core.settings import Settings
+from sleepmem.models import Audit, MemoryStatus, Scope
+from sleepmem.pipelines import PIPELINE_VERSION
+from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.index import apply_to_index, payload_for
+from sleepmem.pipelines.persist import AuditContext, persist
+from sleepmem.pipelines.policy import Policy
+from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.resolve import Plan, Resolver
+from sleepmem.pipelines.stages import judge
+from sleepmem.pipelines.store import session_scope
+from sleepmem.pipelines.types import EventView, Extractor
 
 
 @dataclass(slots=True)
@@ -55,16 +56,15 @@ class ConsolidationReport:
 
 
 def make_extractor(settings: Settings, ports: Ports) -> Extractor:
-    override = ports.extras.get("extractor")
-    if override is not None:
-        return override  # type: ignore[no-any-return]
+    if ports.extractor is not None:
+        return ports.extractor
     if settings.extractor == "llm":
-        from pipelines.extract_llm import LLMExtractor
+        from sleepmem.pipelines.extract.llm import LLMExtractor
 
         if ports.chat is None:
             raise ExtractionError("extractor=llm needs SLEEPMEM_LLM_BASE_URL and a model")
         return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events)
-    from pipelines.extract_rules import RulesExtractor
+    from sleepmem.pipelines.extract.rules import RulesExtractor
 
     return RulesExtractor()
 
@@ -79,10 +79,7 @@ def consolidate_scope(
     worker: str = "",
     max_events: int = 5000,
 ) -> ConsolidationReport:
-    try:
-        scope = Scope.from_key(scope_key)
-    except (ValueError, TypeError) as exc:
-        raise ValidationError("scope_key", f"not a scope key ({exc})") from None
+    scope = Scope.parse_key(scope_key, field="scope_key")
     report = ConsolidationReport(scope_key=scope_key)
     extractor = make_extractor(settings, ports)
     while True:
@@ -126,60 +123,41 @@ def _consolidate_batch(
         )
         for r in rows
     ]
-    with report.stage("extract"):
-        try:
-            extraction = extractor.extract(events)
-        except ExtractionError as exc:
-            _audit_failure(engine, scope, scope_key, events, exc, extractor.name, task_id, worker)
-            raise
-    with report.stage("gate"):
-        kept, rejected = gate(
-            extraction.candidates,
-            policy=GatePolicy(min_inference_confidence=settings.min_inference_confidence),
-        )
-    with report.stage("resolve"):
-        resolver = Resolver(
-            scope_key=scope_key,
-            existing=versions,
-            all_versions=versions,
-            now=now,
-            policy=ResolvePolicy(
-                ttl=settings.ttl,
-                session_ttl=_seconds(settings.session_ttl_s),
-                chitchat_ttl=_seconds(settings.chitchat_ttl_s),
-                procedure_min_samples=settings.procedure_min_samples,
-                procedure_min_success_rate=settings.procedure_min_success_rate,
-                extractor=extraction.extractor,
-            ),
-        )
-        for rej in rejected:
-            resolver.reject(rej)
-        for cand in sorted(kept, key=lambda c: c.valid_from):
-            resolver.apply(cand)
-    with report.stage("compress"):
-        ended = {e.scope.session for e in events if e.kind == "session_end"}
-        comp = compress(
-            resolver,
-            policy=CompressPolicy(),
-            ended_sessions=ended,
+    policy = Policy.from_settings(settings, extractor=extractor.name)
+    resolver = Resolver(
+        scope_key=scope_key, existing=versions, all_versions=versions, now=now,
+        policy=policy.resolve,
+    )
+    try:
+        judged = judge(
+            events, extractor=extractor, resolver=resolver, policy=policy,
+            event_sessions={e.event_id: e.scope.session for e in events},
             # Sessions behind older episodes are only needed to summarise an ended one.
-            event_sessions={e.event_id: e.scope.session for e in events}
-            | (_provenance_sessions(engine, resolver) if ended else {}),
+            older_sessions=lambda r: _provenance_sessions(engine, r),
+            stage=report.stage,
         )
+    except ExtractionError as exc:
+        _audit_failure(engine, scope, scope_key, events, exc, extractor.name, task_id, worker,
+                       reason="extraction refused")
+        raise
+    extraction, comp = judged.extraction, judged.compression
     plan = resolver.plan
     before = {m.id: m for m in versions}
-    with report.stage("persist"), session_scope(engine) as session:
-        persist(
-            session,
-            plan,
-            ctx=AuditContext(
-                tenant=scope.tenant, task_id=task_id, worker=worker,
-                extractor=extraction.extractor, model=extraction.model,
-                llm_calls=extraction.llm_calls, llm_tokens=extraction.llm_tokens,
-            ),
-            consumed_events=[e.event_id for e in events],
-            now=now,
-        )
+    try:
+        with report.stage("persist"), session_scope(engine) as session:
+            _persist_checked(
+                session, plan, ports=ports, scope_key=scope_key, now=now,
+                ctx=AuditContext(
+                    tenant=scope.tenant, task_id=task_id, worker=worker,
+                    extractor=extraction.extractor, model=extraction.model,
+                    llm_calls=extraction.llm_calls, llm_tokens=extraction.llm_tokens,
+                ),
+                consumed_events=[e.event_id for e in events],
+            )
+    except LeaseLostError as exc:
+        _audit_failure(engine, scope, scope_key, events, exc, extractor.name, task_id, worker,
+                       reason="rolled back, the lease was lost before the commit")
+        raise
     with report.stage("index"):
         restate = [m for m in plan.changed.values()
                    if m.id in before and before[m.id].statement != m.statement]
@@ -199,6 +177,23 @@ def _consolidate_batch(
     for op, n in plan.counts().items():
         report.ops[op] = report.ops.get(op, 0) + n
     return len(events)
+
+
+def _persist_checked(
+    session: Session,
+    plan: Plan,
+    *,
+    ports: Ports,
+    scope_key: str,
+    now: datetime,
+    ctx: AuditContext,
+    consumed_events: list[str],
+) -> None:
+    persist(session, plan, ctx=ctx, consumed_events=consumed_events, now=now)
+    # Last step before the commit: a run that lost its lease must not write beside the
+    # lease's next holder, which is consolidating the same pending events.
+    if ports.lease is not None and not ports.lease.confirm():
+        raise LeaseLostError(f"the consolidation lease of {scope_key!r} was lost before commit")
 
 
 def _provenance_sessions(engine: Engine, resolver: Resolver) -> dict[str, str]:
@@ -249,19 +244,16 @@ def _audit_failure(
     extractor: str,
     task_id: str,
     worker: str,
+    *,
+    reason: str,
 ) -> None:
     with session_scope(engine) as session:
         session.add(
             Audit(
                 op="ERROR", tenant=scope.tenant, scope_key=scope_key,
-                reason=f"extraction refused: {type(exc).__name__}: {str(exc)[:300]}",
+                reason=f"{reason}: {type(exc).__name__}: {str(exc)[:300]}",
                 task_id=task_id, worker=worker, pipeline_version=PIPELINE_VERSION,
                 extractor=extractor, input_event_ids=[e.event_id for e in events],
             )
         )
 
-
-def _seconds(s: float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=s)

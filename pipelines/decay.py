@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
-from models import Memory
-from sleepmem.settings import Settings
+from sleepmem.core.settings import Settings
+from sleepmem.models import Memory
 
 PROTECTED_TYPES: tuple[str, ...] = ("identity", "procedure")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipelines.types import Candidate, Rejection
+from sleepmem.pipelines.types import Candidate, Rejection
 
 STRUCTURED_TYPES = frozenset({"identity", "preference", "fact", "procedure"})
 # A redaction marker left in a statement means the statement was about a secret: keep the

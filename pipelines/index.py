@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models import Memory
-from pipelines.ports import Embedder, IndexPoint, VectorIndex
-from pipelines.topics import topics
-from sleepmem import repository as repo
-from sleepmem.lexical import sparse_document
+from sleepmem.models import Memory
+from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.lexical import sparse_document
+from sleepmem.pipelines.ports import Embedder, IndexPoint, VectorIndex
+from sleepmem.pipelines.topics import topics
 
 
 def payload_for(mem: Memory) -> dict[str, object]:
@@ -49,7 +49,7 @@ def subjectless(text: str) -> str:
 
 def index_text(mem: Memory) -> str:
     """What gets embedded: the statement without its generic subject, plus the topics it
-    implies (see pipelines.topics)."""
+    implies (see sleepmem.pipelines.topics)."""
     labels = topics(mem.statement)
     body = subjectless(mem.statement)
     return f"{body} ({', '.join(labels)})" if labels else body

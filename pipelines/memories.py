@@ -7,9 +7,9 @@ import re
 import uuid
 from datetime import datetime, timedelta
 
-from models import Memory, MemoryStatus
-from pipelines.types import Candidate
-from sleepmem import PIPELINE_VERSION
+from sleepmem.models import Memory, MemoryStatus
+from sleepmem.pipelines import PIPELINE_VERSION
+from sleepmem.pipelines.types import Candidate
 
 _ID_NS = uuid.UUID("5f1c6f0e-4d55-4a52-9a0b-1c2f5e6d7a80")
 _SPACE = re.compile(r"\s+")

@@ -7,10 +7,10 @@ from datetime import datetime
 
 from sqlmodel import Session
 
-from models import Audit, IndexState
-from pipelines.resolve import Plan
-from sleepmem import PIPELINE_VERSION
-from sleepmem import repository as repo
+from sleepmem.models import Audit, IndexState
+from sleepmem.pipelines import PIPELINE_VERSION
+from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.resolve import Plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,14 +7,16 @@ them in, and unit tests pass in-memory versions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from models.scope import Scope
+from sleepmem.models.scope import Scope
+from sleepmem.pipelines.types import Extractor
 
 Clock = Callable[[], datetime]
 Vector = npt.NDArray[np.float32]
@@ -122,6 +124,31 @@ class VectorIndex(Protocol):
     def close(self) -> None: ...
 
 
+class HotStore(Protocol):
+    """What the request path keeps outside SQL: pending stream entries, retrieval hits,
+    consolidation leases and per-scope markers. Erasure reaches them only through this."""
+
+    def hold_scopes(self, scope_keys: Sequence[str]) -> AbstractContextManager[object]:
+        """Hold the consolidation lease of every scope named, for as long as the context."""
+        ...
+
+    def erase_pending_events(self, covers: Callable[[dict[str, str]], bool]) -> int:
+        """Drop not-yet-drained events whose scope levels ``covers`` accepts; the count."""
+        ...
+
+    def erase_hits(self, memory_ids: set[str]) -> int: ...
+
+    def erase_scope_markers(self, scope_keys: Sequence[str]) -> int: ...
+
+
+class LeaseGuard(Protocol):
+    """The lease a run holds (one scope's consolidation lease)."""
+
+    def confirm(self) -> bool:
+        """Renew the lease now; False when it was lost (expired or taken by another)."""
+        ...
+
+
 @dataclass(slots=True)
 class Ports:
     """Everything a consolidation or lifecycle pipeline may touch."""
@@ -130,4 +157,9 @@ class Ports:
     index: VectorIndex
     clock: Clock
     chat: ChatModel | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    hot: HotStore | None = None
+    # Set while a consolidation runs under a lease: confirmed right before the commit, so
+    # a run whose lease was lost rolls back instead of writing beside the next holder.
+    lease: LeaseGuard | None = None
+    # A caller-chosen extractor (benches, tests); otherwise settings decide.
+    extractor: Extractor | None = None

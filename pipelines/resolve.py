@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
-from pipelines.memories import content_hash, copy_row, memory_id, new_memory, norm_text
-from pipelines.types import Candidate, Op, Rejection
-from sleepmem.lexical import tokens
+from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
+from sleepmem.pipelines.lexical import tokens
+from sleepmem.pipelines.memories import content_hash, copy_row, memory_id, new_memory, norm_text
+from sleepmem.pipelines.types import Candidate, Op, Rejection
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 TtlFor = Callable[[str], timedelta | None]

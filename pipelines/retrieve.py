@@ -15,7 +15,7 @@ from datetime import datetime
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models import (
+from sleepmem.models import (
     CURRENT_STATUSES,
     ConflictGroup,
     Memory,
@@ -25,9 +25,9 @@ from models import (
     SearchRequest,
     SearchResult,
 )
-from pipelines.index import subjectless
-from pipelines.ports import Hit, IndexFilter, Ports
-from sleepmem.lexical import sparse_query, token_id, tokens
+from sleepmem.pipelines.index import subjectless
+from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
+from sleepmem.pipelines.ports import Hit, IndexFilter, Ports
 
 # Queries name the person the memory is about ("the user's", "用户的"), and extracted
 # statements do too; on the lexical side that word would only favour paraphrased

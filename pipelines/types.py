@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from models.scope import Scope
+from sleepmem.models.scope import Scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,9 @@ import time
 
 import redis as redis_lib
 
-from sleepmem.errors import TransientError
-from sleepmem.locks import RedisLock, new_token
-from sleepmem.logs import get_logger
+from sleepmem.adapters.redis.locks import RedisLock, new_token
+from sleepmem.core.errors import TransientError
+from sleepmem.core.logs import get_logger
 
 log = get_logger("sleepmem.schedules.leader")
 

@@ -26,13 +26,13 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from schedules.leader import LeaderElector
-from schedules.triggers import TickReport, tick
-from sleepmem.errors import SleepmemError, TransientError
-from sleepmem.logs import get_logger
+from sleepmem.core.errors import SleepmemError, TransientError
+from sleepmem.core.logs import get_logger
+from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
-from tasks import names
+from sleepmem.schedules.leader import LeaderElector
+from sleepmem.schedules.triggers import TickReport, tick
+from sleepmem.tasks import names
 
 log = get_logger("sleepmem.schedules.scheduler")
 

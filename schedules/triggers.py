@@ -20,12 +20,12 @@ from sqlalchemy import or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models.tables import ScopeState
-from sleepmem.errors import TransientError
-from sleepmem.keys import Keys
-from sleepmem.logs import get_logger
-from sleepmem.settings import Settings
-from tasks import names
+from sleepmem.core.errors import TransientError
+from sleepmem.core.keys import Keys
+from sleepmem.core.logs import get_logger
+from sleepmem.core.settings import Settings
+from sleepmem.models.tables import ScopeState
+from sleepmem.tasks import names
 
 Reason = Literal["idle", "batch", "session_end"]
 Send = Callable[[str], None]

@@ -1,7 +1,6 @@
 """sleepmem: long-term memory for LLM agents that does its thinking at sleep time."""
 
-from sleepmem.errors import SleepmemError, ValidationError
+from sleepmem.core.errors import SleepmemError, ValidationError
 
 __all__ = ["SleepmemError", "ValidationError"]
 __version__ = "0.1.0"
-PIPELINE_VERSION = "1"

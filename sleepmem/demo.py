@@ -17,11 +17,11 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from models import Memory, RawEvent, Scope, ScopeState
-from sleepmem.errors import SleepmemError
+from sleepmem.core.errors import SleepmemError
+from sleepmem.core.settings import Settings
+from sleepmem.models import Memory, RawEvent, Scope, ScopeState
 from sleepmem.runtime import Runtime
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
 
 TENANT, AGENT, USER, SESSION = "demo", "travel-assistant", "ann", "s1"
 
@@ -153,7 +153,7 @@ QUESTION = "Where does Ann live?"
 
 def _read_back(report: DemoReport, res: Any, api_url: str, settings: Settings) -> None:
     """Search over HTTP as an agent would, and ask the top memory why it exists."""
-    from pipelines.explain import explain
+    from sleepmem.pipelines.lifecycle.explain import explain
 
     scope = {"tenant": TENANT, "agent": AGENT, "user": USER}
     with MemoryClient(settings, api_url=api_url) as reader:
@@ -169,9 +169,9 @@ def _read_back(report: DemoReport, res: Any, api_url: str, settings: Settings) -
 
 def _lifecycle(report: DemoReport, res: Any, owner: str, settings: Settings) -> None:
     """Replay the scope through the current pipeline (dry run), then sweep 200 days on."""
-    from pipelines.forget import sweep
-    from pipelines.reconsolidate import create_job
-    from tasks.lifecycle import run_reconsolidation
+    from sleepmem.pipelines.lifecycle.forget import sweep
+    from sleepmem.pipelines.lifecycle.reconsolidate import create_job
+    from sleepmem.services import run_reconsolidation
 
     job = create_job(engine=res.engine, scope_key=owner, now=datetime.now(UTC), apply=False)
     done = run_reconsolidation(res, job.id)

@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-from models import Scope, SearchRequest, SearchResult
-from pipelines.retrieve import RankWeights, hit_ids, search
-from sleepmem.errors import ValidationError
-from sleepmem.hits import record_hits
+from sleepmem.adapters.redis.hits import record_hits
+from sleepmem.core.errors import ValidationError
+from sleepmem.models import Scope, SearchRequest, SearchResult
+from sleepmem.pipelines.retrieve import RankWeights, hit_ids, search
 from sleepmem.resources import Resources
 
 

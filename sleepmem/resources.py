@@ -9,18 +9,17 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 from sqlalchemy.engine import Engine
 
-from sleepmem.db import make_engine
-from sleepmem.embedded import EmbeddedRedis
-from sleepmem.keys import Keys
-from sleepmem.settings import Settings
-
-if TYPE_CHECKING:
-    from pipelines.ports import ChatModel, Clock, Embedder, Ports, VectorIndex
+from sleepmem.adapters.redis.embedded import EmbeddedRedis
+from sleepmem.adapters.redis.erase import RedisHotStore
+from sleepmem.adapters.sql import make_engine
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.pipelines.ports import ChatModel, Clock, Embedder, Ports, VectorIndex
 
 
 def _utcnow() -> datetime:
@@ -39,7 +38,8 @@ class Resources:
     _index: Any = None
     _embedder: Any = None
     _chat: Any = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # A controlled clock (scenario runner, tests); the wall clock when None.
+    clock: Clock | None = None
     # The embedded runtime's worker threads reach for these together at start-up: two
     # threads opening the same index directory at once break it, so one builds them.
     _building: threading.RLock = field(default_factory=threading.RLock)
@@ -49,7 +49,7 @@ class Resources:
         if self._index is None:
             with self._building:
                 if self._index is None:
-                    from sleepmem.vectors import open_index
+                    from sleepmem.adapters.vectors import open_index
 
                     index = open_index(self.settings)
                     index.ensure(dim=self.embedder.dim)
@@ -61,7 +61,7 @@ class Resources:
         if self._embedder is None:
             with self._building:
                 if self._embedder is None:
-                    from sleepmem.embedders import make_embedder
+                    from sleepmem.adapters.embedders import make_embedder
 
                     self._embedder = make_embedder(self.settings)
         return self._embedder  # type: ignore[no-any-return]
@@ -71,21 +71,19 @@ class Resources:
         if self._chat is None and self.settings.extractor == "llm":
             with self._building:
                 if self._chat is None:
-                    from sleepmem.llm import make_chat_model
+                    from sleepmem.adapters.llm import make_chat_model
 
                     self._chat = make_chat_model(self.settings)
         return self._chat  # type: ignore[no-any-return]
 
     def ports(self, clock: Clock | None = None) -> Ports:
         """The pipeline ports of this process, with the wall clock unless told otherwise."""
-        from pipelines.ports import Ports
-
         return Ports(
             embedder=self.embedder,
             index=self.index,
-            # A controlled clock (scenario runner, tests) is installed in extras["clock"].
-            clock=clock or self.extras.get("clock") or _utcnow,
+            clock=clock or self.clock or _utcnow,
             chat=self.chat,
+            hot=RedisHotStore(self.redis, self.keys),
         )
 
     def close(self) -> None:

@@ -21,15 +21,16 @@ from typing import Any
 
 from celery import Celery
 
-from schedules.leader import LeaderElector
-from schedules.scheduler import Scheduler, celery_sender
-from sleepmem.errors import ConfigurationError
-from sleepmem.logs import configure_logging, get_logger
+from sleepmem.core.errors import ConfigurationError
+from sleepmem.core.logs import configure_logging, get_logger
+from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
-from workers.app import create_celery
-from workers.process import install_resources, uninstall_resources, warm
-from workers.thread import ThreadWorker
+from sleepmem.schedules.leader import LeaderElector
+from sleepmem.schedules.scheduler import Scheduler, celery_sender
+from sleepmem.tasks.context import install_resources, uninstall_resources
+from sleepmem.workers.app import create_celery
+from sleepmem.workers.process import warm
+from sleepmem.workers.thread import ThreadWorker
 
 log = get_logger("sleepmem.runtime")
 
@@ -77,7 +78,7 @@ class DrainThread:
         self._thread = threading.Thread(target=self._run, name="sleepmem-drain", daemon=True)
 
     def _run(self) -> None:
-        from sleepmem.drain import run_drain_loop
+        from sleepmem.ingest.drain import run_drain_loop
 
         res = self.resources
         run_drain_loop(

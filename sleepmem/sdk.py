@@ -18,22 +18,22 @@ from typing import Any, Self
 import httpx
 import redis
 
-from models import LEVELS, Scope, SearchResult
-from models.events import Event
-from sleepmem import stream
-from sleepmem.embedded import EmbeddedRedis
-from sleepmem.errors import AuthError, ForbiddenError, TransientError, ValidationError
-from sleepmem.keys import Keys
-from sleepmem.reader import Reader, build_request
-from sleepmem.resources import Resources, redis_urls
-from sleepmem.settings import Settings
-from sleepmem.validation import (
+from sleepmem.adapters.redis import stream
+from sleepmem.adapters.redis.embedded import EmbeddedRedis
+from sleepmem.core.errors import AuthError, ForbiddenError, TransientError, ValidationError
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.validation import (
     gc_paused,
     limits_for,
     scope_defaults,
     validate_event,
     validate_events,
 )
+from sleepmem.models import LEVELS, Scope, SearchResult
+from sleepmem.models.events import Event
+from sleepmem.reader import Reader, build_request
+from sleepmem.resources import Resources, redis_urls
 
 
 class MemoryClient:

@@ -1,6 +1,6 @@
 """drain(): move accepted events from the Redis stream into the SQL raw log.
 
-A thin loop over :func:`sleepmem.drain.drain_once` until the stream has nothing for this
+A thin loop over :func:`sleepmem.ingest.drain.drain_once` until the stream has nothing for this
 consumer or the time budget is spent; the scheduler queues the next drain on its next
 tick. The drain itself is idempotent (insert on event_id, XACK after commit), so a retry
 or a redelivery never duplicates a row.
@@ -15,13 +15,13 @@ from typing import Any
 import redis as redis_lib
 from celery import Celery, Task
 
-from sleepmem import stream
-from sleepmem.drain import DrainReport, consumer_name, drain_once
-from sleepmem.errors import TransientError
-from sleepmem.logs import get_logger
+from sleepmem.adapters.redis import stream
+from sleepmem.core.errors import TransientError
+from sleepmem.core.logs import get_logger
+from sleepmem.ingest.drain import DrainReport, consumer_name, drain_once
 from sleepmem.resources import Resources
-from tasks import names, retry
-from workers.process import current_resources
+from sleepmem.tasks import names, retry
+from sleepmem.tasks.context import current_resources
 
 log = get_logger("sleepmem.tasks.drain")
 

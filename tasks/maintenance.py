@@ -1,42 +1,28 @@
-"""Maintenance tasks (sweep, refresh, reconcile, index upkeep) on the maintenance queue.
+"""The shared wrapper of scheduled maintenance tasks (sweep, refresh, reconcile).
 
-Each is a lifecycle pipeline wrapped by :func:`maintenance_task`, which gives it the shared
-behaviour: one run at a time across all workers (a job lease), transient failures retried
-with backoff, one log line with the counts the job returns. To add one, write the
-pipeline in ``pipelines/``, a small adapter here, and list it in :data:`JOBS`::
-
-    def _sweep(res: Resources, task_id: str) -> Mapping[str, Any]:
-        report = forget.sweep(engine=res.engine, ports=res.ports(), settings=res.settings,
-                              now=datetime.now(UTC), task_id=task_id)
-        return {"demoted": report.demoted, "archived": report.archived}
-
-    JOBS = {names.SWEEP: _sweep}
-
-The scheduler only schedules jobs whose task name is registered, so a job becomes
-scheduled by being listed here.
+:func:`maintenance_task` gives a use-case from :mod:`sleepmem.services` the behaviour every
+maintenance job shares: one run at a time across all workers (a job lease), transient
+failures retried with backoff, one log line with the counts the job returns. The jobs are
+listed in :data:`sleepmem.tasks.lifecycle.MAINTENANCE_JOBS`; the scheduler only schedules
+task names that are registered, so a job becomes scheduled by being listed there.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from celery import Celery, Task
 
-from sleepmem.errors import LeaseHeldError, TransientError
-from sleepmem.locks import Lease
-from sleepmem.logs import get_logger
-from sleepmem.resources import Resources
-from tasks import retry
-from workers.process import current_resources
+from sleepmem.adapters.redis.locks import Lease
+from sleepmem.core.errors import LeaseHeldError, TransientError
+from sleepmem.core.logs import get_logger
+from sleepmem.services import MaintenanceJob
+from sleepmem.tasks import retry
+from sleepmem.tasks.context import current_resources
 
 log = get_logger("sleepmem.tasks.maintenance")
 
-MaintenanceJob = Callable[[Resources, str], Mapping[str, Any]]
-"""(process resources, task id) -> counts worth logging (no content)."""
-
-JOBS: dict[str, MaintenanceJob] = {}
 
 
 def maintenance_task(
@@ -64,8 +50,3 @@ def maintenance_task(
         return counts
 
     return run
-
-
-def register(app: Celery) -> None:
-    for name, job in JOBS.items():
-        maintenance_task(app, name, job)

@@ -18,10 +18,10 @@ import redis as redis_lib
 from sqlalchemy.engine import Engine
 from support import REDIS_URL, scratch_pg_database
 
-from sleepmem.db import make_engine
-from sleepmem.keys import Keys
+from sleepmem.adapters.sql import make_engine
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -110,7 +110,7 @@ def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]
     """The process resources a worker would build, installed as the current ones;
     ``redis`` cleans the namespace afterwards."""
     from sleepmem.resources import build_resources
-    from workers.process import install_resources, uninstall_resources
+    from sleepmem.tasks.context import install_resources, uninstall_resources
 
     res = build_resources(settings)
     install_resources(res)

@@ -12,11 +12,11 @@ import redis as redis_lib
 import redis.asyncio as aioredis
 from support import REDIS_URL
 
-from models.events import EventFields
-from sleepmem.appender import GroupAppender
-from sleepmem.errors import TransientError
-from sleepmem.keys import Keys
-from sleepmem.validation import validate_events
+from sleepmem.adapters.redis.appender import GroupAppender
+from sleepmem.core.errors import TransientError
+from sleepmem.core.keys import Keys
+from sleepmem.ingest.validation import validate_events
+from sleepmem.models.events import EventFields
 
 T = TypeVar("T")
 

@@ -7,9 +7,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from support import all_at_once, scratch_pg_database
 
-from models import Audit, AuditMemory
-from pipelines.explain import audits_naming
-from sleepmem.db import make_engine
+from sleepmem.adapters.sql import make_engine
+from sleepmem.models import Audit, AuditMemory
+from sleepmem.pipelines.lifecycle.explain import audits_naming
 
 
 def links(engine: Engine, audit_id: int | None = None) -> set[tuple[str, int]]:

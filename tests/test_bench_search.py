@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sleepmem.bench.search import run_search_bench
-from sleepmem.errors import ValidationError
-from sleepmem.settings import Settings
+from sleepmem.core.errors import ValidationError
+from sleepmem.core.settings import Settings
 
 
 class TestSearchBenchmark:

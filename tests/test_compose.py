@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from sleepmem.cli import app as cli_app
-from sleepmem.settings import Settings
-from tasks import names
+from sleepmem.core.settings import Settings
+from sleepmem.tasks import names
 
 ROOT = Path(__file__).resolve().parents[1]
 APP_SERVICES = ("api", "worker", "scheduler")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support import PG_SERVER
 
-from sleepmem.db import make_engine
-from sleepmem.errors import ConfigurationError, TransientError
+from sleepmem.adapters.sql import make_engine
+from sleepmem.core.errors import ConfigurationError, TransientError
 
 
 def _server_with_password() -> str:

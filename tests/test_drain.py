@@ -21,15 +21,15 @@ import sqlalchemy as sa
 import structlog
 from sqlalchemy.engine import Engine
 
-from models.events import Event
-from models.scope import Scope
-from sleepmem import stream
-from sleepmem.drain import DrainReport, drain_once, run_drain_loop
-from sleepmem.errors import TransientError
-from sleepmem.keys import Keys
-from sleepmem.logs import configure_logging
+from sleepmem.adapters.redis import stream
+from sleepmem.core.errors import TransientError
+from sleepmem.core.keys import Keys
+from sleepmem.core.logs import configure_logging
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.drain import DrainReport, drain_once, run_drain_loop
+from sleepmem.models.events import Event
+from sleepmem.models.scope import Scope
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
 
 
 @pytest.fixture
@@ -174,10 +174,11 @@ class TestScopeState:
 CHILD = """
 import sys, time
 import redis
-from sleepmem import drain, stream
-from sleepmem.db import make_engine
-from sleepmem.keys import Keys
-from sleepmem.settings import Settings
+from sleepmem.ingest import drain
+from sleepmem.adapters.redis import stream
+from sleepmem.adapters.sql import make_engine
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
 
 redis_url, namespace, sql_url, window = sys.argv[1:5]
 settings = Settings(redis_url=redis_url, namespace=namespace, database_url=sql_url, _env_file=None)

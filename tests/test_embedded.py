@@ -13,13 +13,13 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 from support import wait_for
 
-from models import RawEvent, Scope, ScopeState
+from sleepmem.core.errors import ConfigurationError
+from sleepmem.core.settings import Settings
 from sleepmem.demo import CONVERSATION, FAKE_KEY, demo_settings, render, run_demo
-from sleepmem.errors import ConfigurationError
+from sleepmem.models import RawEvent, Scope, ScopeState
 from sleepmem.runtime import Runtime
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
-from workers.process import current_resources
+from sleepmem.tasks.context import current_resources
 
 OWNER = Scope(tenant="acme", agent="bot", user="ann").key
 

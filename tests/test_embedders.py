@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sleepmem.embedders import (
+from sleepmem.adapters.embedders import (
     HashingEmbedder,
     OpenAIEmbedder,
     UsemEmbedder,
     available_cores,
     make_embedder,
 )
-from sleepmem.errors import ConfigurationError, TransientError
-from sleepmem.settings import Settings
+from sleepmem.core.errors import ConfigurationError, TransientError
+from sleepmem.core.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
+from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import count_tokens
 from sleepmem.evals.locomo import (
     events_of,
@@ -18,7 +19,6 @@ from sleepmem.evals.locomo import (
     run_locomo,
 )
 from sleepmem.evals.metrics import evidence_recall, mean
-from sleepmem.settings import Settings
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev8.json"
 

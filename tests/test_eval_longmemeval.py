@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sleepmem.core.settings import Settings
 from sleepmem.evals.longmemeval import (
     Item,
     bm25_ranking,
@@ -19,7 +20,6 @@ from sleepmem.evals.longmemeval import (
     spread,
 )
 from sleepmem.evals.metrics import dcg, ndcg_any, rank_by_first_mention, recall_all, recall_any
-from sleepmem.settings import Settings
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/longmemeval/longmemeval_s_dev.json.gz"
 

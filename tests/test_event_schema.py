@@ -10,9 +10,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from models.events import Event, EventFields, EventKind, Limits, Role
-from sleepmem.errors import ValidationError
-from sleepmem.validation import EventValidationError, validate_event, validate_events
+from sleepmem.core.errors import ValidationError
+from sleepmem.ingest.validation import EventValidationError, validate_event, validate_events
+from sleepmem.models.events import Event, EventFields, EventKind, Limits, Role
 
 BASE: dict[str, Any] = {"tenant": "acme", "agent": "support-bot", "content": "hello"}
 

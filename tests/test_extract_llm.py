@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from models.scope import Scope
-from pipelines.extract_llm import LLMExtractor
-from pipelines.types import EventView
-from sleepmem.errors import ExtractionError, TransientError
-from sleepmem.llm import OpenAIChatModel, make_chat_model, parse_json_object
-from sleepmem.logs import configure_logging
-from sleepmem.metrics import LLM_CALLS, LLM_TOKENS, render
-from sleepmem.settings import Settings
+from sleepmem.adapters.llm import OpenAIChatModel, make_chat_model, parse_json_object
+from sleepmem.core.errors import ExtractionError, TransientError
+from sleepmem.core.logs import configure_logging
+from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS, render
+from sleepmem.core.settings import Settings
+from sleepmem.models.scope import Scope
+from sleepmem.pipelines.extract.llm import LLMExtractor
+from sleepmem.pipelines.types import EventView
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
 OTHER = Scope(tenant="acme", agent="assistant", user="u7", session="s9")

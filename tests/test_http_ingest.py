@@ -14,10 +14,10 @@ from pydantic import SecretStr
 
 from sleepmem.api.app import create_app
 from sleepmem.api.health import check_dependencies
-from sleepmem.errors import ConfigurationError
-from sleepmem.keys import Keys
+from sleepmem.core.errors import ConfigurationError
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
 
 ACME_KEY = "acme-key-0f9e8d7c"
 GLOBEX_KEY = "globex-key-1a2b3c4d"

@@ -17,12 +17,12 @@ import pytest
 import redis as redis_lib
 from support import wait_for
 
-from schedules.leader import LeaderElector
-from schedules.scheduler import Periodic, Scheduler, lifecycle_jobs
-from sleepmem.keys import Keys
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
-from tasks import names
+from sleepmem.schedules.leader import LeaderElector
+from sleepmem.schedules.scheduler import Periodic, Scheduler, lifecycle_jobs
+from sleepmem.tasks import names
 
 TTL = 1.0
 ALL_TASKS = (names.SWEEP, names.REFRESH, names.RECONCILE, names.INDEX_MAINTENANCE)
@@ -231,11 +231,11 @@ class TestTwoSchedulers:
 
 CHILD = """
 import sys, time
-from schedules.leader import LeaderElector
-from schedules.scheduler import Scheduler
+from sleepmem.schedules.leader import LeaderElector
+from sleepmem.schedules.scheduler import Scheduler
 from sleepmem.resources import build_resources
-from sleepmem.settings import Settings
-from tasks import names
+from sleepmem.core.settings import Settings
+from sleepmem.tasks import names
 
 ns, redis_url, db_url, data_dir = sys.argv[1:5]
 settings = Settings(namespace=ns, redis_url=redis_url, database_url=db_url, data_dir=data_dir,

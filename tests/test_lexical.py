@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sleepmem.lexical import AVG_LEN, K1, sparse_document, sparse_query, token_id, tokens
+from sleepmem.pipelines.lexical import AVG_LEN, K1, sparse_document, sparse_query, token_id, tokens
 
 
 class TestLatinTokens:
@@ -89,7 +89,7 @@ class TestCjkTokens:
 class TestSparseDocument:
     def test_token_ids_are_stable_across_processes(self) -> None:
         """Python's hash() is salted per process; the index must outlive any process."""
-        code = "import json,sys; from sleepmem.lexical import sparse_document as s; " + (
+        code = "import json,sys; from sleepmem.pipelines.lexical import sparse_document as s; " + (
             "print(json.dumps(sorted(s(sys.argv[1]))))"
         )
         text = "The user is allergic to peanuts 我对花生过敏"

@@ -17,18 +17,18 @@ import redis as redis_lib
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from models import Audit, Memory, RawEvent, Scope
-from pipelines.consolidate import consolidate_scope
-from pipelines.index import reconcile
-from pipelines.ports import IndexPoint, Ports, VectorIndex
-from sleepmem.drain import drain_once
-from sleepmem.embedders import HashingEmbedder
-from sleepmem.errors import ExtractionError, TransientError
-from sleepmem.keys import Keys
+from sleepmem.adapters.embedders import HashingEmbedder
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.core.errors import ExtractionError, TransientError
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.drain import drain_once
+from sleepmem.models import Audit, Memory, RawEvent, Scope
+from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.index import reconcile
+from sleepmem.pipelines.ports import IndexPoint, Ports, VectorIndex
 from sleepmem.reader import build_request
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
-from sleepmem.vectors.edge import EdgeIndex
 
 SCOPE = {"tenant": "acme", "agent": "assistant", "user": "u1"}
 OWNER = Scope(**SCOPE).key
@@ -104,7 +104,7 @@ class TestEndToEnd:
                                    scope_key=OWNER)
         assert report.events == 2 and report.ops.get("ADD", 0) >= 2
         assert pending(engine) == 0
-        from pipelines.retrieve import RankWeights, search
+        from sleepmem.pipelines.retrieve import RankWeights, search
 
         result = search(engine=engine, ports=ports(index),
                         request=build_request("Where does the user live?", scope=SCOPE),
@@ -145,7 +145,7 @@ class TestRetries:
                 raise ExtractionError("model went away")
 
         broken = ports(index)
-        broken.extras["extractor"] = Exploding()
+        broken.extractor = Exploding()
         with pytest.raises(ExtractionError):
             consolidate_scope(engine=engine, ports=broken, settings=cfg, scope_key=OWNER)
         assert memory_rows(engine) == [] and pending(engine) == 2
@@ -180,20 +180,20 @@ class TestRefusedExtraction:
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: EdgeIndex,
     ) -> None:
-        from pipelines.extract_llm import LLMExtractor
+        from sleepmem.pipelines.extract.llm import LLMExtractor
 
         class NonsenseModel:
             model = "scripted"
 
             def complete_json(self, *, system: str, user: str, schema: dict[str, Any]) -> Any:
-                from pipelines.ports import LLMUsage
+                from sleepmem.pipelines.ports import LLMUsage
 
                 return {"candidates": [{"event_ids": ["e999"], "type": "fact",
                                         "statement": "x"}]}, LLMUsage(1, 10, 5)
 
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon."])
         p = ports(index)
-        p.extras["extractor"] = LLMExtractor(NonsenseModel(), batch_events=10)
+        p.extractor = LLMExtractor(NonsenseModel(), batch_events=10)
         with pytest.raises(ExtractionError):
             consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
         assert pending(engine) == 1 and memory_rows(engine) == []

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sleepmem import redaction
-from sleepmem.redaction import redact, redact_json
+from sleepmem.core import redaction
+from sleepmem.core.redaction import redact, redact_json
 
 # (text, the secret that must disappear, the kind reported)
 SECRETS: list[tuple[str, str, str]] = [

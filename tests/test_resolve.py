@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models import Memory, Scope
-from pipelines.gate import GatePolicy, gate
-from pipelines.resolve import ResolvePolicy, Resolver
-from pipelines.types import Candidate, Op
+from sleepmem.models import Memory, Scope
+from sleepmem.pipelines.gate import GatePolicy, gate
+from sleepmem.pipelines.resolve import ResolvePolicy, Resolver
+from sleepmem.pipelines.types import Candidate, Op
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SCOPE = Scope(tenant="acme", agent="bot", user="u1")

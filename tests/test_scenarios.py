@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ports import Embedder
 from sleepmem.evals.scenarios import run_story
+from sleepmem.pipelines.ports import Embedder
 
 SCENARIOS = Path(
     os.environ.get(
@@ -30,7 +30,7 @@ STORIES = [
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    from sleepmem.embedders import UsemEmbedder
+    from sleepmem.adapters.embedders import UsemEmbedder
 
     return UsemEmbedder()
 

@@ -9,13 +9,13 @@ import orjson
 import pytest
 import redis as redis_lib
 
-from models.events import Event, EventKind
-from sleepmem.errors import ValidationError
-from sleepmem.keys import Keys
+from sleepmem.adapters.redis.stream import SEND_CHUNK, append
+from sleepmem.core.errors import ValidationError
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.validation import validate_events
+from sleepmem.models.events import Event, EventKind
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
-from sleepmem.stream import SEND_CHUNK, append
-from sleepmem.validation import validate_events
 
 
 def stream_events(redis: redis_lib.Redis, keys: Keys) -> list[dict[str, object]]:

@@ -18,16 +18,16 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from models import ConflictGroup, Memory, Scope
-from pipelines.index import upsert_memories
-from pipelines.memories import new_memory
-from pipelines.ports import Ports
-from pipelines.retrieve import RankWeights, approx_tokens, search
-from pipelines.types import Candidate
-from sleepmem.embedders import HashingEmbedder
-from sleepmem.errors import ValidationError
+from sleepmem.adapters.embedders import HashingEmbedder
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.core.errors import ValidationError
+from sleepmem.models import ConflictGroup, Memory, Scope
+from sleepmem.pipelines.index import upsert_memories
+from sleepmem.pipelines.memories import new_memory
+from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.retrieve import RankWeights, approx_tokens, search
+from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import build_request
-from sleepmem.vectors.edge import EdgeIndex
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 EMBEDDER = HashingEmbedder()

@@ -9,14 +9,14 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 from support import wait_for
 
-from models import RawEvent
-from sleepmem.locks import RedisLock
+from sleepmem.adapters.redis.locks import RedisLock
+from sleepmem.models import RawEvent
 from sleepmem.resources import Resources
 from sleepmem.sdk import MemoryClient
-from tasks import names
-from tasks.maintenance import maintenance_task
-from workers.app import create_celery
-from workers.thread import ThreadWorker
+from sleepmem.tasks import names
+from sleepmem.tasks.maintenance import maintenance_task
+from sleepmem.workers.app import create_celery
+from sleepmem.workers.thread import ThreadWorker
 
 
 def raw_rows(res: Resources) -> int:

@@ -14,19 +14,19 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 from support import wait_for
 
-from models import RawEvent, Scope, ScopeState
-from pipelines.consolidate import ConsolidationReport
-from pipelines.ports import Ports
-from schedules.triggers import due_scopes, enqueue_drain, enqueue_due, tick
-from sleepmem.errors import LeaseHeldError, ValidationError
-from sleepmem.keys import Keys
-from sleepmem.locks import RedisLock
+from sleepmem.adapters.redis.locks import RedisLock
+from sleepmem.core.errors import LeaseHeldError, ValidationError
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.models import RawEvent, Scope, ScopeState
+from sleepmem.pipelines.consolidate import ConsolidationReport
+from sleepmem.pipelines.ports import Ports
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
-from tasks import names
-from tasks.consolidate import check_scope_key, run_consolidation
-from workers.app import create_celery
-from workers.thread import ThreadWorker
+from sleepmem.schedules.triggers import due_scopes, enqueue_drain, enqueue_due, tick
+from sleepmem.services import run_consolidation
+from sleepmem.tasks import names
+from sleepmem.workers.app import create_celery
+from sleepmem.workers.thread import ThreadWorker
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -282,12 +282,12 @@ class TestScopeKeyValidation:
     )
     def test_a_garbage_scope_key_is_refused_with_the_rule(self, bad: str) -> None:
         with pytest.raises(ValidationError) as err:
-            check_scope_key(bad)
+            Scope.parse_key(bad, field="scope_key")
         assert err.value.field == "scope_key"
-        assert "canonical scope key" in err.value.message
+        assert "scope key like" in err.value.message
 
     def test_a_canonical_key_names_its_scope(self) -> None:
-        assert check_scope_key(scope_key("ann")) == Scope(tenant="acme", agent="bot", user="ann")
+        assert Scope.parse_key(scope_key("ann")) == Scope(tenant="acme", agent="bot", user="ann")
 
 
 
@@ -405,7 +405,8 @@ class TestConsolidateUnderLease:
         seen: list[bool] = []
 
         def stolen(*, ports: Ports, **kw: Any) -> ConsolidationReport:
-            lost = ports.extras["lease_lost"]
+            assert ports.lease is not None
+            lost = ports.lease.lost  # type: ignore[attr-defined]
             seen.append(lost.is_set())
             resources.redis.set(resources.keys.lease(key), "another-worker")
             seen.append(lost.wait(2.0))

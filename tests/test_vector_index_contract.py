@@ -17,17 +17,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.scope import LEVELS, Scope
-from pipelines.ports import Hit, IndexFilter, IndexPoint, VectorIndex
-from sleepmem import vectors as vectors_pkg
-from sleepmem.errors import ConfigurationError, ValidationError
-from sleepmem.lexical import sparse_document, sparse_query
-from sleepmem.settings import Settings
-from sleepmem.vectors import edge as edge_mod
-from sleepmem.vectors import open_index
-from sleepmem.vectors import qdrant as qdrant_mod
-from sleepmem.vectors.edge import EdgeIndex
-from sleepmem.vectors.qdrant import QdrantIndex
+from sleepmem.adapters import vectors as vectors_pkg
+from sleepmem.adapters.vectors import edge as edge_mod
+from sleepmem.adapters.vectors import open_index
+from sleepmem.adapters.vectors import qdrant as qdrant_mod
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.adapters.vectors.qdrant import QdrantIndex
+from sleepmem.core.errors import ConfigurationError, ValidationError
+from sleepmem.core.settings import Settings
+from sleepmem.models.scope import LEVELS, Scope
+from sleepmem.pipelines.lexical import sparse_document, sparse_query
+from sleepmem.pipelines.ports import Hit, IndexFilter, IndexPoint, VectorIndex
 
 DIM = 8
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,15 +12,15 @@ from typing import Any
 from celery import Celery
 from kombu.entity import Queue
 
-from pipelines.consolidate import consolidate_scope
-from sleepmem.keys import Keys
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.resources import redis_urls
-from sleepmem.settings import Settings
-from tasks import consolidate, drain, lifecycle, maintenance, names
-from tasks.consolidate import ConsolidatePipeline
-from workers.process import connect_process_hooks, connect_task_context
+from sleepmem.services import ConsolidatePipeline
+from sleepmem.tasks import consolidate, drain, lifecycle, names
+from sleepmem.workers.process import connect_process_hooks, connect_task_context
 
-# Retries wait at most tasks.retry.BACKOFF_CAP_S in the worker (ETA) before running; the
+# Retries wait at most sleepmem.tasks.retry.BACKOFF_CAP_S in the worker (ETA) before running; the
 # broker must not hand the message to another worker while it waits or runs.
 _MIN_VISIBILITY_S = 3600.0
 
@@ -69,7 +69,6 @@ def create_celery(
     app.conf.update(celery_config(settings))
     drain.register(app)
     consolidate.register(app, pipeline=consolidate_pipeline)
-    maintenance.register(app)
     lifecycle.register(app)
     connect_task_context()
     return app
@@ -79,7 +78,7 @@ def create_celery_from_env() -> Celery:
     """The app for the ``celery`` CLI and ``sleepmem worker``: URLs from ``SLEEPMEM_*``.
 
     Only the broker URL is derived here; clients are built per worker process by the
-    hooks in :mod:`workers.process`.
+    hooks in :mod:`sleepmem.workers.process`.
     """
     settings = Settings()
     _, broker, _ = redis_urls(settings)

@@ -1,4 +1,4 @@
-"""Module-level app for ``celery -A workers.main worker``; import only from that CLI.
+"""Module-level app for ``celery -A sleepmem.workers.main worker``; import only from that CLI.
 
 Importing this module reads ``SLEEPMEM_*`` and derives the broker URL (starting the
 embedded Redis when none is configured). Library code uses :func:`create_celery`.
@@ -6,6 +6,6 @@ embedded Redis when none is configured). Library code uses :func:`create_celery`
 
 from __future__ import annotations
 
-from workers.app import create_celery_from_env
+from sleepmem.workers.app import create_celery_from_env
 
 app = create_celery_from_env()

@@ -3,50 +3,21 @@
 Prefork children build their clients in ``worker_process_init`` (after the fork, so no
 socket is shared between processes); thread and solo pools build them once in
 ``worker_init``. The embedded runtime and tests install resources they built themselves.
-Tasks reach them through :func:`current_resources`.
+Tasks reach them through :func:`sleepmem.tasks.context.current_resources`.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
 import structlog
 from celery import signals
 
-from sleepmem.errors import ConfigurationError
-from sleepmem.logs import configure_logging, get_logger
+from sleepmem.core.logs import configure_logging, get_logger
+from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
-
-_lock = threading.Lock()
-_resources: Resources | None = None
-
-
-def install_resources(resources: Resources) -> None:
-    """Make ``resources`` the ones this process's tasks use."""
-    global _resources
-    with _lock:
-        _resources = resources
-
-
-def uninstall_resources() -> Resources | None:
-    """Forget the installed resources (without closing them) and return them."""
-    global _resources
-    with _lock:
-        res, _resources = _resources, None
-    return res
-
-
-def current_resources() -> Resources:
-    res = _resources
-    if res is None:
-        raise ConfigurationError(
-            "no resources in this process: start tasks through `sleepmem worker`, "
-            "`sleepmem serve`, or install_resources() first"
-        )
-    return res
+from sleepmem.tasks.context import install_resources, installed_resources, uninstall_resources
 
 
 def warm(resources: Resources) -> None:
@@ -80,7 +51,7 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     # Prefork parents must not open clients that their children would inherit.
     pool = getattr(sender, "pool_cls", "prefork")
     pool_name = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
-    if pool_name.rsplit(".", 1)[-1] != "prefork" and _resources is None:
+    if pool_name.rsplit(".", 1)[-1] != "prefork" and installed_resources() is None:
         open_process_resources()
 
 

@@ -16,8 +16,8 @@ from celery import Celery
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
-from sleepmem.errors import ConfigurationError
-from tasks import names
+from sleepmem.core.errors import ConfigurationError
+from sleepmem.tasks import names
 
 
 class _Controller(WorkController):  # type: ignore[misc]

@@ -13,11 +13,11 @@ from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
 
 from sleepmem import __version__
+from sleepmem.adapters.redis.appender import GroupAppender
 from sleepmem.api import health, ingest, jobs, memories, search
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.state import ApiState
-from sleepmem.appender import GroupAppender
-from sleepmem.errors import (
+from sleepmem.core.errors import (
     AuthError,
     ForbiddenError,
     NotFoundError,
@@ -25,10 +25,10 @@ from sleepmem.errors import (
     TransientError,
     ValidationError,
 )
-from sleepmem.logs import get_logger
+from sleepmem.core.logs import get_logger
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.validation import EventValidationError, limits_for
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
-from sleepmem.validation import EventValidationError, limits_for
 
 log = get_logger("sleepmem.api")
 

@@ -13,9 +13,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from models.events import EventFields
-from sleepmem.errors import AuthError, ForbiddenError
-from sleepmem.settings import Settings
+from sleepmem.core.errors import AuthError, ForbiddenError
+from sleepmem.core.settings import Settings
+from sleepmem.models.events import EventFields
 
 
 @dataclass(frozen=True, slots=True)

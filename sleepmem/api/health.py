@@ -10,8 +10,8 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from sleepmem.api.state import api_state
-from sleepmem.logs import get_logger
-from sleepmem.redaction import redact
+from sleepmem.core.logs import get_logger
+from sleepmem.core.redaction import redact
 from sleepmem.resources import Resources
 
 log = get_logger("sleepmem.api.health")

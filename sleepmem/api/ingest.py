@@ -8,12 +8,12 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from models.events import Event
 from sleepmem.api.auth import CallerTenant, KeyRing
 from sleepmem.api.state import api_state
-from sleepmem.errors import ValidationError
-from sleepmem.logs import get_logger
-from sleepmem.validation import validate_event, validate_events
+from sleepmem.core.errors import ValidationError
+from sleepmem.core.logs import get_logger
+from sleepmem.ingest.validation import validate_event, validate_events
+from sleepmem.models.events import Event
 
 log = get_logger("sleepmem.api.ingest")
 router = APIRouter(prefix="/v1", tags=["events"])

@@ -11,9 +11,9 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from models import Job, Scope
 from sleepmem.api.auth import CallerTenant
-from sleepmem.errors import ForbiddenError, NotFoundError, ValidationError
+from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
+from sleepmem.models import Job, Scope
 from sleepmem.resources import Resources
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -52,7 +52,7 @@ class JobView(BaseModel):
 
 
 def job_view(job: Job) -> JobView:
-    from pipelines.reconsolidate import eta_seconds
+    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds
 
     return JobView(eta_s=eta_seconds(job), **job.model_dump())
 
@@ -61,8 +61,8 @@ def send_task(request: Request, name: str, job_id: str) -> None:
     """Queue ``name(job_id)`` on the workers' broker (one Celery client per app)."""
     sender = getattr(request.app.state, "lifecycle_sender", None)
     if sender is None:
-        from schedules.scheduler import celery_sender
-        from workers.app import create_celery
+        from sleepmem.schedules.scheduler import celery_sender
+        from sleepmem.workers.app import create_celery
 
         res: Resources = request.app.state.resources
         sender = celery_sender(create_celery(res.settings, broker_url=res.broker_url))
@@ -71,11 +71,12 @@ def send_task(request: Request, name: str, job_id: str) -> None:
 
 
 def _scope_key(scope: str | dict[str, str]) -> Scope:
+    if isinstance(scope, str):
+        return Scope.parse_key(scope, canonical=False)
     try:
-        parsed = Scope.from_key(scope) if isinstance(scope, str) else Scope(**scope)
+        return Scope(**scope)
     except (ValueError, TypeError) as exc:
         raise ValidationError("scope", f"not a scope ({exc})") from None
-    return parsed
 
 
 def _owned(job: Job, tenant: str | None) -> Job:
@@ -90,8 +91,8 @@ def _owned(job: Job, tenant: str | None) -> Job:
 async def reconsolidate(
     body: ReconsolidateBody, request: Request, response: Response, tenant: CallerTenant
 ) -> JobView:
-    from pipelines.reconsolidate import create_job
-    from tasks import names
+    from sleepmem.pipelines.lifecycle.reconsolidate import create_job
+    from sleepmem.tasks import names
 
     scope = _scope_key(body.scope)
     if tenant is not None and scope.tenant != tenant:
@@ -111,7 +112,7 @@ async def reconsolidate(
 
 @router.get("/{job_id}", response_model=JobView, summary="A job's status, progress and result")
 async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobView:
-    from pipelines.reconsolidate import get_job as load
+    from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
 
     res: Resources = request.app.state.resources
     job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id))
@@ -121,8 +122,8 @@ async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobVie
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobView,
              summary="Ask a running job to stop after its current chunk")
 async def cancel(job_id: str, request: Request, tenant: CallerTenant) -> JobView:
-    from pipelines.reconsolidate import get_job as load
-    from tasks.lifecycle import cancel_job
+    from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
+    from sleepmem.services import cancel_job
 
     res: Resources = request.app.state.resources
     _owned(await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id)), tenant)

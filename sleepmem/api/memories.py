@@ -10,18 +10,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from models import Scope
-from pipelines.erase import DeletionReceipt
-from pipelines.explain import Explanation
 from sleepmem.api.auth import CallerTenant
-from sleepmem.errors import ForbiddenError, NotFoundError, ValidationError
+from sleepmem.core.errors import ForbiddenError, NotFoundError
+from sleepmem.models import Scope
+from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
+from sleepmem.pipelines.lifecycle.explain import Explanation
 from sleepmem.resources import Resources
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
 def _explain(res: Resources, memory_id: str) -> Explanation:
-    from pipelines.explain import explain
+    from sleepmem.pipelines.lifecycle.explain import explain
 
     return explain(engine=res.engine, memory_id=memory_id, settings=res.settings,
                    now=res.ports().clock())
@@ -29,7 +29,7 @@ def _explain(res: Resources, memory_id: str) -> Explanation:
 
 def _erase(res: Resources, *, tenant: str, scope_key: str | None = None,
            memory_id: str | None = None) -> DeletionReceipt:
-    from tasks.lifecycle import create_erase_job, run_erasure
+    from sleepmem.services import create_erase_job, run_erasure
 
     job = create_erase_job(res, tenant=tenant, scope_key=scope_key, memory_id=memory_id)
     done = run_erasure(res, job.id, worker="api")
@@ -52,10 +52,7 @@ async def erase_scope(
     tenant: CallerTenant,
     scope: str = Query(description="scope key 't=…/a=…/u=…/p=…/s='"),
 ) -> DeletionReceipt:
-    try:
-        parsed = Scope.from_key(scope)
-    except (ValueError, TypeError) as exc:
-        raise ValidationError("scope", f"not a scope key ({exc})") from None
+    parsed = Scope.parse_key(scope, canonical=False)
     if tenant is not None and parsed.tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only erase tenant {tenant!r}")
     res: Resources = request.app.state.resources

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from models import SearchResult
 from sleepmem.api.auth import CallerTenant
-from sleepmem.errors import ForbiddenError
+from sleepmem.core.errors import ForbiddenError
+from sleepmem.models import SearchResult
 from sleepmem.reader import Reader, build_request
 
 router = APIRouter(prefix="/v1", tags=["search"])

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from fastapi import Request
 
-from models.events import Limits
-from sleepmem.appender import GroupAppender
-from sleepmem.keys import Keys
+from sleepmem.adapters.redis.appender import GroupAppender
+from sleepmem.core.keys import Keys
+from sleepmem.models.events import Limits
 from sleepmem.resources import Resources
 
 

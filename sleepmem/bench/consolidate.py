@@ -16,15 +16,15 @@ from typing import Any
 from pydantic import SecretStr
 from sqlmodel import Session, col, func, select
 
-from models import Memory, RawEvent
-from pipelines.consolidate import consolidate_scope
 from sleepmem.bench.corpus import conversations
 from sleepmem.bench.fake_llm import CountingLLM
-from sleepmem.drain import drain_once
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.drain import drain_once
+from sleepmem.models import Memory, RawEvent
+from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.resources import build_resources
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
-from tasks.consolidate import run_consolidation
+from sleepmem.services import run_consolidation
 
 
 @contextlib.contextmanager

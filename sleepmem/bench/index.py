@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from models.scope import Scope
-from pipelines.ports import IndexFilter, IndexPoint, SparseVector, VectorIndex
+from sleepmem.models.scope import Scope
+from sleepmem.pipelines.ports import IndexFilter, IndexPoint, SparseVector, VectorIndex
 
 BATCH = 1000
 VOCAB = 20_000
@@ -30,15 +30,15 @@ VOCAB = 20_000
 
 def _index(backend: str, where: Path) -> VectorIndex:
     if backend == "edge":
-        from sleepmem.vectors.edge import EdgeIndex
+        from sleepmem.adapters.vectors.edge import EdgeIndex
 
         return EdgeIndex(where / "index")
     if backend == "qdrant-local":
-        from sleepmem.vectors.qdrant import QdrantIndex
+        from sleepmem.adapters.vectors.qdrant import QdrantIndex
 
         return QdrantIndex(path=where / "qdrant", collection="bench")
     if backend == "qdrant-memory":
-        from sleepmem.vectors.qdrant import QdrantIndex
+        from sleepmem.adapters.vectors.qdrant import QdrantIndex
 
         return QdrantIndex(path=":memory:", collection="bench")
     raise ValueError(f"unknown backend {backend!r}")

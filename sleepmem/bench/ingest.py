@@ -29,15 +29,15 @@ import orjson
 import redis
 import sqlalchemy as sa
 
+from sleepmem.adapters.redis.stream import FIELD, encode, ensure_group
+from sleepmem.adapters.sql import make_engine
 from sleepmem.bench.scratch import scratch_database
-from sleepmem.db import make_engine
-from sleepmem.drain import drain_once
-from sleepmem.keys import Keys
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.drain import drain_once
+from sleepmem.ingest.validation import gc_paused, validate_event
 from sleepmem.resources import redis_urls
 from sleepmem.sdk import MemoryClient
-from sleepmem.settings import Settings
-from sleepmem.stream import FIELD, encode, ensure_group
-from sleepmem.validation import gc_paused, validate_event
 
 CONTENT = (
     "Hi, I'd like to book a table for two at 7pm tomorrow. My wife is vegetarian and we "

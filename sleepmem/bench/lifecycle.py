@@ -24,11 +24,11 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from models import Memory, Scope
-from pipelines.ports import IndexPoint
+from sleepmem.adapters.sql import make_engine
 from sleepmem.bench.scratch import scratch_database
-from sleepmem.db import make_engine
-from sleepmem.settings import DAY, Settings
+from sleepmem.core.settings import DAY, Settings
+from sleepmem.models import Memory, Scope
+from sleepmem.pipelines.ports import IndexPoint
 
 BENCH_NOW = datetime(2026, 6, 1, 3, 0, tzinfo=UTC)
 BENCH_DIM = 8
@@ -128,7 +128,7 @@ def _sqlite_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def fill_index(index_path: Path, engine: Engine) -> None:
     """A point for every row the fill marked indexed."""
-    from sleepmem.vectors.edge import EdgeIndex
+    from sleepmem.adapters.vectors.edge import EdgeIndex
 
     index = EdgeIndex(index_path)
     index.ensure(dim=BENCH_DIM)
@@ -152,11 +152,11 @@ def fill_index(index_path: Path, engine: Engine) -> None:
 
 
 def _sweep_child(url: str, index_path: str, settings_json: str, out: Any) -> None:
-    from pipelines.forget import sweep
-    from pipelines.ports import Ports
-    from sleepmem.embedders import HashingEmbedder
-    from sleepmem.logs import configure_logging
-    from sleepmem.vectors.edge import EdgeIndex
+    from sleepmem.adapters.embedders import HashingEmbedder
+    from sleepmem.adapters.vectors.edge import EdgeIndex
+    from sleepmem.core.logs import configure_logging
+    from sleepmem.pipelines.lifecycle.forget import sweep
+    from sleepmem.pipelines.ports import Ports
 
     configure_logging(level="WARNING")
     settings = Settings(_env_file=None, **orjson.loads(settings_json))
@@ -228,13 +228,13 @@ def _dumps(value: Any) -> str:
 def bench_reconsolidate(*, events: int, settings: Settings | None = None) -> dict[str, Any]:
     """One scope of ``events`` consolidated events, then a dry run and an apply run of a
     re-consolidation job over all of them; rates are of the jobs alone."""
-    from pipelines import reconsolidate as recon
-    from pipelines.consolidate import consolidate_scope
     from sleepmem.bench.corpus import conversations
-    from sleepmem.drain import drain_once
+    from sleepmem.ingest.drain import drain_once
+    from sleepmem.pipelines.consolidate import consolidate_scope
+    from sleepmem.pipelines.lifecycle import reconsolidate as recon
     from sleepmem.resources import build_resources
     from sleepmem.sdk import MemoryClient
-    from tasks.consolidate import run_consolidation
+    from sleepmem.services import run_consolidation
 
     base = settings or Settings(_env_file=None)
     with tempfile.TemporaryDirectory(prefix="sleepmem-bench-") as tmp:

@@ -1,8 +1,8 @@
 """Search latency at scale: one tenant, N realistic memories over many users.
 
 The store is filled fast but through the real write code: memory rows are built with
-:func:`pipelines.memories.new_memory`, bulk-inserted into SQL and pushed to the index by
-:func:`pipelines.index.upsert_memories` (real embeddings of real sentences), then the
+:func:`sleepmem.pipelines.memories.new_memory`, bulk-inserted into SQL and pushed to the index by
+:func:`sleepmem.pipelines.index.upsert_memories` (real embeddings of real sentences), then the
 index is maintained (HNSW build) as the scheduled job would. Latency is then measured
 the way an agent pays it: :meth:`Reader.search` in-process (query embedding, both index
 searches, SQL re-check, rerank, hit recording) and ``POST /v1/search`` over loopback HTTP.
@@ -32,18 +32,18 @@ from pydantic import SecretStr
 from sqlalchemy import insert
 from sqlmodel import Session
 
-from models import Memory, Scope
-from pipelines.index import upsert_memories
-from pipelines.memories import new_memory
-from pipelines.types import Candidate
-from sleepmem import repository as repo
-from sleepmem.errors import SleepmemError, ValidationError
+from sleepmem.core.errors import SleepmemError, ValidationError
+from sleepmem.core.logs import get_logger
+from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import eval_instance
 from sleepmem.evals.metrics import percentile
-from sleepmem.logs import get_logger
+from sleepmem.models import Memory, Scope
+from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.index import upsert_memories
+from sleepmem.pipelines.memories import new_memory
+from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
 
 log = get_logger("sleepmem.bench.search")
 

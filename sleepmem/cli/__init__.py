@@ -13,7 +13,7 @@ import sys
 import typer
 
 from sleepmem.cli.app import app, bench_app, eval_app
-from sleepmem.errors import SleepmemError
+from sleepmem.core.errors import SleepmemError
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "app":

@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError as PydanticValidationError
 
-from sleepmem.errors import SleepmemError
-from sleepmem.logs import configure_logging
-from sleepmem.settings import Settings
+from sleepmem.core.errors import SleepmemError
+from sleepmem.core.logs import configure_logging
+from sleepmem.core.settings import Settings
 
 app = typer.Typer(
     name="sleepmem",

@@ -18,7 +18,7 @@ def bench_consolidate(
 ) -> None:
     """Events/s from the first emit to every memory indexed (embedded, one worker)."""
     from sleepmem.bench.consolidate import run_consolidate_bench
-    from sleepmem.logs import configure_logging
+    from sleepmem.core.logs import configure_logging
 
     configure_logging(level="WARNING")  # stdout carries the one JSON object alone
     result = run_consolidate_bench(events=events, users=users, llm=llm)

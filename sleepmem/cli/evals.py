@@ -14,9 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from sleepmem.cli.app import bench_app, eval_app
-from sleepmem.errors import SleepmemError
-from sleepmem.logs import configure_logging
-from sleepmem.settings import Settings
+from sleepmem.core.errors import SleepmemError
+from sleepmem.core.logs import configure_logging
+from sleepmem.core.settings import Settings
 
 DataFile = Annotated[
     Path,

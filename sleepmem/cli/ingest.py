@@ -10,7 +10,7 @@ import orjson
 import typer
 
 from sleepmem.cli.app import app, bench_app, load_settings
-from sleepmem.errors import SleepmemError, ValidationError
+from sleepmem.core.errors import SleepmemError, ValidationError
 
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:

@@ -26,8 +26,8 @@ from rich.progress import (
 from rich.table import Table
 
 from sleepmem.cli.app import app, bench_app, load_settings
-from sleepmem.errors import NotFoundError, SleepmemError, ValidationError
-from sleepmem.logs import configure_logging
+from sleepmem.core.errors import NotFoundError, SleepmemError, ValidationError
+from sleepmem.core.logs import configure_logging
 from sleepmem.resources import Resources
 
 console = Console()
@@ -73,9 +73,9 @@ def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the forgetting sweep now (expire, demote, archive, evict, delete)."""
-    from sleepmem.locks import Lease
-    from tasks import names
-    from tasks.lifecycle import sweep_job
+    from sleepmem.adapters.redis.locks import Lease
+    from sleepmem.services import sweep_job
+    from sleepmem.tasks import names
 
     with _resources() as res, Lease(res.redis, res.keys.job_lease(names.SWEEP),
                                      ttl_s=res.settings.lease_seconds):
@@ -96,9 +96,9 @@ def refresh(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Apply recorded retrieval hits and the importance rules now."""
-    from sleepmem.locks import Lease
-    from tasks import names
-    from tasks.lifecycle import refresh_job
+    from sleepmem.adapters.redis.locks import Lease
+    from sleepmem.services import refresh_job
+    from sleepmem.tasks import names
 
     with _resources() as res, Lease(res.redis, res.keys.job_lease(names.REFRESH),
                                      ttl_s=res.settings.lease_seconds):
@@ -123,8 +123,8 @@ def reconsolidate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
 ) -> None:
     """Replay a scope's raw events through the current pipeline and show the diff."""
-    from pipelines import reconsolidate as recon
-    from tasks.lifecycle import run_reconsolidation
+    from sleepmem.pipelines.lifecycle import reconsolidate as recon
+    from sleepmem.services import run_reconsolidation
 
     if dry_run and apply:
         typer.echo("error: --dry-run and --apply exclude each other", err=True)
@@ -173,7 +173,7 @@ def _print_diff(job: Any) -> None:
 
 
 def _job_json(job: Any) -> dict[str, Any]:
-    from pipelines.reconsolidate import eta_seconds
+    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds
 
     return {**job.model_dump(mode="json"), "eta_s": eta_seconds(job)}
 
@@ -186,8 +186,8 @@ def jobs(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """List re-consolidation and erasure jobs with their progress (or cancel one)."""
-    from pipelines.reconsolidate import eta_seconds, list_jobs
-    from tasks.lifecycle import cancel_job
+    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, list_jobs
+    from sleepmem.services import cancel_job
 
     with _resources() as res:
         if cancel is not None:
@@ -220,9 +220,9 @@ def forget(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Physically erase a scope (or one memory) from every store; prints the receipt."""
-    from models import Scope
-    from pipelines.explain import explain as explain_memory
-    from tasks.lifecycle import create_erase_job, run_erasure
+    from sleepmem.models import Scope
+    from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
+    from sleepmem.services import create_erase_job, run_erasure
 
     if (scope is None) == (memory is None):
         typer.echo("error: give exactly one of --scope or --memory", err=True)
@@ -232,7 +232,7 @@ def forget(
         raise typer.Exit(1)
     with _resources() as res:
         if scope is not None:
-            tenant = Scope.from_key(scope).tenant
+            tenant = Scope.parse_key(scope).tenant
         else:
             tenant = explain_memory(engine=res.engine, memory_id=str(memory),
                                     settings=res.settings, now=datetime.now(UTC)).tenant
@@ -250,7 +250,7 @@ def explain(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Where a memory came from, every version of it, and why it is (not) current."""
-    from pipelines.explain import explain as explain_memory
+    from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
 
     with _resources() as res:
         ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,

@@ -12,9 +12,10 @@ import orjson
 import typer
 
 from sleepmem.cli.app import app, load_settings
-from sleepmem.errors import SleepmemError
-from sleepmem.logs import configure_logging
-from tasks import names
+from sleepmem.core.errors import SleepmemError
+from sleepmem.core.logs import configure_logging
+from sleepmem.models import Scope
+from sleepmem.tasks import names
 
 
 @app.command()
@@ -61,7 +62,7 @@ def worker(
     pool: Annotated[str, typer.Option(help="prefork (default), threads or solo.")] = "prefork",
 ) -> None:
     """A Celery worker (distributed mode); clients are built in each pool process."""
-    from workers.app import create_celery_from_env
+    from sleepmem.workers.app import create_celery_from_env
 
     settings = load_settings()
     unknown = set(queues.split(",")) - set(names.QUEUES)
@@ -83,11 +84,11 @@ def worker(
 @app.command()
 def scheduler() -> None:
     """The scheduler (distributed mode): run several; one leads, the others stand by."""
-    from schedules.leader import LeaderElector
-    from schedules.scheduler import Scheduler, celery_sender
     from sleepmem.resources import build_resources
     from sleepmem.runtime import shutdown_requested, wait_for
-    from workers.app import create_celery
+    from sleepmem.schedules.leader import LeaderElector
+    from sleepmem.schedules.scheduler import Scheduler, celery_sender
+    from sleepmem.workers.app import create_celery
 
     settings = load_settings()
     resources = build_resources(settings)
@@ -115,12 +116,12 @@ def consolidate(
     scope: Annotated[str, typer.Option(help="Canonical scope key, e.g. t=acme/a=bot/u=ann/p=/s=")],
 ) -> None:
     """Consolidate one scope now, in this process, under the same lease as the workers."""
-    from pipelines.consolidate import consolidate_scope
+    from sleepmem.pipelines.consolidate import consolidate_scope
     from sleepmem.resources import build_resources
-    from tasks.consolidate import check_scope_key, run_consolidation
+    from sleepmem.services import run_consolidation
 
     try:
-        check_scope_key(scope)  # before any store is opened or started
+        Scope.parse_key(scope, field="scope")  # before any store is opened or started
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

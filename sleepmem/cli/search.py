@@ -6,10 +6,10 @@ import json
 
 import typer
 
-from models import ConflictGroup
 from sleepmem.cli.app import app
-from sleepmem.errors import SleepmemError
-from sleepmem.settings import Settings
+from sleepmem.core.errors import SleepmemError
+from sleepmem.core.settings import Settings
+from sleepmem.models import ConflictGroup
 
 
 @app.command()

@@ -18,9 +18,9 @@ from typing import Any
 
 from sqlmodel import Session, col, func, select
 
-from models import Memory, RawEvent
+from sleepmem.core.settings import Settings
+from sleepmem.models import Memory, RawEvent
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
 
 EMIT_BATCH = 500
 
@@ -73,8 +73,8 @@ def emit_all(res: Resources, events: Iterable[Mapping[str, Any]]) -> int:
 
 def drain_all(res: Resources, *, consumer: str = "eval") -> int:
     """Drain the stream into SQL until a read comes back empty."""
-    from sleepmem import stream
-    from sleepmem.drain import drain_once
+    from sleepmem.adapters.redis import stream
+    from sleepmem.ingest.drain import drain_once
 
     # Without the group the first read only creates it and reports nothing read.
     stream.ensure_group(res.redis, res.keys)
@@ -91,8 +91,8 @@ def drain_all(res: Resources, *, consumer: str = "eval") -> int:
 
 def consolidate_pending(res: Resources) -> int:
     """Run the consolidation task's entry point on every scope with pending events."""
-    from pipelines.consolidate import consolidate_scope
-    from tasks.consolidate import run_consolidation
+    from sleepmem.pipelines.consolidate import consolidate_scope
+    from sleepmem.services import run_consolidation
 
     with Session(res.engine) as s:
         scopes = sorted(
@@ -136,7 +136,7 @@ def count_tokens(text: str) -> int:
     counter = _cl100k()
     if counter is not None:
         return counter(text)
-    from pipelines.retrieve import approx_tokens
+    from sleepmem.pipelines.retrieve import approx_tokens
 
     return approx_tokens(text)
 

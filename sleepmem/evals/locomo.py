@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from models import ConflictGroup, MemoryCard, Scope
-from sleepmem.errors import ValidationError
+from sleepmem.core.errors import ValidationError
+from sleepmem.core.logs import get_logger
+from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import (
     count_memories,
     count_tokens,
@@ -43,10 +44,9 @@ from sleepmem.evals.harness import (
     tokenizer_name,
 )
 from sleepmem.evals.metrics import evidence_recall, mean
-from sleepmem.logs import get_logger
+from sleepmem.models import ConflictGroup, MemoryCard, Scope
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
 
 log = get_logger("sleepmem.evals.locomo")
 

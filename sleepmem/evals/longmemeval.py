@@ -33,15 +33,15 @@ from typing import Any
 
 from rank_bm25 import BM25Okapi
 
-from models import ConflictGroup, MemoryCard, Scope
-from sleepmem.errors import ValidationError
+from sleepmem.core.errors import ValidationError
+from sleepmem.core.logs import get_logger
+from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import count_memories, eval_instance, ingest
 from sleepmem.evals.metrics import mean, ndcg_any, rank_by_first_mention, recall_all
-from sleepmem.lexical import tokens
-from sleepmem.logs import get_logger
+from sleepmem.models import ConflictGroup, MemoryCard, Scope
+from sleepmem.pipelines.lexical import tokens
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
-from sleepmem.settings import Settings
 
 log = get_logger("sleepmem.evals.longmemeval")
 

@@ -23,13 +23,13 @@ from typing import Any
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, SQLModel, col, select
 
-from models import Memory, RawEvent, Scope
-from pipelines.consolidate import consolidate_scope
-from pipelines.ports import Embedder
+from sleepmem.core.logs import configure_logging
+from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import discard
-from sleepmem.logs import configure_logging
+from sleepmem.models import Memory, RawEvent, Scope
+from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.ports import Embedder
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([dhms])$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
@@ -93,7 +93,7 @@ class StoryRun:
         self.res = resources
         self.logs = logs
         self.clock = Clock()
-        resources.extras["clock"] = self.clock
+        resources.clock = self.clock
         self.default_scope = dict(story.get("scope", {}))
         self.client = MemoryClient(
             resources.settings, redis_url=resources.redis_url, resources=resources
@@ -112,8 +112,8 @@ class StoryRun:
         self.client.emit(at=at, **event)
 
     def consolidate(self) -> None:
-        from sleepmem.drain import drain_once
-        from tasks.consolidate import run_consolidation
+        from sleepmem.ingest.drain import drain_once
+        from sleepmem.services import run_consolidation
 
         while drain_once(
             redis=self.res.redis, keys=self.res.keys, engine=self.res.engine,
@@ -128,13 +128,13 @@ class StoryRun:
             run_consolidation(self.res, scope_key=key, pipeline=consolidate_scope)
 
     def sweep(self) -> None:
-        from pipelines.forget import sweep
+        from sleepmem.pipelines.lifecycle.forget import sweep
 
         sweep(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings)
 
     def refresh(self) -> None:
-        from pipelines.refresh import refresh
-        from sleepmem.hits import read_hits, trim_hits
+        from sleepmem.adapters.redis.hits import read_hits, trim_hits
+        from sleepmem.pipelines.lifecycle.refresh import refresh
 
         hits = read_hits(self.res.redis, self.res.keys)
         refresh(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings,

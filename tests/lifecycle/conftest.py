@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from lifecycle_support import Clock, make_ports, open_index
 
-from pipelines.ports import Ports
-from sleepmem.vectors.edge import EdgeIndex
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.pipelines.ports import Ports
 
 
 @pytest.fixture(scope="module")

@@ -11,15 +11,15 @@ import redis as redis_lib
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models import Audit, Event, Memory, Scope
-from pipelines.index import apply_to_index
-from pipelines.memories import content_hash, new_memory
-from pipelines.ports import Ports
-from pipelines.types import Candidate
-from sleepmem.embedders import HashingEmbedder
-from sleepmem.keys import Keys
-from sleepmem.settings import Settings
-from sleepmem.vectors.edge import EdgeIndex
+from sleepmem.adapters.embedders import HashingEmbedder
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.models import Audit, Event, Memory, Scope
+from sleepmem.pipelines.index import apply_to_index
+from sleepmem.pipelines.memories import content_hash, new_memory
+from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.types import Candidate
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SCOPE = Scope(tenant="acme", agent="bot", user="ann")
@@ -113,10 +113,10 @@ def ingest(
     events: list[Event],
 ) -> list[str]:
     """emit → drain → consolidate, as the workers would; returns the scope keys touched."""
-    from pipelines.consolidate import consolidate_scope
-    from sleepmem.drain import drain_once
-    from sleepmem.stream import append
-    from sleepmem.validation import validate_events
+    from sleepmem.adapters.redis.stream import append
+    from sleepmem.ingest.drain import drain_once
+    from sleepmem.ingest.validation import validate_events
+    from sleepmem.pipelines.consolidate import consolidate_scope
 
     append(redis, keys, validate_events(events))
     while drain_once(redis=redis, keys=keys, engine=engine, settings=settings,

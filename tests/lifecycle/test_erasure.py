@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections.abc import Iterator
@@ -15,20 +16,21 @@ from lifecycle_support import DAY, T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, select
 
-from models import Audit, DeadLetter, Scope, SearchRequest
-from pipelines.erase import erase_memory, erase_scope
-from pipelines.explain import explain
-from pipelines.ports import Ports
-from pipelines.reconsolidate import create_job, run_job
-from pipelines.retrieve import RankWeights, search
-from sleepmem.errors import NotFoundError
-from sleepmem.hits import read_hits, record_hits
-from sleepmem.keys import Keys
-from sleepmem.logs import configure_logging
-from sleepmem.settings import Settings
-from sleepmem.stream import append
-from sleepmem.validation import validate_events
-from sleepmem.vectors.edge import EdgeIndex
+from sleepmem.adapters.redis.erase import RedisHotStore
+from sleepmem.adapters.redis.hits import read_hits, record_hits
+from sleepmem.adapters.redis.stream import append
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.core.errors import NotFoundError
+from sleepmem.core.keys import Keys
+from sleepmem.core.logs import configure_logging
+from sleepmem.core.settings import Settings
+from sleepmem.ingest.validation import validate_events
+from sleepmem.models import Audit, DeadLetter, Scope, SearchRequest
+from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope
+from sleepmem.pipelines.lifecycle.explain import explain
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
+from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.retrieve import RankWeights, search
 
 ANN = Scope(tenant="acme", agent="bot", user="ann")
 ANN_PROJECT = Scope(tenant="acme", agent="bot", user="ann", project="garden")
@@ -42,6 +44,11 @@ def logs() -> Iterator[io.StringIO]:
     configure_logging(level="DEBUG", json=True, stream=buf)
     yield buf
     configure_logging()
+
+
+def hot(ports: Ports, redis: redis_lib.Redis, keys: Keys) -> Ports:
+    """The ports with the Redis side of erasure, as a worker's resources build them."""
+    return dataclasses.replace(ports, hot=RedisHotStore(redis, keys))
 
 
 def scan_sql(engine: Engine, needle: str) -> list[str]:
@@ -117,7 +124,7 @@ class TestEraseScope:
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,
         index: EdgeIndex, world: dict[str, list[str]], logs: io.StringIO,
     ) -> None:
-        receipt = erase_scope(engine=engine, ports=ports, redis=redis, keys=keys,
+        receipt = erase_scope(engine=engine, ports=hot(ports, redis, keys),
                               scope=ANN.owner.key)
         for word in SECRET_WORDS:
             assert scan_sql(engine, word) == [], word
@@ -142,7 +149,7 @@ class TestEraseScope:
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,
         index: EdgeIndex, world: dict[str, list[str]],
     ) -> None:
-        erase_scope(engine=engine, ports=ports, redis=redis, keys=keys, scope=ANN.owner.key)
+        erase_scope(engine=engine, ports=hot(ports, redis, keys), scope=ANN.owner.key)
         assert {"raw_event", "memory"} <= set(scan_sql(engine, "carpenter"))
         assert set(index.payloads(world["bob"])) == set(world["bob"])
         # Bob's id survives in the hit entry that named both of them.
@@ -152,7 +159,7 @@ class TestEraseScope:
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,
         settings: Settings, clock: Clock, world: dict[str, list[str]],
     ) -> None:
-        erase_scope(engine=engine, ports=ports, redis=redis, keys=keys, scope=ANN.owner.key)
+        erase_scope(engine=engine, ports=hot(ports, redis, keys), scope=ANN.owner.key)
         found = search(engine=engine, ports=ports, weights=RankWeights(),
                        request=SearchRequest(query="divorce nurse hospital", scope=ANN_PROJECT))
         assert found.cards == []
@@ -167,9 +174,9 @@ class TestEraseScope:
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,
         world: dict[str, list[str]],
     ) -> None:
-        first = erase_scope(engine=engine, ports=ports, redis=redis, keys=keys,
+        first = erase_scope(engine=engine, ports=hot(ports, redis, keys),
                             scope=ANN.owner.key)
-        second = erase_scope(engine=engine, ports=ports, redis=redis, keys=keys,
+        second = erase_scope(engine=engine, ports=hot(ports, redis, keys),
                              scope=ANN.owner.key)
         with Session(engine) as s:
             erased = s.exec(select(Audit).where(Audit.op == "ERASE")).all()
@@ -185,7 +192,7 @@ class TestEraseMemory:
         index: EdgeIndex, world: dict[str, list[str]],
     ) -> None:
         (divorce,) = [m for m in current(engine, ANN.owner.key) if "divorce" in m.statement]
-        receipt = erase_memory(engine=engine, ports=ports, redis=redis, keys=keys,
+        receipt = erase_memory(engine=engine, ports=hot(ports, redis, keys),
                                memory_id=divorce.id)
         assert receipt.removed["memories"] >= 1 and receipt.removed["raw_events"] == 1
         assert index.payloads([divorce.id]) == {}
@@ -194,5 +201,5 @@ class TestEraseMemory:
         assert [m.statement for m in current(engine, ANN.owner.key)
                 if "nurse" in m.statement]
         with pytest.raises(NotFoundError):
-            erase_memory(engine=engine, ports=ports, redis=redis, keys=keys,
+            erase_memory(engine=engine, ports=hot(ports, redis, keys),
                          memory_id=divorce.id)

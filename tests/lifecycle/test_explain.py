@@ -7,12 +7,12 @@ import redis as redis_lib
 from lifecycle_support import DAY, T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
 
-from pipelines.explain import explain
-from pipelines.forget import sweep
-from pipelines.ports import Ports
-from sleepmem.errors import NotFoundError
-from sleepmem.keys import Keys
-from sleepmem.settings import Settings
+from sleepmem.core.errors import NotFoundError
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.pipelines.lifecycle.explain import explain
+from sleepmem.pipelines.lifecycle.forget import sweep
+from sleepmem.pipelines.ports import Ports
 
 
 @pytest.fixture

@@ -19,12 +19,12 @@ from lifecycle_support import (
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models import Audit, Memory, RawEvent, Scope
-from pipelines.forget import sweep
-from pipelines.index import reconcile
-from pipelines.ports import Ports
-from sleepmem.settings import Settings
-from sleepmem.vectors.edge import EdgeIndex
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.core.settings import Settings
+from sleepmem.models import Audit, Memory, RawEvent, Scope
+from sleepmem.pipelines.index import reconcile
+from sleepmem.pipelines.lifecycle.forget import sweep
+from sleepmem.pipelines.ports import Ports
 
 
 def lifecycle_settings(**kw: Any) -> Settings:

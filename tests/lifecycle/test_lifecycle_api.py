@@ -11,12 +11,12 @@ from fastapi.testclient import TestClient
 from lifecycle_support import T0, Clock, current, ingest, say
 from pydantic import SecretStr
 
-from models import Scope
 from sleepmem.api.app import create_app
-from sleepmem.keys import Keys
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.models import Scope
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
-from tasks.lifecycle import run_reconsolidation
+from sleepmem.services import run_reconsolidation
 
 ACME, GLOBEX = "acme-key-0123456789", "globex-key-0123456789"
 ANN = Scope(tenant="acme", agent="bot", user="ann")
@@ -33,7 +33,7 @@ def res(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
         "api_keys": {"acme": SecretStr(ACME), "globex": SecretStr(GLOBEX)},
     })
     resources = build_resources(secured)
-    resources.extras["clock"] = Clock(T0 + timedelta(hours=1))
+    resources.clock = Clock(T0 + timedelta(hours=1))
     yield resources
     resources.close()
 
@@ -46,7 +46,7 @@ def http(res: Resources) -> Iterator[TestClient]:
 
 @pytest.fixture
 def memory_id(res: Resources, redis: redis_lib.Redis, keys: Keys) -> str:
-    ports = res.ports(res.extras["clock"])
+    ports = res.ports(res.clock)
     ingest(res.redis, res.keys, res.engine, res.settings, ports,
            [say("I live in Beijing.", at=T0, scope=ANN),
             say("I work as a nurse at Saint Aldhelm hospital.", at=T0, scope=ANN)])

@@ -9,16 +9,15 @@ import pytest
 import redis as redis_lib
 from lifecycle_support import T0, Clock, current, ingest, say
 
-from models import Scope
-from pipelines.reconsolidate import create_job
-from sleepmem.errors import LeaseHeldError
-from sleepmem.hits import read_hits, record_hits
-from sleepmem.keys import Keys
-from sleepmem.locks import Lease
+from sleepmem.adapters.redis.hits import read_hits, record_hits
+from sleepmem.adapters.redis.locks import Lease
+from sleepmem.core.errors import LeaseHeldError
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.models import Scope
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job
 from sleepmem.resources import Resources, build_resources
-from sleepmem.settings import Settings
-from tasks import names
-from tasks.lifecycle import (
+from sleepmem.services import (
     cancel_job,
     create_erase_job,
     refresh_job,
@@ -26,7 +25,8 @@ from tasks.lifecycle import (
     run_reconsolidation,
     sweep_job,
 )
-from workers.app import create_celery
+from sleepmem.tasks import names
+from sleepmem.workers.app import create_celery
 
 ANN = Scope(tenant="acme", agent="bot", user="ann")
 
@@ -34,7 +34,7 @@ ANN = Scope(tenant="acme", agent="bot", user="ann")
 @pytest.fixture
 def res(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
     resources = build_resources(settings)
-    resources.extras["clock"] = Clock(T0 + timedelta(hours=1))
+    resources.clock = Clock(T0 + timedelta(hours=1))
     yield resources
     resources.close()
 
@@ -58,7 +58,7 @@ class TestMaintenanceJobs:
         assert {m.access_count for m in current(res.engine)} == {2}
 
     def test_sweep_reports_its_counts(self, res: Resources, ann: list[str]) -> None:
-        res.extras["clock"].advance(timedelta(days=400))
+        res.clock.advance(timedelta(days=400))
         counts = sweep_job(res, "t2")
         assert counts["expired"] == len(ann) and counts["scanned"] == len(ann)
 

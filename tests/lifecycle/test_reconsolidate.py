@@ -11,15 +11,15 @@ from lifecycle_support import T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from models import Audit, Job, Memory
-from pipelines.explain import explain
-from pipelines.extract_rules import RulesExtractor
-from pipelines.ports import Ports
-from pipelines.reconsolidate import create_job, eta_seconds, run_job
-from pipelines.types import EventView, Extraction
-from sleepmem.keys import Keys
-from sleepmem.settings import Settings
-from sleepmem.vectors.edge import EdgeIndex
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.models import Audit, Job, Memory
+from sleepmem.pipelines.extract.rules import RulesExtractor
+from sleepmem.pipelines.lifecycle.explain import explain
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, run_job
+from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.types import EventView, Extraction
 
 STORY = [
     "I live in Beijing.",
@@ -59,7 +59,7 @@ def scope_key(
 
 
 def v2(ports: Ports) -> Ports:
-    return replace(ports, extras={"extractor": RewordingExtractor()})
+    return replace(ports, extractor=RewordingExtractor())
 
 
 def snapshot(engine: Engine) -> tuple[list[tuple[str, str, str]], int]:

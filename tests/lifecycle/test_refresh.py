@@ -18,12 +18,12 @@ from lifecycle_support import (
 )
 from sqlalchemy.engine import Engine
 
-from pipelines.decay import aware
-from pipelines.ports import Ports
-from pipelines.refresh import refresh
-from sleepmem.hits import read_hits, record_hits
-from sleepmem.keys import Keys
-from sleepmem.settings import Settings
+from sleepmem.adapters.redis.hits import read_hits, record_hits
+from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.pipelines.decay import aware
+from sleepmem.pipelines.lifecycle.refresh import refresh
+from sleepmem.pipelines.ports import Ports
 
 SETTINGS = Settings(_env_file=None, embedder="hashing")
 

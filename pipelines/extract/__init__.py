@@ -1,0 +1,1 @@
+"""Extractors: raw events to candidate memories (rules offline, or an LLM)."""

@@ -1,0 +1,742 @@
+"""Offline rule-based extraction, English and Chinese: raw events in, memory candidates out.
+
+Sleep-time consolidation must never wait on a model, so this extractor is the default. It
+favours precision: a clause that fits no pattern is kept as an event (searchable, short
+lived) rather than guessed into a slot, because a wrong slot can supersede a right memory.
+
+How a message turn is read: sentences, then clauses (on ", so", ", I", "，" ...). Each
+clause is tried against the matchers of its language in priority order (first match
+wins). Clauses that match nothing but sit in a sentence with a match are attached to that
+candidate's statement ("I'm vegan, so no dairy please" stays one memory, and is
+invalidated with it). Sentences with no match at all become one event for the turn.
+All patterns are compiled at import: no per-call compilation on the hot loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from itertools import pairwise
+from typing import Any
+
+from sleepmem.core.logs import get_logger
+from sleepmem.pipelines.extract.en_facts import (
+    m_contact,
+    m_employment,
+    m_my_x_is,
+    m_project,
+    m_residence,
+    m_task,
+    m_tools,
+)
+from sleepmem.pipelines.extract.en_person import (
+    m_age,
+    m_allergy,
+    m_answer_style,
+    m_birthday,
+    m_condition,
+    m_diet,
+    m_family,
+    m_instruction,
+    m_likes,
+    m_name,
+    m_nationality,
+)
+from sleepmem.pipelines.extract.slots import (
+    TECH_ALIASES,
+    Clause,
+    Matcher,
+    Slot,
+    m_forget,
+    m_tech,
+    type_of,
+)
+from sleepmem.pipelines.extract.text import (
+    ACK,
+    ASSISTANT_ACK,
+    CHANGE_EN,
+    CHANGE_ZH,
+    CHITCHAT,
+    CONNECTOR,
+    EMPHASIS_EN,
+    EMPHASIS_ZH,
+    FILLER_CLAUSE,
+    HEDGE_EN,
+    IMPERATIVE_START,
+    INSTRUCTION,
+    NEGATIVE_FEEDBACK,
+    ONE_OFF_EN,
+    ONE_OFF_ZH,
+    clean_end,
+    first_person_en,
+    first_person_zh,
+    is_zh,
+    norm_value,
+    sentence_case,
+    singular,
+    split_clauses,
+    split_sentences,
+    strip_discourse,
+    third_person_en,
+    third_person_zh,
+)
+from sleepmem.pipelines.extract.vocab import (
+    ATTR_SYNONYMS,
+    FAMILY_EN,
+    FAMILY_ZH,
+    IMPORTANCE,
+    REDACTED,
+    SECRET_WORDS,
+)
+from sleepmem.pipelines.extract.zh import (
+    mz_age,
+    mz_allergy,
+    mz_answer_style,
+    mz_birthday,
+    mz_condition,
+    mz_diet,
+    mz_employment,
+    mz_family,
+    mz_instruction,
+    mz_likes,
+    mz_my_x_is,
+    mz_name,
+    mz_project,
+    mz_residence,
+    mz_task,
+    mz_tools,
+)
+from sleepmem.pipelines.types import Candidate, EventView, Extraction
+
+# Priority order: the first matcher that yields slots for a clause wins it.
+EN_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
+    (("forget", "delete", "erase", "remove", "wipe", "purge", "scrub", "clear", "drop",
+      "discard", "get rid"), m_forget),
+    (("allergic", "allerg"), m_allergy),
+    (("vegan", "vegetarian", "veggie", "pesc", "keto", "paleo", "halal", "kosher", "free",
+      "plant", "carb", "flexitarian", "carnivore", "omnivore", "eat", "meat", "fish",
+      "dairy", "diet", "fruitarian"), m_diet),
+    (("have", "got", "suffer", "diagnos", "struggle", "i'm", "i am", "live with"),
+     m_condition),
+    (("name", "call me", "called", "go by", "i'm", "i am", "this is"), m_name),
+    (("i'm", "i am", "i have", "citizen", "national", "passport"), m_nationality),
+    (("i'm", "i am", "turned", "age", "im "), m_age),
+    (("birthday", "born", "bday", "date of birth"), m_birthday),
+    (tuple(FAMILY_EN), m_family),
+    (("@", "phone", "mobile", "cell", "number", "call me", "text me", "reach me", "address",
+      "ship", "send", "deliver", "mail", "post", "live at"), m_contact),
+    (("move", "moved", "relocat", "live", "living", "reside", "based", "located", "settled",
+      "from", "grew up", "raised", "home", "emigrat", "immigrat"), m_residence),
+    (("answer", "repl", "respon", "explanation", "message", "write", "talk", "speak",
+      "communicate", "english", "chinese", "french", "german", "spanish", "japanese",
+      "short", "brief", "concise", "succinct", "terse", "detail", "thorough", "depth",
+      "long", "verbose", "wordy", "conclusion", "tl;dr", "tldr", "bullet", "table",
+      "markdown", "list", "formal", "casual", "friendly", "professional", "tone", "direct",
+      "blunt", "spell", "summar", "gist", "point", "output"), m_answer_style),
+    (("work", "job", "employ", "joined", "occupation", "profession", "role", "title",
+      "position", "retired", "freelanc", "intern", "i'm a", "i am a", "i'm an", "i am an",
+      "i'm the", "i am the", "company", "started"), m_employment),
+    (tuple(sorted({a.split()[0] for a in TECH_ALIASES} | {"k8s"})), m_tech),
+    (("port", "hosted", "deployed", "version", "running", "reachable", "runs"), m_project),
+    (("order", "ticket", "booking", "tracking", "confirmation", "reservation", "case",
+      "invoice", "flight", "policy", "claim", "shipment", "parcel", "package", "refund",
+      "return", "rma", "incident", "issue", "pr", "pull request", "reference", "account",
+      "appointment", "meeting", "interview", "call", "exam", "due", "deadline",
+      "surgery", "check", "presentation", "membership", "customer", "application"), m_task),
+    (("favourite", "favorite", "hobby", "hobbies", "pastime", "passion", "free time",
+      "spare time", "love", "like", "enjoy", "adore", "into", "fan of", "dig", "prefer",
+      "hate", "dislike", "detest", "loathe", "stand", "bear", "care for", "sick of",
+      "tired of"), m_likes),
+    (("use", "using", "rely on", "work with", "code in", "write in", "program in",
+      "switched", "moved to", "my "), m_tools),
+    (("always", "never", "from now on", "going forward", "future", "every time",
+      "each time", "whenever", "by default", "from today", "just", "only", "once",
+      "for this", "for today", "this time"), m_instruction),
+    (("my ",), m_my_x_is),
+)
+ZH_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
+    (("忘", "删", "清除", "抹", "不要再记得", "别再记着"), m_forget),
+    (("过敏",), mz_allergy),
+    (("素", "吃"), mz_diet),
+    (("病", "症", "炎", "哮喘", "高血压", "乳糖", "失眠", "贫血"), mz_condition),
+    (("叫", "名字"), mz_name),
+    (("岁",), mz_age),
+    (("生日", "出生"), mz_birthday),
+    (tuple(FAMILY_ZH), mz_family),
+    (("搬", "迁", "移居", "住", "生活在", "定居", "安家", "老家", "家乡", "人"), mz_residence),
+    (("回答", "回复", "答复", "回应", "交流", "沟通", "说", "讲", "写", "聊", "简", "短", "详细",
+      "具体", "展开", "深入", "举例", "清楚", "结论", "列表", "要点", "表格", "markdown",
+      "Markdown", "编号", "代码"), mz_answer_style),
+    (("是", "当", "做", "工作", "职业", "上班", "任职", "实习"), mz_employment),
+    (tuple(sorted({a.split()[0] for a in TECH_ALIASES} | {"k8s", "K8s"})), m_tech),
+    (("端口",), mz_project),
+    (("号",), mz_task),
+    (("喜欢", "爱", "迷上", "钟爱", "偏爱", "讨厌", "受不了", "反感", "烦", "爱好", "兴趣"),
+     mz_likes),
+    (("用",), mz_tools),
+    (("我的",), mz_my_x_is),
+    (("以后", "今后", "从现在", "每次", "总是", "永远", "务必", "一律", "这次", "这一次", "本次",
+      "暂时", "临时"), mz_instruction),
+)
+
+
+
+
+# ---------------------------------------------------------------------------------------
+# Turns
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Found:
+    slot: Slot
+    clause_index: int
+    attached: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Speaker:
+    """Who is speaking and how much their words are worth."""
+
+    source: str
+    trust: str
+    confidence: float
+    inferred: bool
+    from_tool: bool = False
+    trusted_tool: bool = False
+    prefix: str = ""
+
+
+def _meta_float(meta: dict[str, Any], key: str, default: float) -> float:
+    value = meta.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return max(0.0, min(1.0, float(value)))
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "yes", "1"))
+
+
+def speaker_of(event: EventView) -> Speaker:
+    meta = event.meta
+    named = str(meta.get("speaker") or "").strip()
+    if event.kind == "tool_result" or event.role == "tool":
+        trusted = _truthy(meta.get("trusted")) or _truthy(meta.get("verified"))
+        label = str(meta.get("source") or meta.get("tool") or "").strip()
+        prefix = named or (f"Tool ({label})" if label else "Tool")
+        return Speaker("tool", "high" if trusted else "low",
+                       _meta_float(meta, "confidence", 1.0 if trusted else 0.5), False,
+                       from_tool=True, trusted_tool=trusted, prefix=prefix)
+    if event.kind == "observation":
+        who = named or ("Assistant observation" if event.role != "user" else "Observation")
+        return Speaker(event.role or "assistant", "low", _meta_float(meta, "confidence", 0.5),
+                       True, prefix=who)
+    if event.role == "assistant":
+        return Speaker("assistant", "low", _meta_float(meta, "confidence", 1.0), False,
+                       prefix=named or "Assistant")
+    if event.role == "system":
+        return Speaker("system", "high", _meta_float(meta, "confidence", 1.0), False,
+                       prefix=named or "System")
+    return Speaker("user", "high", _meta_float(meta, "confidence", 1.0), False,
+                   prefix=named)
+
+
+class _Turn:
+    """Builds the candidates of one event."""
+
+    def __init__(self, event: EventView, speaker: Speaker) -> None:
+        self.event = event
+        self.speaker = speaker
+        self.out: list[Candidate] = []
+
+    def candidate(self, slot_or_type: Slot | str, statement: str, **kw: Any) -> Candidate:
+        ev, sp = self.event, self.speaker
+        if isinstance(slot_or_type, Slot):
+            s = slot_or_type
+            fields: dict[str, Any] = {
+                "type": s.type, "subject": s.subject, "attribute": s.attribute,
+                "value": s.value, "change": s.change, "negated": s.negated,
+                "one_off": s.one_off, "forget_topic": s.forget_topic,
+                "importance": s.importance if s.importance is not None
+                else IMPORTANCE.get(s.type, 0.5),
+                "details": dict(s.details),
+            }
+        else:
+            fields = {"type": slot_or_type, "importance": IMPORTANCE["event"], "details": {}}
+        fields.update(kw)
+        if sp.trusted_tool:
+            fields["details"]["trusted_tool"] = True
+        one_off = bool(fields.get("one_off"))
+        return Candidate(
+            statement=statement,
+            provenance=[ev.event_id],
+            valid_from=ev.at,
+            scope=ev.scope if one_off else ev.scope.owner,
+            source=sp.source,
+            trust=sp.trust,
+            confidence=fields.pop("confidence", sp.confidence),
+            inferred=fields.pop("inferred", sp.inferred),
+            from_tool=sp.from_tool,
+            **fields,
+        )
+
+
+def _prefixed(prefix: str, text: str) -> str:
+    return f"{prefix}: {text}" if prefix else text
+
+
+def _emphasis(text: str) -> bool:
+    return bool(EMPHASIS_EN.search(text) or EMPHASIS_ZH.search(text))
+
+
+class RulesExtractor:
+    """Pattern-based extractor for English and Chinese; no model, no network."""
+
+    name = "rules"
+
+    def __init__(self) -> None:
+        self._log = get_logger("sleepmem.extract.rules")
+
+    def extract(self, events: list[EventView]) -> Extraction:
+        t0 = time.perf_counter()
+        candidates: list[Candidate] = []
+        for event in events:
+            candidates.extend(self.extract_event(event))
+        _with_previous_turn(events, candidates)
+        kinds = Counter(c.type for c in candidates)
+        self._log.info(
+            "extract.rules",
+            events=len(events),
+            candidates=len(candidates),
+            by_type=dict(kinds),
+            forget_requests=sum(1 for c in candidates if c.forget_topic is not None),
+            ms=round((time.perf_counter() - t0) * 1000, 2),
+        )
+        return Extraction(candidates=candidates, extractor=self.name)
+
+    # -- per kind ----------------------------------------------------------------------
+    def extract_event(self, event: EventView) -> list[Candidate]:
+        if event.kind == "session_end":
+            return []
+        turn = _Turn(event, speaker_of(event))
+        if event.kind == "outcome":
+            return _outcome(turn)
+        if event.kind == "tool_result" or event.role == "tool":
+            return _tool(turn)
+        text = event.content.strip()
+        if not text:
+            return []
+        if event.kind == "observation":
+            return _observation(turn, text)
+        if event.role == "assistant":
+            return _assistant(turn, text)
+        return _statements(turn, text, feedback=event.kind == "feedback")
+
+
+# -- turns, by who speaks -----------------------------------------------------------------
+
+
+def _statements(turn: _Turn, text: str, *, feedback: bool = False,
+                rewrite: Callable[[str], str] | None = None) -> list[Candidate]:
+    """Structured candidates from a first-person turn, plus one event for the rest."""
+    out: list[Candidate] = []
+    remainder: list[str] = []
+    structured_any = False
+    for sentence in split_sentences(text):
+        zh = is_zh(sentence)
+        sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
+        found, clauses = _match_sentence(sentence, zh, rewrite)
+        if not found:
+            kept = [c for c in split_clauses(sentence, zh) if not REDACTED.search(c)]
+            if len(kept) == len(split_clauses(sentence, zh)):
+                remainder.append(sentence)
+            elif kept:
+                remainder.append(("，" if zh else ", ").join(kept))
+            continue
+        structured_any = True
+        change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback
+        one_off = bool((ONE_OFF_ZH if zh else ONE_OFF_EN).search(sentence))
+        emphasis = _emphasis(sentence)
+        hedged = bool(HEDGE_EN.search(sentence)) and not zh
+        for f in found:
+            slot = f.slot
+            statement = _compose(slot, f, clauses, zh)
+            imp = slot.importance if slot.importance is not None else IMPORTANCE[slot.type]
+            kw: dict[str, Any] = {
+                "change": slot.change or (change and slot.forget_topic is None),
+                "one_off": one_off and slot.type in ("preference",),
+                "emphasis": emphasis,
+                "importance": round(min(1.0, imp + (0.15 if emphasis else 0.0)), 3),
+            }
+            if hedged and not turn.speaker.inferred:
+                kw["confidence"] = min(turn.speaker.confidence, 0.8)
+            if feedback:
+                slot.details["feedback"] = True
+            out.append(turn.candidate(slot, statement, **kw))
+    out = _merge_same_slot(out)
+    rest = " ".join(remainder).strip()
+    if rest and not ACK.match(rest):
+        out.append(_event(turn, rest if structured_any else text, feedback=feedback))
+    return out
+
+
+def _match_sentence(
+    sentence: str, zh: bool, rewrite: Callable[[str], str] | None
+) -> tuple[list[_Found], list[Clause]]:
+    clauses: list[Clause] = []
+    found: list[_Found] = []
+    matched: list[int] = []
+    table = ZH_MATCHERS if zh else EN_MATCHERS
+    for i, raw in enumerate(split_clauses(clean_end(sentence), zh)):
+        text = rewrite(raw) if rewrite else raw
+        stripped = strip_discourse(text).strip() or text
+        clause = Clause(text=stripped, raw=raw, low=stripped.lower(), zh=zh)
+        clauses.append(clause)
+        if FILLER_CLAUSE.match(raw):
+            continue
+        for triggers, matcher in table:
+            if triggers and not any(t in clause.low for t in triggers):
+                continue
+            slots = matcher(clause)
+            if slots:
+                found.extend(_Found(s, i) for s in slots)
+                matched.append(i)
+                break
+    if not found:
+        return [], clauses
+    # Unmatched clauses belong to the nearest matched clause of the sentence (preceding
+    # first): "I'm vegan, so no dairy" is one memory, invalidated together.
+    for i, clause in enumerate(clauses):
+        if i in matched or FILLER_CLAUSE.match(clause.raw):
+            continue
+        before = [j for j in matched if j < i]
+        owner = before[-1] if before else min(matched)
+        for f in found:
+            if f.clause_index == owner:
+                f.attached.append(i)
+    return found, clauses
+
+
+def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
+    if slot.forget_topic is not None:
+        return slot.head
+    head = strip_discourse(slot.head) if slot.from_clause else slot.head
+    raw = clauses[f.clause_index].raw
+    if f.clause_index > 0 and slot.from_clause and not zh and (m := CONNECTOR.match(raw)):
+        head = f"{m.group(0).lower()} {head[:1].lower()}{head[1:]}"
+    if zh and slot.subject == "user" and slot.from_clause and "用户" not in head[:6]:
+        head = "用户" + head  # Chinese drops the subject; the statement must not
+    parts: list[tuple[int, str]] = [(f.clause_index, head)]
+    for j in f.attached if slot.attach else ():
+        if REDACTED.search(clauses[j].raw):
+            continue  # the clause was about a secret: nothing of it is worth keeping
+        other = clauses[j].raw
+        parts.append((j, third_person_zh(other) if zh else third_person_en(other)))
+    parts.sort(key=lambda p: p[0])
+    joiner = "，" if zh else ", "
+    text = joiner.join(clean_end(p) for _, p in parts if clean_end(p))
+    return sentence_case(text, zh)
+
+
+def _merge_same_slot(cands: list[Candidate]) -> list[Candidate]:
+    """Two clauses of one turn saying the same thing are one candidate, not a repeat."""
+    out: list[Candidate] = []
+    index: dict[tuple[str, str, str, bool], Candidate] = {}
+    for c in cands:
+        if not c.attribute:
+            out.append(c)
+            continue
+        key = (c.subject, c.attribute, c.value, c.negated)
+        prev = index.get(key)
+        if prev is None:
+            index[key] = c
+            out.append(c)
+            continue
+        if c.statement not in prev.statement:
+            tail = c.statement[0].lower() + c.statement[1:]
+            prev.statement = f"{clean_end(prev.statement)}; {tail}"
+        prev.importance = max(prev.importance, c.importance)
+        prev.emphasis = prev.emphasis or c.emphasis
+        prev.change = prev.change or c.change
+    return out
+
+
+def _event(turn: _Turn, text: str, *, feedback: bool = False,
+           importance: float | None = None) -> Candidate:
+    text = text.strip()
+    chit = (bool(CHITCHAT.search(text)) and len(text) < 160 and not re.search(
+        r"(?i)\b(?:my|i'm|i am|i have|i've|我的)\b", text)) or (bool(
+        CHITCHAT.search(text)) and len(text) < 60)
+    details: dict[str, Any] = {}
+    if chit:
+        imp = 0.1
+        details["chitchat"] = True
+    elif importance is not None:
+        imp = importance
+    elif text.endswith(("?", "？")) or re.match(r"(?i)(?:can|could|would|will)\s+you\b", text):
+        imp = 0.3
+    else:
+        imp = 0.45 if len(text) > 200 else 0.4
+    emphasis = _emphasis(text) and not chit
+    if emphasis:
+        imp = min(1.0, imp + 0.15)
+    if feedback:
+        details["feedback"] = "negative" if NEGATIVE_FEEDBACK.search(text) else True
+    return turn.candidate("event", _prefixed(turn.speaker.prefix, text),
+                          importance=round(imp, 3), emphasis=emphasis, details=details)
+
+
+def _assistant(turn: _Turn, text: str) -> list[Candidate]:
+    sentences = split_sentences(text)
+    if all(ASSISTANT_ACK.match(clean_end(s) + ".") or ACK.match(s) for s in sentences):
+        return []
+    return [_event(turn, text)]
+
+
+def _observation(turn: _Turn, text: str) -> list[Candidate]:
+    rewrite: Callable[[str], str] = first_person_zh if is_zh(text) else first_person_en
+    out = _statements(turn, text, rewrite=rewrite)
+    structured = [c for c in out if c.type != "event"]
+    for c in structured:
+        c.inferred = True
+        c.trust = "low"
+        c.statement = c.statement.replace("The user", "The user (observed)", 1) if (
+            c.statement.startswith("The user")) else c.statement
+    # The observation itself is kept whole as an (inferred) episode.
+    return [*structured, _event(turn, text)]
+
+
+_OUTCOME = re.compile(
+    r"^\s*(?P<trigger>[^:：\n]{1,200}?)\s*[:：]\s*(?P<action>.+?)\s*(?:->|→|=>)\s*"
+    r"(?P<result>success(?:ful)?|succeeded|ok|passed|worked|resolved|failure|failed|fail|"
+    r"error|成功|失败)\s*(?P<note>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_FAILED = re.compile(r"(?i)^(?:failure|failed|fail|error|失败)")
+
+
+def _outcome(turn: _Turn) -> list[Candidate]:
+    ev = turn.event
+    meta = ev.meta
+    trigger = str(meta.get("trigger") or "").strip()
+    action = str(meta.get("action") or "").strip()
+    success: bool | None = None
+    if isinstance(meta.get("success"), bool):
+        success = bool(meta["success"])
+    m = _OUTCOME.match(ev.content or "")
+    if m:
+        trigger = trigger or m.group("trigger").strip()
+        action = action or m.group("action").strip()
+        if success is None:
+            success = not _FAILED.match(m.group("result"))
+    if not trigger or not action:
+        return [_event(turn, ev.content)] if ev.content.strip() else []
+    subject = norm_value(trigger)
+    attribute = norm_value(action)
+    details: dict[str, Any] = {"success": bool(success)}
+    return [turn.candidate(
+        Slot(type="procedure", attribute=attribute, value="", head="", subject=subject,
+             importance=0.6, details=details),
+        f"When {trigger}: {clean_end(action)}.",
+    )]
+
+
+# -- tool output ---------------------------------------------------------------------------
+
+_PROFILE_KEYS = {k: v for k, v in ATTR_SYNONYMS.items() if "_" in k or " " not in k}
+_PROFILE_LABEL = {"address": "address", "billing_address": "billing address",
+                  "residence": "city of residence", "employer": "employer",
+                  "occupation": "job title", "name": "name", "email": "email",
+                  "phone": "phone number", "birthday": "birthday", "timezone": "timezone",
+                  "age": "age", "nationality": "nationality", "hometown": "hometown",
+                  "native_language": "native language", "diet": "diet",
+                  "gender": "gender", "pronouns": "pronouns", "nickname": "nickname"}
+_USER_KEYS = ("user", "user_id", "userid", "customer_id", "uid")
+
+
+def _tool(turn: _Turn) -> list[Candidate]:
+    content = turn.event.content.strip()
+    if not content:
+        return []
+    data = _json(content)
+    if data is not None:
+        trusted = turn.speaker.trusted_tool or _json_verified(data)
+        facts: list[Candidate] = []
+        if trusted:
+            sp = turn.speaker
+            turn.speaker = Speaker(sp.source, "high", sp.confidence if sp.trusted_tool else 1.0,
+                                   False, from_tool=True, trusted_tool=True, prefix=sp.prefix)
+            facts = _profile_facts(turn, data)
+        if facts:
+            return facts
+        summary = _json_summary(data)
+        return [_event(turn, summary, importance=0.2)] if summary else []
+    kept: list[str] = []
+    for sentence in split_sentences(content):
+        if INSTRUCTION.search(sentence) or IMPERATIVE_START.match(sentence):
+            continue
+        if REDACTED.search(sentence) and len(REDACTED.sub("", sentence).split()) <= 3:
+            continue
+        kept.append(sentence)
+    text = " ".join(kept).strip()
+    if not text:
+        return []
+    dropped = len(kept) < len(split_sentences(content))
+    if turn.speaker.trusted_tool:
+        # Trusted tool text about "the customer" is read like an observation: same
+        # matchers, first person; the gate lets it through because the tool is trusted.
+        rewrite: Callable[[str], str] = first_person_zh if is_zh(text) else first_person_en
+        found = [c for c in _statements(turn, text, rewrite=rewrite) if c.type != "event"]
+        return [*found, _event(turn, text, importance=0.3)]
+    cand = _event(turn, text, importance=0.3)
+    if dropped:
+        cand.details["instructions_dropped"] = True
+    return [cand]
+
+
+def _json(content: str) -> Any:
+    if not content.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
+def _json_verified(data: Any) -> bool:
+    if isinstance(data, dict):
+        if _truthy(data.get("verified")) or _truthy(data.get("trusted")):
+            return True
+        return any(_json_verified(v) for v in data.values() if isinstance(v, dict | list))
+    if isinstance(data, list):
+        return any(_json_verified(v) for v in data[:20])
+    return False
+
+
+def _flat_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(_flat_value(v) for v in value.values() if v not in (None, ""))
+    if isinstance(value, list):
+        return ", ".join(_flat_value(v) for v in value if v not in (None, ""))
+    return str(value).strip()
+
+
+def _profile_facts(turn: _Turn, data: Any, depth: int = 0) -> list[Candidate]:
+    if depth > 4:
+        return []
+    out: list[Candidate] = []
+    if isinstance(data, list):
+        for item in data[:20]:
+            out.extend(_profile_facts(turn, item, depth + 1))
+        return out
+    if not isinstance(data, dict):
+        return out
+    owner = next((str(data[k]) for k in _USER_KEYS if k in data and isinstance(data[k], str)),
+                 None)
+    if owner is not None and turn.event.scope.user and owner != turn.event.scope.user:
+        return out  # a profile of somebody else
+    source = turn.speaker.prefix.removeprefix("Tool").strip(" ()") or "a tool"
+    for key, value in data.items():
+        if isinstance(value, dict) and key.lower() not in _PROFILE_KEYS:
+            out.extend(_profile_facts(turn, value, depth + 1))
+            continue
+        attr = _PROFILE_KEYS.get(key.lower())
+        if attr is None and key.lower() == "allergies" and isinstance(value, list):
+            for item in value:
+                allergen = singular(norm_value(str(item)))
+                out.append(turn.candidate(
+                    Slot(type="identity", attribute=f"allergy:{allergen}", value=allergen,
+                         head="", importance=0.95),
+                    f"The user is allergic to {item} (according to {source}).",
+                ))
+            continue
+        if attr is None or value in (None, "", [], {}):
+            continue
+        text = _flat_value(value)
+        if not text or REDACTED.search(text) or SECRET_WORDS.search(key):
+            continue
+        label = "shipping address" if "shipping" in key.lower() or "delivery" in key.lower() \
+            else _PROFILE_LABEL.get(attr, attr)
+        norm = re.sub(r"[^\d+]", "", text) if attr == "phone" else norm_value(text)
+        if attr == "residence":
+            statement = f"The user lives in {text} (according to {source})."
+        else:
+            statement = f"The user's {label} is {text} (according to {source})."
+        out.append(turn.candidate(
+            Slot(type=type_of(attr), attribute=attr, value=norm, head="", importance=0.6,
+                 details={"tool_key": key}),
+            statement,
+        ))
+    return out
+
+
+_BORING_KEYS = frozenset({"status", "ok", "success", "code", "id", "request_id", "ts",
+                          "timestamp", "auth", "token", "error"})
+
+
+def _json_summary(data: Any) -> str:
+    leaves: list[str] = []
+
+    def walk(node: Any, path: str, depth: int) -> None:
+        if len(leaves) >= 12 or depth > 4:
+            return
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}" if path else str(k), depth + 1)
+        elif isinstance(node, list):
+            for v in node[:5]:
+                walk(v, path, depth + 1)
+        elif node not in (None, ""):
+            text = str(node)
+            key = path.rsplit(".", 1)[-1].lower()
+            if REDACTED.search(text) or SECRET_WORDS.search(key) or INSTRUCTION.search(text):
+                return
+            if key in _BORING_KEYS:
+                return
+            leaves.append(f"{path}: {text[:200]}")
+
+    walk(data, "", 0)
+    return "; ".join(leaves)
+
+
+PAIR_GAP = timedelta(hours=1)
+PAIR_CONTEXT_CHARS = 300
+
+
+def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) -> None:
+    """Remember a reply together with the turn it answers.
+
+    "Five years already!" means nothing alone; it answers "How long have you been
+    married?". An episode whose event follows another message of the same session within
+    PAIR_GAP carries that turn too, in its statement and in its provenance, so both what
+    it says and where it came from stay true (and a forget request that names the topic
+    finds the pair).
+    """
+    ordered = sorted(events, key=lambda e: e.at)
+    previous: dict[str, tuple[str, str]] = {}
+    for a, b in pairwise(ordered):
+        if a.scope == b.scope and a.kind == "message" and b.at - a.at < PAIR_GAP:
+            who = a.meta.get("speaker") or ("Assistant" if a.role == "assistant" else "User")
+            text = a.content.strip()
+            if len(text) > PAIR_CONTEXT_CHARS:
+                text = text[:PAIR_CONTEXT_CHARS].rsplit(" ", 1)[0] + " …"
+            if text:
+                previous[b.event_id] = (a.event_id, f"{who}: {text}")
+    for cand in candidates:
+        if cand.type != "event" or cand.forget_topic is not None or len(cand.provenance) != 1:
+            continue
+        if cand.details.get("chitchat") or cand.provenance[0] not in previous:
+            continue
+        pid, context = previous[cand.provenance[0]]
+        cand.statement = f"{context}\n{cand.statement}"
+        cand.provenance = [pid, cand.provenance[0]]
+        # Where the reply starts: a forget request about the context alone strips the
+        # context instead of deleting the reply with it.
+        cand.details["context_event"] = pid
+        cand.details["reply_offset"] = len(context) + 1

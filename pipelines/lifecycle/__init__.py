@@ -1,0 +1,1 @@
+"""Scheduled and operator pipelines: forgetting, refresh, re-consolidation, erasure, explain."""

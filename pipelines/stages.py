@@ -1,0 +1,73 @@
+"""extract → gate → resolve → compress: the one stage sequence of consolidation.
+
+Live consolidation runs it over a scope's pending events and then persists the plan;
+re-consolidation replays a scope's raw events through it into a shadow set. Both call
+:func:`judge` with a :class:`~sleepmem.pipelines.policy.Policy`, so a replay of unchanged
+events under the same settings decides exactly what the live runs decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from datetime import datetime
+
+from sleepmem.pipelines.compress import Compression, compress
+from sleepmem.pipelines.gate import gate
+from sleepmem.pipelines.policy import Policy
+from sleepmem.pipelines.resolve import Resolver
+from sleepmem.pipelines.types import Candidate, EventView, Extraction, Extractor
+
+StageTimer = Callable[[str], AbstractContextManager[None]]
+
+
+def _untimed(_name: str) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+@dataclass(slots=True)
+class Judged:
+    extraction: Extraction
+    compression: Compression
+
+
+def judge(
+    events: list[EventView],
+    *,
+    extractor: Extractor,
+    resolver: Resolver,
+    policy: Policy,
+    event_sessions: Mapping[str, str],
+    older_sessions: Callable[[Resolver], Mapping[str, str]] | None = None,
+    judged_at: Callable[[Candidate], datetime] | None = None,
+    stage: StageTimer = _untimed,
+) -> Judged:
+    """Run one batch of events through the stages into ``resolver``'s plan.
+
+    ``judged_at`` gives the time a candidate was (or is) judged at: a replay judges each
+    candidate at the time the live pipeline did, so expiry and recency come out the same.
+    ``event_sessions`` maps event ids to sessions, to find an ended session's fragments;
+    ``older_sessions`` adds the sessions behind older memories, looked up only when a
+    session ended.
+    """
+    with stage("extract"):
+        extraction = extractor.extract(events)
+    with stage("gate"):
+        kept, rejected = gate(extraction.candidates, policy=policy.gate)
+    with stage("resolve"):
+        for rej in rejected:
+            resolver.reject(rej)
+        for cand in sorted(kept, key=lambda c: c.valid_from):
+            if judged_at is not None:
+                resolver.now = max(resolver.now, judged_at(cand))
+            resolver.apply(cand)
+    with stage("compress"):
+        ended = {e.scope.session for e in events if e.kind == "session_end"}
+        sessions = dict(event_sessions)
+        if ended and older_sessions is not None:
+            sessions |= older_sessions(resolver)
+        compression = compress(
+            resolver, policy=policy.compress, ended_sessions=ended, event_sessions=sessions
+        )
+    return Judged(extraction=extraction, compression=compression)

@@ -1,0 +1,4 @@
+"""Implementations of the pipelines' ports and the stores behind them.
+
+SQL, Redis, vectors, embedders, the chat model.
+"""

@@ -1,0 +1,196 @@
+"""The chat model adapter: an OpenAI-compatible endpoint asked for one JSON object per call.
+
+Built once per worker process (never at import). The API key is a SecretStr that is read
+only when the client is made and is never logged; log lines carry the model, timing and
+token counts, never prompts or replies.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import openai
+from pydantic import SecretStr
+
+from sleepmem.core.errors import ExtractionError, TransientError
+from sleepmem.core.logs import get_logger
+from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS
+from sleepmem.core.settings import Settings
+from sleepmem.pipelines.ports import LLMUsage
+
+# Bounds that keep one extraction inside a Celery soft time limit even when every try
+# times out: (retries + 1) x timeout stays well under the lease.
+MAX_RETRIES = 5
+MAX_TIMEOUT_S = 300.0
+
+
+class OpenAIChatModel:
+    """ChatModel over the ``openai`` SDK, for OpenAI or any compatible server."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        model: str,
+        api_key: SecretStr,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        max_tokens: int = 2048,
+        temperature: float = 0.0,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.timeout_s = min(max(timeout_s, 1.0), MAX_TIMEOUT_S)
+        self._json_mode = True
+        self._log = get_logger("sleepmem.llm")
+        # Local servers ignore the key, but the SDK refuses an empty one.
+        key = api_key.get_secret_value() or "not-needed"
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=key,
+            timeout=self.timeout_s,
+            max_retries=min(max(max_retries, 0), MAX_RETRIES),
+        )
+
+    def complete_json(
+        self, *, system: str, user: str, schema: dict[str, Any]
+    ) -> tuple[dict[str, Any], LLMUsage]:
+        schema_text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+        messages: list[dict[str, str]] = [
+            {"role": "system",
+             "content": f"{system}\n\nReply with ONE JSON object matching this JSON schema:\n"
+                        f"{schema_text}"},
+            {"role": "user", "content": user},
+        ]
+        t0 = time.perf_counter()
+        try:
+            try:
+                response = self._create(messages)
+            except openai.BadRequestError as exc:
+                if not self._json_mode or "response_format" not in str(exc):
+                    raise
+                # Servers without JSON mode: ask in words, parse the first {...} block.
+                self._json_mode = False
+                response = self._create(messages)
+        except openai.BadRequestError as exc:
+            self._count("refused", t0)
+            raise ExtractionError(f"the model refused the request: {_brief(exc)}") from None
+        except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                openai.InternalServerError) as exc:
+            self._count("transient", t0)
+            raise TransientError(f"chat model unavailable: {type(exc).__name__}") from None
+        except openai.APIStatusError as exc:
+            self._count("error", t0)
+            raise ExtractionError(
+                f"chat model answered HTTP {exc.status_code}: {_brief(exc)}"
+            ) from None
+        usage = _usage(response)
+        content = response.choices[0].message.content if response.choices else None
+        try:
+            data = parse_json_object(content or "")
+        except ExtractionError:
+            self._count("invalid_json", t0, usage)
+            raise
+        self._count("ok", t0, usage)
+        return data, usage
+
+    def _create(self, messages: list[dict[str, str]]) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self._json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        return self._client.chat.completions.create(**kwargs)
+
+    def _count(self, outcome: str, t0: float, usage: LLMUsage | None = None) -> None:
+        LLM_CALLS.inc(model=self.model, outcome=outcome)
+        if usage is not None:
+            LLM_TOKENS.inc(usage.prompt_tokens, model=self.model, kind="prompt")
+            LLM_TOKENS.inc(usage.completion_tokens, model=self.model, kind="completion")
+        self._log.info(
+            "llm.call",
+            model=self.model,
+            outcome=outcome,
+            json_mode=self._json_mode,
+            ms=round((time.perf_counter() - t0) * 1000, 1),
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _usage(response: Any) -> LLMUsage:
+    u = getattr(response, "usage", None)
+    prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+    completion = int(getattr(u, "completion_tokens", 0) or 0)
+    return LLMUsage(calls=1, prompt_tokens=prompt, completion_tokens=completion)
+
+
+def _brief(exc: Exception) -> str:
+    return str(exc).replace("\n", " ")[:200]
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """The reply as a JSON object; else the first balanced {...} block in it."""
+    text = text.strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        block = _first_object(text)
+        if block is None:
+            raise ExtractionError("the model's reply holds no JSON object") from None
+        try:
+            data = json.loads(block)
+        except json.JSONDecodeError as exc:
+            raise ExtractionError(f"the model's reply is not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ExtractionError(f"the model's reply is JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _first_object(text: str) -> str | None:
+    start = text.find("{")
+    while start != -1:
+        depth = 0
+        in_string = False
+        escaped = False
+        for i in range(start, len(text)):
+            ch = text[i]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start : i + 1]
+        start = text.find("{", start + 1)
+    return None
+
+
+def make_chat_model(settings: Settings) -> OpenAIChatModel | None:
+    """The configured chat model, or None when no endpoint or key is configured."""
+    if not settings.llm_base_url and not settings.llm_api_key.get_secret_value():
+        return None
+    return OpenAIChatModel(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key,
+        timeout_s=settings.llm_timeout_s,
+        max_retries=settings.llm_max_retries,
+    )

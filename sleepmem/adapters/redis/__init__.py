@@ -1,0 +1,1 @@
+"""The Redis side: the event stream, group appender, leases, hit counters, the embedded server."""

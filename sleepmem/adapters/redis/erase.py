@@ -1,0 +1,106 @@
+"""The Redis side of erasure: what the request path keeps outside SQL for a scope.
+
+Implements :class:`sleepmem.pipelines.ports.HotStore` over the ingest stream, the
+retrieval-hit stream, the consolidation leases and the per-scope queued markers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, suppress
+
+import orjson
+import redis as redis_lib
+
+from sleepmem.adapters.redis.locks import Lease
+from sleepmem.core.errors import LeaseHeldError
+from sleepmem.core.keys import DRAIN_GROUP, Keys
+from sleepmem.models import LEVELS
+
+STREAM_PAGE = 1000
+# A consolidation already running on a scope is given this long to finish.
+LEASE_WAIT_S = 30.0
+ERASE_LEASE_TTL_S = 600.0
+
+
+class RedisHotStore:
+    def __init__(self, redis: redis_lib.Redis, keys: Keys) -> None:
+        self._redis = redis
+        self._keys = keys
+
+    def hold_scopes(self, scope_keys: Sequence[str]) -> AbstractContextManager[object]:
+        """Hold every affected scope's consolidation lease, waiting a little for running ones."""
+        stack = ExitStack()
+        try:
+            for scope_key in scope_keys:
+                deadline = time.monotonic() + LEASE_WAIT_S
+                while True:
+                    try:
+                        lease = Lease(self._redis, self._keys.lease(scope_key),
+                                      ttl_s=ERASE_LEASE_TTL_S)
+                        stack.enter_context(lease)
+                        break
+                    except LeaseHeldError:
+                        if time.monotonic() >= deadline:
+                            raise
+                        time.sleep(0.2)
+        except BaseException:
+            stack.close()
+            raise
+        return stack
+
+    def erase_pending_events(self, covers: Callable[[dict[str, str]], bool]) -> int:
+        """Entries still waiting in the ingest stream (not drained yet) whose scope
+        ``covers`` accepts."""
+        doomed: list[bytes] = []
+        for entry_id, fields in self._entries(self._keys.events):
+            payload = fields.get(b"e", b"")
+            try:
+                data = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and covers(
+                {lvl: str(data.get(lvl) or "") for lvl in LEVELS}
+            ):
+                doomed.append(entry_id)
+        for i in range(0, len(doomed), STREAM_PAGE):
+            chunk = doomed[i : i + STREAM_PAGE]
+            with suppress(redis_lib.ResponseError):  # no consumer group yet: nothing delivered
+                self._redis.xack(self._keys.events, DRAIN_GROUP, *chunk)
+            self._redis.xdel(self._keys.events, *chunk)
+        return len(doomed)
+
+    def erase_hits(self, memory_ids: set[str]) -> int:
+        """Hit entries naming erased memories; the other ids of an entry are re-added."""
+        if not memory_ids:
+            return 0
+        n = 0
+        for entry_id, fields in list(self._entries(self._keys.hits)):
+            named = [i for i in fields.get(b"ids", b"").decode().split(",") if i]
+            if not memory_ids & set(named):
+                continue
+            rest = [i for i in named if i not in memory_ids]
+            if rest:
+                self._redis.xadd(
+                    self._keys.hits, {"ids": ",".join(rest), "at": fields.get(b"at", b"0")}
+                )
+            self._redis.xdel(self._keys.hits, entry_id)
+            n += 1
+        return n
+
+    def erase_scope_markers(self, scope_keys: Sequence[str]) -> int:
+        """Queued markers now; the leases go when the erasure releases them."""
+        doomed = [self._keys.queued(k) for k in scope_keys]
+        return int(self._redis.delete(*doomed)) if doomed else 0
+
+    def _entries(self, key: str) -> Iterator[tuple[bytes, dict[bytes, bytes]]]:
+        start = "-"
+        while True:
+            page = self._redis.xrange(key, min=start, max="+", count=STREAM_PAGE)
+            if not page:
+                return
+            yield from page
+            start = "(" + page[-1][0].decode()
+            if len(page) < STREAM_PAGE:
+                return

@@ -1,0 +1,1 @@
+"""The kernel every layer may use: settings, errors, logs, Redis key names, redaction."""
