@@ -18,6 +18,7 @@ from sleepmem.core.logs import configure_logging, get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources, build_resources
 from sleepmem.tasks.context import install_resources, installed_resources, uninstall_resources
+from sleepmem.workers.metrics import mark_process_dead
 
 
 def warm(resources: Resources) -> None:
@@ -61,6 +62,7 @@ def _on_process_init(**_: Any) -> None:
 
 def _on_process_shutdown(**_: Any) -> None:
     close_process_resources()
+    mark_process_dead(os.getpid())
 
 
 def _on_worker_shutdown(**_: Any) -> None:

@@ -60,8 +60,14 @@ def worker(
     ),
     concurrency: Annotated[int, typer.Option(help="Pool size; 0 = one per core.")] = 0,
     pool: Annotated[str, typer.Option(help="prefork (default), threads or solo.")] = "prefork",
+    metrics_port: Annotated[
+        int, typer.Option(help="Serve this worker's Prometheus metrics on this port; 0 = off.")
+    ] = 0,
 ) -> None:
     """A Celery worker (distributed mode); clients are built in each pool process."""
+    if metrics_port:
+        # Before prometheus_client is imported: the pool processes count into files there.
+        prepare_multiprocess_dir()
     from sleepmem.workers.app import create_celery_from_env
 
     settings = load_settings()
@@ -78,7 +84,35 @@ def worker(
     ]
     if concurrency > 0:
         argv.append(f"--concurrency={concurrency}")
-    create_celery_from_env().worker_main(argv)
+    celery = create_celery_from_env()
+    if metrics_port:
+        from sleepmem.workers.metrics import serve_metrics
+
+        serve_metrics(port=metrics_port, host=settings.host)
+    celery.worker_main(argv)
+
+
+def prepare_multiprocess_dir() -> str:
+    """The directory prefork children write their metric values to: the operator's
+    ``PROMETHEUS_MULTIPROC_DIR`` (emptied: values of a previous run must not be summed in),
+    or a fresh temporary one."""
+    import os
+    import shutil
+
+    chosen = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if chosen:
+        path = Path(chosen)
+        if path.exists():
+            for stale in path.glob("*.db"):
+                stale.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+    else:
+        path = Path(tempfile.mkdtemp(prefix="sleepmem-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+        import atexit
+
+        atexit.register(shutil.rmtree, path, True)
+    return str(path)
 
 
 @app.command()

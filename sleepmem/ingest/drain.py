@@ -37,6 +37,7 @@ from sleepmem.adapters.redis.stream import Entry
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.logs import get_logger
+from sleepmem.core.metrics import EVENTS_DEAD_LETTERED, EVENTS_DRAINED
 from sleepmem.core.redaction import redact
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.validation import field_problems, gc_paused, limits_for
@@ -165,6 +166,10 @@ def drain_once(
     # Only now, with the rows committed, may the entries leave the stream.
     stream.ack(redis, keys, done)
     report.ms = (time.perf_counter() - started) * 1000
+    EVENTS_DRAINED.labels(outcome="inserted").inc(report.inserted)
+    EVENTS_DRAINED.labels(outcome="duplicate").inc(report.duplicates)
+    if report.dead_lettered:
+        EVENTS_DEAD_LETTERED.inc(report.dead_lettered)
     log.info("drain.batch", **report.log_fields())
     return report
 
