@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import redis as redis_lib
 import sqlalchemy as sa
+import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
@@ -87,8 +88,25 @@ def run_consolidation(
         # Garbage is not retried: a malformed key will not become valid by waiting.
         log.warning("consolidate_refused", field="scope_key", task_id=task_id)
         raise
-    settings, redis, keys = resources.settings, resources.redis, resources.keys
     fields = {"tenant": scope.tenant, "scope": scope_digest(scope_key)}
+    # Every line the run writes (pipeline stages, LLM calls, library lines) carries them.
+    with structlog.contextvars.bound_contextvars(**fields):
+        return _consolidate(
+            resources, scope_key=scope_key, pipeline=pipeline, task_id=task_id,
+            worker=worker, fields=fields,
+        )
+
+
+def _consolidate(
+    resources: Resources,
+    *,
+    scope_key: str,
+    pipeline: ConsolidatePipeline,
+    task_id: str,
+    worker: str,
+    fields: dict[str, str],
+) -> ConsolidationReport:
+    settings, redis, keys = resources.settings, resources.redis, resources.keys
     started = time.perf_counter()
     try:
         with Lease(redis, keys.lease(scope_key), ttl_s=settings.lease_seconds) as lease:
