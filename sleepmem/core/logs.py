@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import orjson
@@ -84,7 +85,9 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
         lib.propagate = True
 
 
-def _drop_color_message(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _drop_color_message(
+    _logger: Any, _name: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
     # uvicorn adds an ANSI-coloured copy of its message as an extra.
     event.pop("color_message", None)
     return event
