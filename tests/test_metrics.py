@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import httpx
+import orjson
 from prometheus_client.parser import text_string_to_metric_families
 from sqlmodel import Session
 from support import wait_for
@@ -199,6 +200,12 @@ class TestTheWorkerMetricsPort:
             except subprocess.TimeoutExpired:
                 proc.kill()
             log.close()
+            lines = (tmp_path / "worker.log").read_text(encoding="utf-8").splitlines()
+            # One JSON object per line; Celery prints its shutdown notice from the signal
+            # handler straight to stdout, the one line no logging set-up reaches.
+            for line in lines:
+                if line.strip() and not line.startswith("worker: Warm shutdown"):
+                    assert {"event", "level", "timestamp"} <= set(orjson.loads(line))
             for key in client.scan_iter(match=f"{namespace}:*", count=1000):
                 client.delete(key)
             client.close()

@@ -75,6 +75,7 @@ def worker(
     if unknown:
         raise typer.BadParameter(f"unknown queues {sorted(unknown)}; known: {names.QUEUES}")
     argv = [
+        "--quiet",  # no ASCII banner: the process's output stays one JSON object per line
         "worker",
         f"--pool={pool}",
         f"--queues={queues}",

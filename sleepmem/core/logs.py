@@ -76,6 +76,7 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
             root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(numeric)
+    logging.captureWarnings(True)  # library warnings become log lines, not raw stderr
     for name in _ROUTINE_LOGGERS:
         logging.getLogger(name).setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery"):
