@@ -27,6 +27,7 @@ _ROUTINE_LOGGERS = (
     "celery.app.trace",
     "celery.worker.consumer.connection",
     "celery.worker.consumer.mingle",
+    "alembic.runtime.migration",  # sleepmem.migrate logs the upgrade it ran, in one line
 )
 _HANDLER_MARK = "_sleepmem_handler"
 
