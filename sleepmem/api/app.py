@@ -17,6 +17,8 @@ from sleepmem.adapters.redis.appender import GroupAppender
 from sleepmem.api import health, ingest, jobs, memories, metrics, search
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.state import ApiState
+from sleepmem.api.tracing import TracingMiddleware
+from sleepmem.core import tracing
 from sleepmem.core.errors import (
     AuthError,
     ForbiddenError,
@@ -85,12 +87,22 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
         description="Long-term memory for LLM agents: append events now, think at sleep time.",
         lifespan=lifespan,
     )
+    if tracing.enabled() and not _fastapi_traces_requests():
+        app.add_middleware(TracingMiddleware)
     app.state.keyring = KeyRing.from_settings(cfg)
     for router in ROUTERS:
         app.include_router(router)
     app.add_exception_handler(SleepmemError, _sleepmem_error)  # type: ignore[arg-type]
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _fastapi_traces_requests() -> bool:
+    """FastAPI releases with built-in OpenTelemetry make the server span themselves
+    (continuing ``traceparent``, current during the handler); ours would be a second one."""
+    import importlib.util
+
+    return importlib.util.find_spec("fastapi.telemetry") is not None
 
 
 async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:

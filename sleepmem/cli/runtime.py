@@ -14,6 +14,7 @@ import typer
 from sleepmem.cli.app import app, load_settings
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
+from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
 from sleepmem.models import Scope
 from sleepmem.tasks import names
 
@@ -35,6 +36,7 @@ def api() -> None:
     from sleepmem.resources import build_resources
 
     settings = load_settings()
+    configure_tracing_from_env("sleepmem-api")
     resources = build_resources(settings)
     app = create_app(resources=resources)
     # What start-up built lives as long as the process: out of the collector's sight, its
@@ -126,6 +128,7 @@ def scheduler() -> None:
     from sleepmem.workers.app import create_celery
 
     settings = load_settings()
+    configure_tracing_from_env("sleepmem-scheduler")
     resources = build_resources(settings)
     celery = create_celery(settings, broker_url=resources.broker_url)
     elector = LeaderElector(
