@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
-from sleepmem.api import health, ingest, jobs, memories, metrics, search
+from sleepmem.api import health, ingest, inspect, jobs, memories, metrics, search, ui
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.state import ApiState
 from sleepmem.api.tracing import TracingMiddleware
@@ -38,6 +38,7 @@ log = get_logger("sleepmem.api")
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
     health.router, ingest.router, search.router, jobs.router, memories.router, metrics.router,
+    inspect.router, ui.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
