@@ -66,7 +66,7 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
             renderer,
         ],
     )
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(formatter)
     setattr(handler, _HANDLER_MARK, True)
     root = logging.getLogger()
@@ -85,6 +85,22 @@ def configure_logging(*, level: str = "INFO", json: bool = True, stream: Any = N
         lib = logging.getLogger(name)
         lib.handlers.clear()
         lib.propagate = True
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the line, not at set-up: a
+    test runner or daemon that swaps stderr (and closes the old one) loses no line."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
 
 
 def _drop_color_message(
