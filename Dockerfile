@@ -5,17 +5,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY sleepmem ./sleepmem
 COPY models ./models
 COPY pipelines ./pipelines
 COPY tasks ./tasks
 COPY workers ./workers
 COPY schedules ./schedules
-RUN pip install . && useradd --system --create-home sleepmem && mkdir -p /data \
+# constraints.txt pins every runtime dependency to the version the tests ran against
+# (scripts/lock-deps), so a rebuild months later installs the same stack.
+RUN pip install . -c constraints.txt && useradd --system --create-home sleepmem && mkdir -p /data \
     && chown sleepmem /data
 
 USER sleepmem
 EXPOSE 8787
-# One image, three roles: docker-compose.yml picks `api`, `worker` or `scheduler`.
+# One image, four roles: docker-compose.yml picks `migrate` (once), `api`, `worker` or
+# `scheduler`.
 CMD ["sleepmem", "api"]

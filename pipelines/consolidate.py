@@ -20,6 +20,7 @@ from sqlmodel import Session
 
 from sleepmem.core.errors import ExtractionError, LeaseLostError
 from sleepmem.core.settings import Settings
+from sleepmem.core.tracing import span
 from sleepmem.models import Audit, MemoryStatus, Scope
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines import store as repo
@@ -48,7 +49,8 @@ class ConsolidationReport:
     def stage(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
         try:
-            yield
+            with span(f"sleepmem.stage.{name}", stage=name):
+                yield
         finally:
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + (
                 time.perf_counter() - t0

@@ -20,6 +20,7 @@ from sqlalchemy import or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from sleepmem.core import tracing
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.logs import get_logger
@@ -85,7 +86,12 @@ def enqueue_due(
         try:
             if not redis.set(queued, reason, nx=True, ex=ttl):
                 continue  # already queued or running: this trigger is coalesced into it
-            send(scope_key)
+            # Continue the trace of the scope's newest traced emit, if any: the Celery
+            # message carries it on to the consolidation.
+            traceparent = redis.getdel(keys.trace(scope_key)) if tracing.enabled() else None
+            with tracing.continued(traceparent.decode() if traceparent else None), \
+                    tracing.span("sleepmem.trigger", reason=str(reason)):
+                send(scope_key)
         except redis_lib.RedisError as exc:
             raise TransientError(f"trigger tick: redis unavailable ({exc})") from exc
         except Exception:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -10,6 +11,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from sleepmem.adapters.redis.hits import record_hits
 from sleepmem.core.errors import ValidationError
+from sleepmem.core.metrics import SEARCH_SECONDS
 from sleepmem.models import Scope, SearchRequest, SearchResult
 from sleepmem.pipelines.retrieve import RankWeights, hit_ids, search
 from sleepmem.resources import Resources
@@ -61,9 +63,11 @@ class Reader:
         self.resources = resources
 
     def search(self, request: SearchRequest) -> SearchResult:
+        started = time.perf_counter()
         res = self.resources
         ports = res.ports()
         result = search(engine=res.engine, ports=ports, request=request, weights=rank_weights(res))
         # Every returned card counts as a hit (DESIGN rule 6): one XADD, applied later.
         record_hits(res.redis, res.keys, hit_ids(result), at=ports.clock())
+        SEARCH_SECONDS.observe(time.perf_counter() - started)
         return result

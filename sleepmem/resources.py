@@ -121,7 +121,7 @@ def build_resources(settings: Settings | None = None) -> Resources:
     url, broker, server = redis_urls(settings)
     client = redis.Redis.from_url(url)
     try:
-        engine = make_engine(settings.sql_url)
+        engine = make_engine(settings.sql_url, migrate=settings.auto_migrate)
     except BaseException:
         client.close()
         if server is not None:

@@ -24,6 +24,7 @@ from celery import Celery
 from sleepmem.core.errors import ConfigurationError
 from sleepmem.core.logs import configure_logging, get_logger
 from sleepmem.core.settings import Settings
+from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
 from sleepmem.resources import Resources, build_resources
 from sleepmem.schedules.leader import LeaderElector
 from sleepmem.schedules.scheduler import Scheduler, celery_sender
@@ -230,6 +231,7 @@ def wait_for(event: threading.Event) -> None:
 def serve(settings: Settings) -> None:
     """Run the embedded runtime until SIGINT or SIGTERM, then stop cleanly."""
     configure_logging(level=settings.log_level, json=settings.log_json)
+    configure_tracing_from_env("sleepmem")
     with shutdown_requested() as requested, Runtime(settings):
         # As in ``sleepmem api``: keep the start-up heap out of full collections.
         gc.collect()

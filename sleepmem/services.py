@@ -9,20 +9,34 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import redis as redis_lib
+import sqlalchemy as sa
+import structlog
+from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.errors import LeaseHeldError, NotFoundError, TransientError, ValidationError
-from sleepmem.core.keys import scope_digest
+from sleepmem.core.keys import DRAIN_GROUP, scope_digest
 from sleepmem.core.logs import get_logger
+from sleepmem.core.metrics import (
+    CONSOLIDATION_EVENTS,
+    CONSOLIDATION_RUNS,
+    JOBS_FINISHED,
+    MEMORY_OPS,
+    OP_KINDS,
+    STAGE_SECONDS,
+    SWEEP_RESULTS,
+)
 from sleepmem.core.settings import Settings
 from sleepmem.models import Job, JobStatus, Scope
+from sleepmem.models.tables import IndexState, Memory, ScopeState
 from sleepmem.pipelines.consolidate import ConsolidationReport
 from sleepmem.pipelines.index import reconcile
 from sleepmem.pipelines.lifecycle import erase as erasure
@@ -36,6 +50,7 @@ log = get_logger("sleepmem.services")
 
 ERASE_KIND = "erase"
 HITS_PER_REFRESH = 10_000
+SWEEP_RESULT_KINDS = ("scanned", "expired", "demoted", "archived", "evicted", "deleted")
 CANCEL_TTL_S = 7 * 86400
 
 MaintenanceJob = Callable[[Resources, str], Mapping[str, Any]]
@@ -73,8 +88,25 @@ def run_consolidation(
         # Garbage is not retried: a malformed key will not become valid by waiting.
         log.warning("consolidate_refused", field="scope_key", task_id=task_id)
         raise
-    settings, redis, keys = resources.settings, resources.redis, resources.keys
     fields = {"tenant": scope.tenant, "scope": scope_digest(scope_key)}
+    # Every line the run writes (pipeline stages, LLM calls, library lines) carries them.
+    with structlog.contextvars.bound_contextvars(**fields):
+        return _consolidate(
+            resources, scope_key=scope_key, pipeline=pipeline, task_id=task_id,
+            worker=worker, fields=fields,
+        )
+
+
+def _consolidate(
+    resources: Resources,
+    *,
+    scope_key: str,
+    pipeline: ConsolidatePipeline,
+    task_id: str,
+    worker: str,
+    fields: dict[str, str],
+) -> ConsolidationReport:
+    settings, redis, keys = resources.settings, resources.redis, resources.keys
     started = time.perf_counter()
     try:
         with Lease(redis, keys.lease(scope_key), ttl_s=settings.lease_seconds) as lease:
@@ -96,12 +128,15 @@ def run_consolidation(
             # Events that arrived meanwhile are still pending and trigger the next run.
             redis.delete(keys.queued(scope_key))
     except LeaseHeldError:
+        CONSOLIDATION_RUNS.labels(outcome="deferred").inc()
         log.info("consolidate_deferred", reason="lease_held", **fields)
         raise
     except TransientError as exc:
+        CONSOLIDATION_RUNS.labels(outcome="retry").inc()
         log.warning("consolidate_retry", error=type(exc).__name__, **fields)
         raise
     except Exception as exc:
+        CONSOLIDATION_RUNS.labels(outcome="failed").inc()
         # Cool down: the next tick would otherwise re-queue a scope that fails every time.
         redis.set(keys.queued(scope_key), "failed", ex=max(1, int(settings.lease_seconds)))
         log.error(
@@ -111,6 +146,7 @@ def run_consolidation(
             **fields,
         )
         raise
+    _count_consolidation(report)
     log.info(
         "consolidate",
         task_id=task_id,
@@ -127,12 +163,25 @@ def run_consolidation(
     return report
 
 
+def _count_consolidation(report: ConsolidationReport) -> None:
+    CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+    CONSOLIDATION_EVENTS.inc(report.events)
+    for stage, seconds in report.stage_seconds.items():
+        STAGE_SECONDS.labels(stage=stage).observe(seconds)
+    for op, n in report.ops.items():
+        # Op names come from the pipeline's fixed vocabulary; anything else is folded so
+        # that a label can never carry something unexpected.
+        MEMORY_OPS.labels(op=op if op in OP_KINDS else "OTHER").inc(n)
+
+
 # -- scheduled maintenance ---------------------------------------------------------------
 
 
 def sweep_job(res: Resources, task_id: str) -> Mapping[str, Any]:
     counts = dict(sweep(engine=res.engine, ports=res.ports(), settings=res.settings,
                         task_id=task_id).counts())
+    for result in SWEEP_RESULT_KINDS:
+        SWEEP_RESULTS.labels(result=result).inc(int(counts.get(result, 0)))
     # The nightly slot is also when the embedded engine compacts its segments (dropping
     # deleted points), off the hot path.
     counts["index_optimized"] = int(res.index.maintain())
@@ -187,11 +236,17 @@ def run_reconsolidation(
     ttl = res.settings.lease_seconds
     with Lease(res.redis, res.keys.job_lease(job_id), ttl_s=ttl), \
             Lease(res.redis, res.keys.lease(job.scope_key), ttl_s=ttl):
-        return recon.run_job(
-            engine=res.engine, ports=res.ports(), settings=res.settings, job_id=job_id,
-            should_cancel=lambda: bool(res.redis.exists(res.keys.job_cancel(job_id))),
-            on_progress=on_progress, resume=resume, task_id=task_id, worker=worker,
-        )
+        try:
+            finished = recon.run_job(
+                engine=res.engine, ports=res.ports(), settings=res.settings, job_id=job_id,
+                should_cancel=lambda: bool(res.redis.exists(res.keys.job_cancel(job_id))),
+                on_progress=on_progress, resume=resume, task_id=task_id, worker=worker,
+            )
+        except Exception:
+            JOBS_FINISHED.labels(kind=job.kind, status=JobStatus.failed.value).inc()
+            raise
+    JOBS_FINISHED.labels(kind=finished.kind, status=finished.status).inc()
+    return finished
 
 
 def create_erase_job(
@@ -253,6 +308,106 @@ def _finish(
             setattr(job, name, value)
         session.add(job)
         session.commit()
-        return job
+    JOBS_FINISHED.labels(kind=job.kind, status=job.status).inc()
+    return job
 
 
+
+
+# -- scrape-time state -------------------------------------------------------------------
+
+
+class StateCollector:
+    """Gauges of shared state, read from Redis and SQL when /metrics is scraped.
+
+    One value for the whole service whichever process answers: the stream's length, the
+    drain group's lag (entries not yet delivered) and pending entries (delivered, not yet
+    acknowledged), jobs by kind and status, and the memories the index reconciler has yet
+    to push. A store that does not answer is reported by ``sleepmem_state_up`` = 0 rather
+    than failing the scrape.
+    """
+
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+
+    def collect(self) -> Iterator[Metric]:
+        res = self.resources
+        up = GaugeMetricFamily(
+            "sleepmem_state_up", "Whether a store answered this scrape.", labels=["store"]
+        )
+        try:
+            yield from self._stream(res)
+            up.add_metric(["redis"], 1)
+        except Exception:
+            up.add_metric(["redis"], 0)
+        try:
+            yield from self._sql(res)
+            up.add_metric(["sql"], 1)
+        except Exception:
+            up.add_metric(["sql"], 0)
+        yield up
+
+    @staticmethod
+    def _stream(res: Resources) -> Iterator[Metric]:
+        length = int(res.redis.xlen(res.keys.events))
+        lag = pending = 0
+        try:
+            groups = res.redis.xinfo_groups(res.keys.events)
+        except redis_lib.ResponseError:  # no stream yet: nothing is behind
+            groups = []
+        for group in groups:
+            if str_of(group.get("name")) == DRAIN_GROUP:
+                pending = int(group.get("pending") or 0)
+                # None when Redis cannot tell (entries deleted mid-range): count the stream.
+                raw_lag = group.get("lag")
+                lag = int(raw_lag) if raw_lag is not None else length
+        yield GaugeMetricFamily(
+            "sleepmem_stream_length", "Entries in the event stream.", value=length
+        )
+        yield GaugeMetricFamily(
+            "sleepmem_stream_lag", "Stream entries the drain group has not read yet.", value=lag
+        )
+        yield GaugeMetricFamily(
+            "sleepmem_stream_pending",
+            "Stream entries delivered to a drain consumer and not yet acknowledged.",
+            value=pending,
+        )
+
+    @staticmethod
+    def _sql(res: Resources) -> Iterator[Metric]:
+        jobs = GaugeMetricFamily(
+            "sleepmem_jobs", "Operator jobs by kind and status.", labels=["kind", "status"]
+        )
+        with Session(res.engine) as session:
+            rows = session.execute(
+                sa.select(col(Job.kind), col(Job.status), sa.func.count()).group_by(
+                    col(Job.kind), col(Job.status)
+                )
+            ).all()
+            backlog = session.execute(
+                sa.select(sa.func.count())
+                .select_from(Memory)
+                .where(col(Memory.index_state) == IndexState.pending.value)
+            ).scalar_one()
+            dirty = session.execute(
+                sa.select(sa.func.count())
+                .select_from(ScopeState)
+                .where(col(ScopeState.pending_count) > 0)
+            ).scalar_one()
+        for kind, status, n in rows:
+            jobs.add_metric([str(kind), str(status)], int(n))
+        yield jobs
+        yield GaugeMetricFamily(
+            "sleepmem_index_backlog",
+            "Memories written to SQL and not yet in the vector index (reconciler backlog).",
+            value=int(backlog),
+        )
+        yield GaugeMetricFamily(
+            "sleepmem_scopes_pending",
+            "Scopes with drained events waiting for consolidation.",
+            value=int(dirty),
+        )
+
+
+def str_of(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

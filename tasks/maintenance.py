@@ -17,6 +17,7 @@ from celery import Celery, Task
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.errors import LeaseHeldError, TransientError
 from sleepmem.core.logs import get_logger
+from sleepmem.core.metrics import MAINTENANCE_RUNS
 from sleepmem.services import MaintenanceJob
 from sleepmem.tasks import retry
 from sleepmem.tasks.context import current_resources
@@ -41,11 +42,14 @@ def maintenance_task(
                 counts = dict(job(res, task_id))
         except LeaseHeldError:
             # The run in progress does the same work; queueing another would only repeat it.
+            MAINTENANCE_RUNS.labels(job=name, outcome="skipped").inc()
             log.info("maintenance_skipped", job=name, reason="lease_held")
             return {"skipped": "lease_held"}
         except TransientError as exc:
+            MAINTENANCE_RUNS.labels(job=name, outcome="retry").inc()
             log.warning("maintenance_retry", job=name, error=type(exc).__name__)
             raise self.retry(exc=exc, countdown=retry.countdown(self.request.retries)) from exc
+        MAINTENANCE_RUNS.labels(job=name, outcome="ok").inc()
         log.info("maintenance", job=name, seconds=round(time.perf_counter() - started, 4), **counts)
         return counts
 

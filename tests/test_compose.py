@@ -7,12 +7,19 @@ the CLI really has.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from sleepmem.cli import app as cli_app
 from sleepmem.core.settings import Settings
@@ -20,6 +27,7 @@ from sleepmem.tasks import names
 
 ROOT = Path(__file__).resolve().parents[1]
 APP_SERVICES = ("api", "worker", "scheduler")
+ONE_SHOT = ("migrate",)  # jobs that run to completion; the roles wait for them to succeed
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +39,15 @@ def compose() -> dict[str, Any]:
 
 def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose["services"]  # type: ignore[no-any-return]
+
+
+def constraints() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version
+    return pins
 
 
 def cli_commands() -> set[str]:
@@ -52,18 +69,83 @@ class TestComposeServices:
     def test_qdrant_is_the_real_server_image(self, compose: dict[str, Any]) -> None:
         assert services(compose)["qdrant"]["image"].startswith("qdrant/qdrant")
 
-    def test_every_service_has_a_healthcheck(self, compose: dict[str, Any]) -> None:
-        missing = [name for name, svc in services(compose).items() if "healthcheck" not in svc]
+    def test_every_long_running_service_has_a_healthcheck(self, compose: dict[str, Any]) -> None:
+        missing = [
+            name for name, svc in services(compose).items()
+            if name not in ONE_SHOT and "healthcheck" not in svc
+        ]
         assert missing == []
 
-    def test_app_services_wait_for_healthy_stores(self, compose: dict[str, Any]) -> None:
+    def test_app_services_wait_for_healthy_stores_and_the_migration(
+        self, compose: dict[str, Any]
+    ) -> None:
         for name in APP_SERVICES:
             depends = services(compose)[name]["depends_on"]
             assert {d: v["condition"] for d, v in depends.items()} == {
                 "redis": "service_healthy",
                 "postgres": "service_healthy",
                 "qdrant": "service_healthy",
+                "migrate": "service_completed_successfully",
             }, name
+
+
+class TestTheMigrationJob:
+    def test_runs_once_after_postgres_and_upgrades(self, compose: dict[str, Any]) -> None:
+        migrate = services(compose)["migrate"]
+        assert migrate["command"] == ["sleepmem", "migrate"]
+        assert "migrate" in cli_commands()
+        assert migrate["restart"] == "no"
+        assert migrate["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+        assert migrate["environment"]["SLEEPMEM_AUTO_MIGRATE"] == "true"
+
+    def test_the_roles_only_check_the_schema(self, compose: dict[str, Any]) -> None:
+        for name in APP_SERVICES:
+            assert services(compose)[name]["environment"]["SLEEPMEM_AUTO_MIGRATE"] == "false"
+
+
+class TestTheImage:
+    def test_installs_pinned_versions_of_every_runtime_dependency(self) -> None:
+        dockerfile = (ROOT / "Dockerfile").read_text()
+        assert re.search(r"^RUN pip install \. -c constraints\.txt ", dockerfile, re.M)
+        assert "COPY pyproject.toml README.md constraints.txt ./" in dockerfile
+        pins = constraints()
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+        for requirement in project["dependencies"]:
+            name = canonicalize_name(Requirement(requirement).name)
+            assert name in pins, f"{name} is not pinned: run scripts/lock-deps"
+            assert Requirement(requirement).specifier.contains(pins[name]), name
+
+    def test_the_qdrant_client_speaks_to_the_server_image(self, compose: dict[str, Any]) -> None:
+        # qdrant-client supports servers at most one minor version away.
+        client = Version(constraints()["qdrant-client"])
+        server = Version(services(compose)["qdrant"]["image"].split(":v", 1)[1])
+        assert client.major == server.major and abs(client.minor - server.minor) <= 1
+
+    def test_the_build_context_leaves_out_what_the_image_does_not_need(self) -> None:
+        ignored = {
+            line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        }
+        assert {".git", ".venv", "tests", ".env", "**/__pycache__"} <= ignored
+        for needed in ("sleepmem", "models", "pipelines", "tasks", "workers", "schedules",
+                       "pyproject.toml", "README.md", "constraints.txt"):
+            assert needed not in ignored
+
+
+class TestDockerComposeAcceptsTheFile:
+    def test_docker_compose_config_is_valid(self) -> None:
+        docker = shutil.which("docker")
+        if docker is None:
+            pytest.skip("no docker CLI: the YAML structure tests above stand in")
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30)
+        if probe.returncode != 0:
+            pytest.skip("the docker CLI has no compose plugin: the YAML structure tests stand in")
+        done = subprocess.run(
+            [docker, "compose", "-f", str(ROOT / "docker-compose.yml"), "config", "--quiet"],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "SLEEPMEM_API_KEYS": '{"acme": "change-me"}'},
+        )
+        assert done.returncode == 0, done.stderr
 
 
 class TestComposeCommands:

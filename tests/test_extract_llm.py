@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from sleepmem.adapters.llm import OpenAIChatModel, make_chat_model, parse_json_object
 from sleepmem.core.errors import ExtractionError, TransientError
 from sleepmem.core.logs import configure_logging
-from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS, render
+from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS, render, value
 from sleepmem.core.settings import Settings
 from sleepmem.models.scope import Scope
 from sleepmem.pipelines.extract.llm import LLMExtractor
@@ -308,15 +308,15 @@ class TestUsage:
     def test_calls_and_tokens_are_summed_over_batches_and_counted_process_wide(
         self, script: tuple[Script, str], chat: OpenAIChatModel
     ) -> None:
-        calls_before = LLM_CALLS.value(model="scripted", outcome="ok")
-        tokens_before = LLM_TOKENS.value(model="scripted")
+        calls_before = value(LLM_CALLS, model="scripted", outcome="ok")
+        tokens_before = value(LLM_TOKENS, model="scripted")
         events = [event(i, f"Message {i}.") for i in range(3)]
         extraction = LLMExtractor(chat, batch_events=2).extract(events)
         assert (extraction.llm_calls, extraction.llm_tokens) == (2, 2 * 150)
         assert extraction.model == "scripted" and extraction.extractor == "llm"
-        assert LLM_CALLS.value(model="scripted", outcome="ok") == calls_before + 2
-        assert LLM_TOKENS.value(model="scripted") == tokens_before + 300
-        assert 'sleepmem_llm_calls_total{model="scripted",outcome="ok"}' in render()
+        assert value(LLM_CALLS, model="scripted", outcome="ok") == calls_before + 2
+        assert value(LLM_TOKENS, model="scripted") == tokens_before + 300
+        assert 'sleepmem_llm_calls_total{model="scripted",outcome="ok"}' in render().decode()
 
     def test_the_api_key_and_the_content_never_reach_a_log_line(
         self, script: tuple[Script, str], chat: OpenAIChatModel

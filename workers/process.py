@@ -14,10 +14,12 @@ from typing import Any
 import structlog
 from celery import signals
 
+from sleepmem.core import tracing
 from sleepmem.core.logs import configure_logging, get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources, build_resources
 from sleepmem.tasks.context import install_resources, installed_resources, uninstall_resources
+from sleepmem.workers.metrics import mark_process_dead
 
 
 def warm(resources: Resources) -> None:
@@ -28,6 +30,8 @@ def warm(resources: Resources) -> None:
 def open_process_resources(settings: Settings | None = None) -> Resources:
     settings = settings or Settings()
     configure_logging(level=settings.log_level, json=settings.log_json)
+    # After the fork: the span exporter's thread must belong to this process.
+    tracing.configure_from_env("sleepmem-worker")
     resources = build_resources(settings)
     warm(resources)
     install_resources(resources)
@@ -61,6 +65,7 @@ def _on_process_init(**_: Any) -> None:
 
 def _on_process_shutdown(**_: Any) -> None:
     close_process_resources()
+    mark_process_dead(os.getpid())
 
 
 def _on_worker_shutdown(**_: Any) -> None:
@@ -81,17 +86,46 @@ def connect_process_hooks() -> None:
     )
 
 
+# Open task spans by task id: prerun starts one, postrun ends it (same thread).
+_task_spans: dict[str, tuple[Any, Any, Any]] = {}
+
+
 def _bind_task(task_id: str | None = None, task: Any = None, **_: Any) -> None:
-    structlog.contextvars.bind_contextvars(
-        task_id=task_id or "", task_name=getattr(task, "name", "")
-    )
+    name = getattr(task, "name", "")
+    structlog.contextvars.bind_contextvars(task_id=task_id or "", task_name=name)
+    if tracing.enabled() and task_id:
+        request = getattr(task, "request", None)
+        parent = tracing.attach(
+            getattr(request, tracing.TRACEPARENT, None) if request is not None else None
+        )
+        started, token = tracing.start_span(
+            f"sleepmem.task {name}", kind="consumer", task_id=task_id
+        )
+        _task_spans[task_id] = (started, token, parent)
 
 
-def _unbind_task(**_: Any) -> None:
+def _unbind_task(task_id: str | None = None, state: str | None = None, **_: Any) -> None:
     structlog.contextvars.unbind_contextvars("task_id", "task_name")
+    opened = _task_spans.pop(task_id or "", None)
+    if opened is not None:
+        started, token, parent = opened
+        if started is not None and state:
+            started.set_attribute("celery.state", state)
+        tracing.end_span(started, token)
+        tracing.detach(parent)
+
+
+def _inject_trace(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    # The sender's span (a trigger continuing an emit's trace) rides in the message.
+    if headers is not None:
+        tracing.inject(headers)
 
 
 def connect_task_context() -> None:
-    """Bind task id and name to every log line a task writes (idempotent)."""
+    """Bind task id and name to every log line a task writes, and run each task in a span
+    that continues the trace its message carries (idempotent)."""
     signals.task_prerun.connect(_bind_task, weak=False, dispatch_uid="sleepmem.bind_task")
     signals.task_postrun.connect(_unbind_task, weak=False, dispatch_uid="sleepmem.unbind_task")
+    signals.before_task_publish.connect(
+        _inject_trace, weak=False, dispatch_uid="sleepmem.inject_trace"
+    )

@@ -109,10 +109,10 @@ class OpenAIChatModel:
         return self._client.chat.completions.create(**kwargs)
 
     def _count(self, outcome: str, t0: float, usage: LLMUsage | None = None) -> None:
-        LLM_CALLS.inc(model=self.model, outcome=outcome)
+        LLM_CALLS.labels(model=self.model, outcome=outcome).inc()
         if usage is not None:
-            LLM_TOKENS.inc(usage.prompt_tokens, model=self.model, kind="prompt")
-            LLM_TOKENS.inc(usage.completion_tokens, model=self.model, kind="completion")
+            LLM_TOKENS.labels(model=self.model, kind="prompt").inc(usage.prompt_tokens)
+            LLM_TOKENS.labels(model=self.model, kind="completion").inc(usage.completion_tokens)
         self._log.info(
             "llm.call",
             model=self.model,

@@ -1,23 +1,24 @@
 """SQL engine per process: schema set-up and the translation of driver failures.
 
-Tables are created on first use (migrations would go via alembic).
+The schema comes from the alembic migrations (:mod:`sleepmem.adapters.migrate`): an
+engine upgrades its database at start unless told only to check it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine, ExceptionContext, make_url
+from sqlalchemy.engine import Engine, ExceptionContext, make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import create_engine
 
 import sleepmem.models  # noqa: F401  (registers the tables on SQLModel.metadata)
 from sleepmem.core.errors import ConfigurationError, TransientError
 
 
-def make_engine(url: str, *, echo: bool = False) -> Engine:
+def plain_engine(url: str, *, echo: bool = False) -> Engine:
+    """An engine with the per-connection settings, and nothing run on the database yet."""
     if url.startswith("sqlite"):
         engine = create_engine(
             url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
@@ -25,11 +26,21 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
         engine = create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    return engine
+
+
+def make_engine(url: str, *, echo: bool = False, migrate: bool = True) -> Engine:
+    """The process's engine, its schema at this release's revision: upgraded to it
+    (``migrate``), or checked and refused with a hint to run ``sleepmem migrate``."""
+    engine = plain_engine(url, echo=echo)
     try:
-        _prepare_schema(engine)
+        _prepare_schema(engine, migrate=migrate)
     except OperationalError as exc:
         engine.dispose()
         raise _unusable(url, exc) from None
+    except BaseException:
+        engine.dispose()
+        raise
     # Only now: a missing database at start-up is a configuration error, not a blip.
     event.listen(engine, "handle_error", _transient_driver_errors)
     return engine
@@ -59,90 +70,14 @@ def _transient_driver_errors(ctx: ExceptionContext) -> None:
         ) from exc
 
 
-# Every process runs this at start-up; on PostgreSQL, DDL racing DDL fails, so they queue.
-_SCHEMA_LOCK = 0x51EE93E3
-_LINK_TRIGGER = "audit_memory_links"
-_SQLITE_LINKS = f"""
-CREATE TRIGGER {_LINK_TRIGGER} AFTER INSERT ON audit
-BEGIN
-  INSERT OR IGNORE INTO audit_memory (memory_id, audit_id)
-  SELECT value, NEW.id FROM json_each(NEW.memory_ids_before)
-  UNION SELECT value, NEW.id FROM json_each(NEW.memory_ids_after);
-END
-"""
-_SQLITE_BACKFILL = """
-INSERT OR IGNORE INTO audit_memory (memory_id, audit_id)
-SELECT j.value, a.id FROM audit AS a, json_each(a.memory_ids_before) AS j
-UNION SELECT j.value, a.id FROM audit AS a, json_each(a.memory_ids_after) AS j
-"""
-# One INSERT per statement, not per row: bulk audit writes (a sweep writes thousands of
-# rows at a time) cost a row-level plpgsql trigger 10x the insert itself, measured.
-_PG_LINKS = (
-    f"""
-CREATE OR REPLACE FUNCTION {_LINK_TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO audit_memory (memory_id, audit_id)
-  SELECT v, n.id
-    FROM new_audit AS n, json_array_elements_text(COALESCE(n.memory_ids_before, '[]')) AS v
-  UNION SELECT v, n.id
-    FROM new_audit AS n, json_array_elements_text(COALESCE(n.memory_ids_after, '[]')) AS v
-  ON CONFLICT DO NOTHING;
-  RETURN NULL;
-END $$
-""",
-    f"""
-CREATE TRIGGER {_LINK_TRIGGER} AFTER INSERT ON audit
-REFERENCING NEW TABLE AS new_audit FOR EACH STATEMENT EXECUTE FUNCTION {_LINK_TRIGGER}()
-""",
-)
-_PG_BACKFILL = """
-INSERT INTO audit_memory (memory_id, audit_id)
-SELECT v, a.id
-  FROM audit AS a, json_array_elements_text(COALESCE(a.memory_ids_before, '[]')) AS v
-UNION SELECT v, a.id
-  FROM audit AS a, json_array_elements_text(COALESCE(a.memory_ids_after, '[]')) AS v
-ON CONFLICT DO NOTHING
-"""
+def _prepare_schema(engine: Engine, *, migrate: bool) -> None:
+    # Imported here: alembic's script loading is start-up work, not import-time work.
+    from sleepmem.adapters.migrate import check_current, upgrade
 
-
-def _prepare_schema(engine: Engine) -> None:
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
-        SQLModel.metadata.create_all(conn)
-        _install_audit_links(conn)
-
-
-def _install_audit_links(conn: Connection) -> None:
-    """The trigger that fills ``audit_memory``; a database from before it is backfilled."""
-    dialect = conn.dialect.name
-    if dialect == "sqlite":
-        found = conn.execute(
-            sa.text("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = :name"),
-            {"name": _LINK_TRIGGER},
-        ).first()
-        if found is None:
-            conn.execute(sa.text(_SQLITE_LINKS))
-            conn.execute(sa.text(_SQLITE_BACKFILL))
-    elif dialect == "postgresql":
-        found = conn.execute(
-            sa.text(
-                "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-                "WHERE t.tgname = :name AND c.relname = 'audit' "
-                "AND pg_table_is_visible(c.oid)"
-            ),
-            {"name": _LINK_TRIGGER},
-        ).first()
-        # Only when missing: creating a trigger locks the audit table against the writers
-        # of processes already running. (A changed definition needs a new trigger name.)
-        if found is None:
-            for statement in _PG_LINKS:
-                conn.execute(sa.text(statement))
-            conn.execute(sa.text(_PG_BACKFILL))
+    if migrate:
+        upgrade(engine)
     else:
-        raise ConfigurationError(
-            f"unsupported database {dialect!r}: sleepmem runs on SQLite or PostgreSQL"
-        )
+        check_current(engine)
 
 
 def _unusable(url: str, exc: OperationalError) -> ConfigurationError | TransientError:

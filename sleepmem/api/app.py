@@ -14,9 +14,11 @@ from starlette.concurrency import run_in_threadpool
 
 from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
-from sleepmem.api import health, ingest, jobs, memories, search
+from sleepmem.api import health, ingest, inspect, jobs, memories, metrics, search, ui
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.state import ApiState
+from sleepmem.api.tracing import TracingMiddleware
+from sleepmem.core import tracing
 from sleepmem.core.errors import (
     AuthError,
     ForbiddenError,
@@ -26,6 +28,7 @@ from sleepmem.core.errors import (
     ValidationError,
 )
 from sleepmem.core.logs import get_logger
+from sleepmem.core.metrics import EVENTS_REJECTED
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.validation import EventValidationError, limits_for
 from sleepmem.resources import Resources, build_resources
@@ -34,7 +37,8 @@ log = get_logger("sleepmem.api")
 
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
-    health.router, ingest.router, search.router, jobs.router, memories.router,
+    health.router, ingest.router, search.router, jobs.router, memories.router, metrics.router,
+    inspect.router, ui.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
@@ -44,6 +48,10 @@ _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
     (NotFoundError, 404),
     (TransientError, 503),
 )
+
+
+# Why /v1/events refused a request, as a metric label (a fixed vocabulary, never content).
+_REJECT_REASONS = {422: "invalid", 401: "unauthorized", 403: "forbidden", 503: "unavailable"}
 
 
 def create_app(settings: Settings | None = None, *, resources: Resources | None = None) -> FastAPI:
@@ -80,6 +88,8 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
         description="Long-term memory for LLM agents: append events now, think at sleep time.",
         lifespan=lifespan,
     )
+    if tracing.enabled() and not _fastapi_traces_requests():
+        app.add_middleware(TracingMiddleware)
     app.state.keyring = KeyRing.from_settings(cfg)
     for router in ROUTERS:
         app.include_router(router)
@@ -88,9 +98,19 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
     return app
 
 
-async def _sleepmem_error(_request: Request, exc: SleepmemError) -> Response:
+def _fastapi_traces_requests() -> bool:
+    """FastAPI releases with built-in OpenTelemetry make the server span themselves
+    (continuing ``traceparent``, current during the handler); ours would be a second one."""
+    import importlib.util
+
+    return importlib.util.find_spec("fastapi.telemetry") is not None
+
+
+async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
     """One place that turns the error hierarchy into HTTP."""
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+    if request.url.path == ingest.EVENTS_PATH:
+        EVENTS_REJECTED.labels(reason=_REJECT_REASONS.get(status, "error")).inc()
     body: dict[str, Any]
     if isinstance(exc, EventValidationError):
         body = {"error": exc.problems[0].as_dict(), "errors": [p.as_dict() for p in exc.problems]}

@@ -12,11 +12,13 @@ from sleepmem.api.auth import CallerTenant, KeyRing
 from sleepmem.api.state import api_state
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import get_logger
+from sleepmem.core.metrics import EVENTS_ACCEPTED
 from sleepmem.ingest.validation import validate_event, validate_events
 from sleepmem.models.events import Event
 
 log = get_logger("sleepmem.api.ingest")
 router = APIRouter(prefix="/v1", tags=["events"])
+EVENTS_PATH = "/v1/events"
 
 
 def _event_schemas() -> dict[str, Any]:
@@ -111,6 +113,7 @@ async def post_events(request: Request, tenant: CallerTenant) -> Response:
     KeyRing.check_tenant(tenant, events)
     if events:
         await state.appender.append(events)
+        EVENTS_ACCEPTED.inc(len(events))
     ids = [e["event_id"] for e in events]
     log.info(
         "ingest.accepted",

@@ -14,6 +14,7 @@ import typer
 from sleepmem.cli.app import app, load_settings
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
+from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
 from sleepmem.models import Scope
 from sleepmem.tasks import names
 
@@ -35,6 +36,7 @@ def api() -> None:
     from sleepmem.resources import build_resources
 
     settings = load_settings()
+    configure_tracing_from_env("sleepmem-api")
     resources = build_resources(settings)
     app = create_app(resources=resources)
     # What start-up built lives as long as the process: out of the collector's sight, its
@@ -60,8 +62,14 @@ def worker(
     ),
     concurrency: Annotated[int, typer.Option(help="Pool size; 0 = one per core.")] = 0,
     pool: Annotated[str, typer.Option(help="prefork (default), threads or solo.")] = "prefork",
+    metrics_port: Annotated[
+        int, typer.Option(help="Serve this worker's Prometheus metrics on this port; 0 = off.")
+    ] = 0,
 ) -> None:
     """A Celery worker (distributed mode); clients are built in each pool process."""
+    if metrics_port:
+        # Before prometheus_client is imported: the pool processes count into files there.
+        prepare_multiprocess_dir()
     from sleepmem.workers.app import create_celery_from_env
 
     settings = load_settings()
@@ -69,6 +77,7 @@ def worker(
     if unknown:
         raise typer.BadParameter(f"unknown queues {sorted(unknown)}; known: {names.QUEUES}")
     argv = [
+        "--quiet",  # no ASCII banner: the process's output stays one JSON object per line
         "worker",
         f"--pool={pool}",
         f"--queues={queues}",
@@ -78,7 +87,35 @@ def worker(
     ]
     if concurrency > 0:
         argv.append(f"--concurrency={concurrency}")
-    create_celery_from_env().worker_main(argv)
+    celery = create_celery_from_env()
+    if metrics_port:
+        from sleepmem.workers.metrics import serve_metrics
+
+        serve_metrics(port=metrics_port, host=settings.host)
+    celery.worker_main(argv)
+
+
+def prepare_multiprocess_dir() -> str:
+    """The directory prefork children write their metric values to: the operator's
+    ``PROMETHEUS_MULTIPROC_DIR`` (emptied: values of a previous run must not be summed in),
+    or a fresh temporary one."""
+    import os
+    import shutil
+
+    chosen = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if chosen:
+        path = Path(chosen)
+        if path.exists():
+            for stale in path.glob("*.db"):
+                stale.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+    else:
+        path = Path(tempfile.mkdtemp(prefix="sleepmem-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+        import atexit
+
+        atexit.register(shutil.rmtree, path, True)
+    return str(path)
 
 
 @app.command()
@@ -91,6 +128,7 @@ def scheduler() -> None:
     from sleepmem.workers.app import create_celery
 
     settings = load_settings()
+    configure_tracing_from_env("sleepmem-scheduler")
     resources = build_resources(settings)
     celery = create_celery(settings, broker_url=resources.broker_url)
     elector = LeaderElector(

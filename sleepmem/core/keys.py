@@ -43,6 +43,10 @@ class Keys:
         """Held while one consolidation of the scope runs: never two at once."""
         return f"{self.namespace}:lease:consolidate:{scope_digest(scope_key)}"
 
+    def trace(self, scope_key: str) -> str:
+        """The newest traced emit's context of a scope (traceparent), for its trigger."""
+        return f"{self.namespace}:trace:{scope_digest(scope_key)}"
+
     def queued(self, scope_key: str) -> str:
         """Set while a consolidation of the scope is queued, to coalesce triggers."""
         return f"{self.namespace}:queued:consolidate:{scope_digest(scope_key)}"

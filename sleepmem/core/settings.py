@@ -127,6 +127,10 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
     log_json: bool = True
+    # Each process upgrades the schema at start (under a lock on PostgreSQL). Off: a
+    # process only checks the revision and refuses to start on another one; a one-shot
+    # `sleepmem migrate` upgrades (the compose stack runs it before the other roles).
+    auto_migrate: bool = True
 
     @model_validator(mode="after")
     def _auth_off_only_on_loopback(self) -> Settings:

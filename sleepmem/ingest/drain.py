@@ -37,8 +37,10 @@ from sleepmem.adapters.redis.stream import Entry
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.logs import get_logger
+from sleepmem.core.metrics import EVENTS_DEAD_LETTERED, EVENTS_DRAINED
 from sleepmem.core.redaction import redact
 from sleepmem.core.settings import Settings
+from sleepmem.core.tracing import link_to, span
 from sleepmem.ingest.validation import field_problems, gc_paused, limits_for
 from sleepmem.models.events import Event, EventKind, Limits
 from sleepmem.models.scope import Scope
@@ -72,6 +74,7 @@ class DrainReport:
     scopes: int = 0
     redacted: int = 0
     ms: float = 0.0
+    scope_of: dict[str, str] = field(default_factory=dict)  # stream id -> scope key
 
     @property
     def entries(self) -> int:
@@ -137,8 +140,37 @@ def drain_once(
     entries = claimed + fresh
     if not entries:
         return report
+    traced = [entry for entry in entries if entry.traceparent]
+    if not traced:
+        return _drain_entries(
+            redis, keys, engine, settings, consumer, entries, report, started, traced=False
+        )
+    # The batch's span links to each traced emit; each scope keeps its newest emit's
+    # context, which the trigger of its consolidation continues.
+    links = [link for entry in traced if (link := link_to(entry.traceparent)) is not None]
+    with span("sleepmem.drain", links=links[:128], entries=len(entries)):
+        report = _drain_entries(
+            redis, keys, engine, settings, consumer, entries, report, started, traced=True
+        )
+    _remember_traces(redis, keys, traced, report)
+    return report
 
+
+def _drain_entries(
+    redis: redis_lib.Redis,
+    keys: Keys,
+    engine: Engine,
+    settings: Settings,
+    consumer: str,
+    entries: list[Entry],
+    report: DrainReport,
+    started: float,
+    *,
+    traced: bool,
+) -> DrainReport:
     batch = _parse(entries, limits_for(settings))
+    if traced:
+        report.scope_of = {row["stream_id"]: row["scope_key"] for row in batch.rows}
     report.redacted = batch.redacted
     inserted, failures, scopes = _store(engine, batch.rows)
     report.inserted = len(inserted)
@@ -165,8 +197,30 @@ def drain_once(
     # Only now, with the rows committed, may the entries leave the stream.
     stream.ack(redis, keys, done)
     report.ms = (time.perf_counter() - started) * 1000
+    EVENTS_DRAINED.labels(outcome="inserted").inc(report.inserted)
+    EVENTS_DRAINED.labels(outcome="duplicate").inc(report.duplicates)
+    if report.dead_lettered:
+        EVENTS_DEAD_LETTERED.inc(report.dead_lettered)
     log.info("drain.batch", **report.log_fields())
     return report
+
+
+TRACE_TTL_S = 86400
+
+
+def _remember_traces(
+    redis: redis_lib.Redis, keys: Keys, traced: list[Entry], report: DrainReport
+) -> None:
+    newest = {
+        scope: entry.traceparent
+        for entry in traced
+        if (scope := report.scope_of.get(entry.id)) is not None
+    }
+    if newest:
+        with redis.pipeline(transaction=False) as pipe:
+            for scope, traceparent in newest.items():
+                pipe.set(keys.trace(scope), traceparent, ex=TRACE_TTL_S)
+            pipe.execute()
 
 
 def run_drain_loop(

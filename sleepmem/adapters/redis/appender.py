@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 import redis
 import redis.asyncio as aioredis
 
-from sleepmem.adapters.redis.stream import APPEND_SCRIPT, encode, text
+from sleepmem.adapters.redis.stream import APPEND_SCRIPT, APPEND_TRACED_SCRIPT, encode, text
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
+from sleepmem.core.tracing import current_traceparent
 from sleepmem.models.events import EventFields
 
 # Events per shared call: bounds how long one script call holds the server (~1-2 ms).
@@ -28,6 +29,7 @@ GROUP_MAX = 1000
 @dataclass(slots=True)
 class _Append:
     payloads: list[bytes]
+    traceparent: bytes = b""
     ids: asyncio.Future[list[str]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -46,6 +48,7 @@ class GroupAppender:
     ) -> None:
         self._keys = keys
         self._script = client.register_script(APPEND_SCRIPT)
+        self._traced_script = client.register_script(APPEND_TRACED_SCRIPT)
         self._group_max = group_max
         self._in_flight = in_flight
         self._waiting: list[_Append] = []
@@ -57,7 +60,7 @@ class GroupAppender:
         If the caller goes away while waiting, its events are still written: they were
         accepted, and the drain stores a resent copy once (event ids are idempotency keys).
         """
-        item = _Append([encode(e) for e in events])
+        item = _Append([encode(e) for e in events], current_traceparent().encode())
         self._waiting.append(item)
         if len(self._flushers) < self._in_flight:
             self._flushers.add(asyncio.create_task(self._flush()))
@@ -88,9 +91,14 @@ class GroupAppender:
         return group
 
     async def _send(self, group: list[_Append]) -> None:
-        args = [p for item in group for p in item.payloads]
+        if any(item.traceparent for item in group):
+            script = self._traced_script
+            args = [x for item in group for p in item.payloads for x in (p, item.traceparent)]
+        else:
+            script = self._script
+            args = [p for item in group for p in item.payloads]
         try:
-            ids = [text(i) for i in await self._script(keys=[self._keys.events], args=args)]
+            ids = [text(i) for i in await script(keys=[self._keys.events], args=args)]
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             _fail(group, TransientError(f"event log unavailable: {type(exc).__name__}"))
         except Exception as exc:

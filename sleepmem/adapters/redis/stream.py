@@ -17,10 +17,14 @@ import redis
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import DRAIN_GROUP, Keys
 from sleepmem.core.redaction import redact, redact_json
+from sleepmem.core.tracing import current_traceparent
 from sleepmem.models.events import Event, EventFields
 
 FIELD = "e"
 _FIELD_BYTES = FIELD.encode()
+# The W3C traceparent of the caller's span, present only while something is traced.
+TRACE_FIELD = "t"
+_TRACE_BYTES = TRACE_FIELD.encode()
 # A batch is appended by script calls of many events each: all of a call or none of it
 # lands, and redis-py packs one command of N arguments ~3x faster than a pipeline of N
 # XADDs. The SDK sends each chunk as soon as it is encoded and reads the replies at the end,
@@ -31,6 +35,14 @@ APPEND_SCRIPT = """
 local ids = {}
 for i = 1, #ARGV do
   ids[i] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+end
+return ids
+"""
+# The same with each event's trace context: ARGV holds (payload, traceparent) pairs.
+APPEND_TRACED_SCRIPT = """
+local ids = {}
+for i = 1, #ARGV, 2 do
+  ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i], 't', ARGV[i + 1])
 end
 return ids
 """
@@ -46,6 +58,10 @@ class Entry:
     @property
     def payload(self) -> bytes:
         return self.fields.get(_FIELD_BYTES, b"")
+
+    @property
+    def traceparent(self) -> str:
+        return self.fields.get(_TRACE_BYTES, b"").decode("ascii", "replace")
 
 
 def redact_event(event: Event) -> tuple[Event, tuple[str, ...]]:
@@ -80,23 +96,33 @@ def append(client: redis.Redis, keys: Keys, events: Sequence[EventFields]) -> li
     One event is one XADD. A batch goes as one atomic script call per ``SEND_CHUNK``
     events, all sent before any reply is read.
     """
+    traceparent = current_traceparent()
     try:
         if len(events) == 1:
-            return [text(client.xadd(keys.events, {FIELD: encode(events[0])}))]
-        return _append_chunks(client, keys, events)
+            fields = {FIELD: encode(events[0])}
+            if traceparent:
+                fields[TRACE_FIELD] = traceparent.encode()
+            return [text(client.xadd(keys.events, fields))]
+        return _append_chunks(client, keys, events, traceparent)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise TransientError(f"event log unavailable: {type(exc).__name__}") from exc
 
 
-def _append_chunks(client: redis.Redis, keys: Keys, events: Sequence[EventFields]) -> list[str]:
-    script = client.register_script(APPEND_SCRIPT)
+def _append_chunks(
+    client: redis.Redis, keys: Keys, events: Sequence[EventFields], traceparent: str = ""
+) -> list[str]:
+    script = client.register_script(APPEND_TRACED_SCRIPT if traceparent else APPEND_SCRIPT)
+    tp = traceparent.encode()
     chunks = [events[i : i + SEND_CHUNK] for i in range(0, len(events), SEND_CHUNK)]
     payloads: list[list[bytes]] = []
     replies: list[Any] = []
     conn = client.connection_pool.get_connection()
     try:
         for chunk in chunks:
-            payloads.append([encode(e) for e in chunk])
+            if tp:
+                payloads.append([part for e in chunk for part in (encode(e), tp)])
+            else:
+                payloads.append([encode(e) for e in chunk])
             conn.send_command("EVALSHA", script.sha, 1, keys.events, *payloads[-1])
         for _ in chunks:
             try:

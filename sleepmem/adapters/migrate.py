@@ -1,0 +1,102 @@
+"""Schema migrations: bring a database to the newest revision, or say why not.
+
+Every process that opens the database may call :func:`upgrade` (the embedded runtime does,
+at start): on PostgreSQL the work runs under an advisory transaction lock, so concurrent
+starters queue instead of racing DDL, and the second finds nothing to do. A database made
+by a release before migrations existed (tables, no ``alembic_version``) is adopted: stamped
+at the baseline revision whose schema it has, and upgraded from there.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources as importlib_resources
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection, Engine
+
+from sleepmem.core.errors import ConfigurationError
+from sleepmem.core.logs import get_logger
+
+log = get_logger("sleepmem.migrate")
+
+# The revision whose schema releases before migrations created with create_all.
+BASELINE = "0001"
+# Any table that release had: its presence without alembic_version means "adopt".
+_LEGACY_MARKER = "raw_event"
+SCHEMA_LOCK = 0x51EE93E3
+
+
+@cache
+def _script_location() -> str:
+    return str(importlib_resources.files("sleepmem.adapters") / "migrations")
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", _script_location())
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+@cache
+def head_revision() -> str:
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    if len(heads) != 1:
+        raise ConfigurationError(
+            f"the migrations have {len(heads)} heads {heads}: merge them "
+            "(alembic merge heads) before starting"
+        )
+    return str(heads[0])
+
+
+def current_revision(conn: Connection) -> str | None:
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: Engine, *, revision: str = "head") -> tuple[str | None, str]:
+    """Upgrade to ``revision``; returns (revision before, revision after)."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+        before = current_revision(conn)
+        target = head_revision() if revision == "head" else revision
+        if before != target:
+            if before is None and sa.inspect(conn).has_table(_LEGACY_MARKER):
+                command.stamp(alembic_config(conn), BASELINE)
+                log.info("migrate_adopted", baseline=BASELINE)
+                before = BASELINE
+            command.upgrade(alembic_config(conn), revision)
+        after = current_revision(conn)
+        if after is not None:
+            # Autogenerate cannot see a trigger, so a lost one would go unnoticed: a
+            # database without it (older than it, or restored without it) gets it back.
+            _ensure_audit_links(conn)
+    if before != after:
+        log.info("migrate", before=before, after=after, dialect=engine.dialect.name)
+    return before, str(after)
+
+
+def check_current(engine: Engine) -> None:
+    """Refuse to run on a schema other than this code's: the operator runs ``migrate``."""
+    with engine.connect() as conn:
+        found = current_revision(conn)
+    if found != head_revision():
+        raise ConfigurationError(
+            f"the database schema is at revision {found or 'none'}, this release needs "
+            f"{head_revision()}: run `sleepmem migrate` first (or set SLEEPMEM_AUTO_MIGRATE=true)"
+        )
+
+
+def _ensure_audit_links(conn: Connection) -> None:
+    """The audit-link trigger, installed with a backfill when missing (only then: creating
+    a trigger locks ``audit`` against the writers of processes already running)."""
+    from sleepmem.adapters.migrations import audit_links
+
+    if not audit_links.installed(conn):
+        audit_links.install(conn, backfill=True)

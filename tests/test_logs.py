@@ -1,0 +1,103 @@
+"""Logs: a real ``sleepmem serve`` writes JSON only (its own lines and uvicorn's, Celery's,
+APScheduler's), binds task id, tenant and scope digest to a consolidation's lines, and
+says nothing while idle at INFO."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from support import wait_for
+
+from sleepmem.core.keys import scope_digest
+from sleepmem.models import Scope
+
+TENANT, AGENT, USER = "acme", "concierge", "ann"
+OWNER = Scope(tenant=TENANT, agent=AGENT, user=USER).key
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    return [orjson.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def events_named(path: Path, name: str) -> list[dict[str, Any]]:
+    return [line for line in lines_of(path) if line.get("event") == name]
+
+
+class TestAServeProcessLogsJsonOnly:
+    def test_idle_quiet_consolidation_bound_every_line_json(self, tmp_path: Path) -> None:
+        port = free_port()
+        out = tmp_path / "serve.log"
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            "SLEEPMEM_DATA_DIR": str(tmp_path / "data"),
+            "SLEEPMEM_PORT": str(port),
+            "SLEEPMEM_HOST": "127.0.0.1",
+            "SLEEPMEM_EMBEDDER": "hashing",
+            "SLEEPMEM_AUTH_ENABLED": "false",
+            "SLEEPMEM_TICK_SECONDS": "0.25",
+            "SLEEPMEM_LOG_LEVEL": "INFO",
+            "SLEEPMEM_LOG_JSON": "true",
+        }
+        for name in ("SLEEPMEM_REDIS_URL", "SLEEPMEM_DATABASE_URL", "SLEEPMEM_QDRANT_URL"):
+            env.pop(name, None)
+        with out.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from sleepmem.cli import main; main()", "serve"],
+                env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path,
+            )
+            try:
+                assert wait_for(lambda: bool(events_named(out, "runtime_started")), timeout=90)
+                settled = len(lines_of(out))
+                # 4 s idle = 16 scheduler ticks, each one a drain/trigger check.
+                time.sleep(4)
+                idle = lines_of(out)[settled:]
+                assert [line for line in idle if line["level"] != "debug"] == []
+
+                scope = {"tenant": TENANT, "agent": AGENT, "user": USER, "session": "s1"}
+                events = [
+                    {**scope, "kind": "message", "role": "user",
+                     "content": "I live in Lisbon and I prefer green tea."},
+                    {**scope, "kind": "session_end", "role": "system", "content": ""},
+                ]
+                posted = httpx.post(f"http://127.0.0.1:{port}/v1/events", json=events, timeout=10)
+                assert posted.status_code == 202
+                assert wait_for(lambda: bool(events_named(out, "consolidate")), timeout=60)
+            finally:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        assert proc.returncode == 0
+
+        every = lines_of(out)  # parses every line as JSON, or fails here
+        loggers = {line.get("logger", "") for line in every}
+        assert "uvicorn.error" in loggers, "uvicorn's lines must come through the same handler"
+        assert all({"event", "level", "timestamp"} <= set(line) for line in every)
+
+        (run,) = events_named(out, "consolidate")
+        assert run["tenant"] == TENANT and run["scope"] == scope_digest(OWNER)
+        assert run["task_id"] and run["task_name"] == "sleepmem.consolidate"
+        # Lines the pipeline wrote during that task carry the same bound context.
+        during = [line for line in every if line.get("task_id") == run["task_id"]]
+        assert len(during) >= 2
+        assert all(line.get("scope") == run["scope"] for line in during)
+        # The content never reaches a log line.
+        assert "Lisbon" not in out.read_text(encoding="utf-8")
