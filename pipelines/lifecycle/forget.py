@@ -38,7 +38,6 @@ from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory, MemoryStatus
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.decay import (
     aware,
     epoch_sql,
@@ -48,6 +47,7 @@ from sleepmem.pipelines.decay import (
 )
 from sleepmem.pipelines.memories import content_hash
 from sleepmem.pipelines.ports import Ports, VectorIndex
+from sleepmem.pipelines.store import audit_row
 
 log = get_logger("sleepmem.sweep")
 
@@ -111,14 +111,11 @@ class _Run:
     ) -> list[dict[str, Any]]:
         # One row per (op, scope) per batch: ids stay findable by scope and by memory.
         return [
-            {
-                "at": self.now, "op": op, "tenant": tenant, "scope_key": scope_key,
-                "memory_ids_before": ids, "memory_ids_after": [] if op == "DELETE" else ids,
-                "reason": reason, "task_id": self.task_id, "worker": self.worker,
-                "pipeline_version": PIPELINE_VERSION, "extractor": "", "model": "",
-                "input_event_ids": [], "content_hash": (hashes or {}).get((tenant, scope_key), ""),
-                "llm_calls": 0, "llm_tokens": 0,
-            }
+            audit_row(
+                at=self.now, op=op, tenant=tenant, scope_key=scope_key, before=ids,
+                after=[] if op == "DELETE" else ids, reason=reason, task_id=self.task_id,
+                worker=self.worker, content_hash=(hashes or {}).get((tenant, scope_key), ""),
+            )
             for (tenant, scope_key), ids in sorted(groups.items())
         ]
 

@@ -36,9 +36,9 @@ from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.decay import authored_sql, aware, epoch_sql, lifecycle_managed_sql, survival
 from sleepmem.pipelines.ports import Ports, VectorIndex
+from sleepmem.pipelines.store import audit_row
 
 log = get_logger("sleepmem.refresh")
 
@@ -92,14 +92,8 @@ class _Run:
         self.conn.execute(
             sa.insert(Audit),
             [
-                {
-                    "at": self.now, "op": op, "tenant": tenant, "scope_key": scope_key,
-                    "memory_ids_before": ids, "memory_ids_after": ids, "reason": reason,
-                    "task_id": self.task_id, "worker": self.worker,
-                    "pipeline_version": PIPELINE_VERSION, "extractor": "", "model": "",
-                    "input_event_ids": [], "content_hash": "", "llm_calls": 0,
-                    "llm_tokens": 0,
-                }
+                audit_row(at=self.now, op=op, tenant=tenant, scope_key=scope_key, before=ids,
+                          after=ids, reason=reason, task_id=self.task_id, worker=self.worker)
                 for (tenant, scope_key), ids in sorted(groups.items())
             ],
         )
