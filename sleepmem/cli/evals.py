@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sleepmem.cli.app import bench_app, eval_app
+from sleepmem.cli.app import bench_app, eval_app, fail
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
@@ -36,11 +36,6 @@ def _print(report: dict[str, Any]) -> None:
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2, default=str))
 
 
-def _fail(exc: SleepmemError) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code=2)
-
-
 @eval_app.command("locomo")
 def locomo(
     data: DataFile,
@@ -61,7 +56,7 @@ def locomo(
             limit_questions=limit_questions,
         )
     except SleepmemError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _print(report)
 
 
@@ -82,7 +77,7 @@ def longmemeval(
             data, settings=_settings(), limit=limit, per_question=per_question
         )
     except SleepmemError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _print(report)
 
 
@@ -118,5 +113,5 @@ def bench_search(
             _settings(), memories=memories, users=users, queries=queries, http=http
         )
     except SleepmemError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _print(report)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from sleepmem.cli.app import app, bench_app, load_settings
+from sleepmem.cli.app import app, bench_app, fail, load_settings
 from sleepmem.core.errors import SleepmemError, ValidationError
 
 
@@ -63,8 +63,7 @@ def emit(
                     fields["event_id"] = event_id
                 ids = [client.emit(**fields)]
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2 if isinstance(exc, ValidationError) else 1) from exc
+        raise fail(exc) from exc
     for i in ids:
         typer.echo(i)
 

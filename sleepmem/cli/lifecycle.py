@@ -25,8 +25,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sleepmem.cli.app import app, bench_app, load_settings
-from sleepmem.core.errors import NotFoundError, SleepmemError, ValidationError
+from sleepmem.cli.app import app, bench_app, fail, load_settings
+from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.resources import Resources
 
@@ -42,10 +42,7 @@ def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
     try:
         yield res
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        code = 2 if isinstance(exc, ValidationError) else 3 if isinstance(
-            exc, NotFoundError) else 1
-        raise typer.Exit(code) from exc
+        raise fail(exc) from exc
     finally:
         res.shutdown()
 
@@ -240,7 +237,7 @@ def forget(
         done = run_erasure(res, row.id, worker="cli")
     if done.status != "done":
         typer.echo(f"error: {done.error}", err=True)
-        raise typer.Exit(3)
+        raise typer.Exit(1)
     _echo_json(done.result)
 
 

@@ -11,7 +11,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from sleepmem.cli.app import app, load_settings
+from sleepmem.cli.app import app, fail, load_settings
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
 from sleepmem.models import Scope
@@ -123,16 +123,14 @@ def consolidate(
     try:
         Scope.parse_key(scope, field="scope")  # before any store is opened or started
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise fail(exc) from exc
     resources = build_resources(load_settings())
     try:
         report = run_consolidation(
             resources, scope_key=scope, pipeline=consolidate_scope, worker="cli"
         )
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise fail(exc) from exc
     finally:
         resources.shutdown()
     typer.echo(

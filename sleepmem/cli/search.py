@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from sleepmem.cli.app import app
+from sleepmem.cli.app import app, fail
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.settings import Settings
 from sleepmem.models import ConflictGroup
@@ -38,8 +38,7 @@ def search(
             result = client.search(query, scope, k=k, types=types or None, as_of=as_of,
                                    max_tokens=max_tokens)
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
     if as_json:
         typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
         return
