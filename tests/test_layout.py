@@ -48,6 +48,12 @@ def names_in(wheel: Path) -> list[str]:
         return zf.namelist()
 
 
+def read_metadata(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        return zf.read(name).decode()
+
+
 def source_modules() -> set[str]:
     """Every module of the tree, named by where the wheel must put it."""
     found = {
@@ -83,6 +89,18 @@ class TestTheWheel:
             "sleepmem/adapters/redis/locks.py",
         ):
             assert module in names, module
+
+    def test_carries_the_apache_license(self, wheel: Path) -> None:
+        metadata = read_metadata(wheel)
+        assert "License-Expression: Apache-2.0" in metadata
+        assert any(n.endswith("dist-info/licenses/LICENSE") for n in names_in(wheel))
+
+    def test_leaves_the_evaluation_tools_to_the_eval_extra(self, wheel: Path) -> None:
+        requires = [line for line in read_metadata(wheel).splitlines()
+                    if line.startswith("Requires-Dist:")]
+        for tool in ("rank-bm25", "bpe-openai"):
+            (line,) = [r for r in requires if tool in r]
+            assert 'extra == "eval"' in line
 
     def test_ships_every_module_of_the_tree(self, wheel: Path) -> None:
         # A new subpackage missing from [tool.setuptools] packages would be left out.
@@ -175,3 +193,15 @@ class TestAnApplicationWithItsOwnModels:
         finally:
             stream.close()
         assert len(entries) == 1
+
+
+class TestAnInstallWithoutTheEvalExtra:
+    def test_an_evaluation_says_how_to_install_what_it_needs(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from sleepmem.core.errors import ConfigurationError
+        from sleepmem.evals.extra import require
+
+        monkeypatch.setitem(sys.modules, "rank_bm25", None)  # as if not installed
+        with pytest.raises(ConfigurationError, match=r"pip install 'sleepmem\[eval\]'"):
+            require("rank_bm25")

@@ -19,6 +19,7 @@ from typing import Any
 from sqlmodel import Session, col, func, select
 
 from sleepmem.core.settings import Settings
+from sleepmem.evals.extra import require
 from sleepmem.models import Memory, RawEvent
 from sleepmem.resources import Resources, build_resources
 
@@ -121,25 +122,17 @@ def count_memories(res: Resources, *, tenant: str) -> int:
 
 
 @functools.cache
-def _cl100k() -> Callable[[str], int] | None:
-    """cl100k_base, from bpe-openai which ships the table (tiktoken downloads it)."""
-    try:
-        import bpe_openai
-    except ImportError:
-        return None
-    enc = bpe_openai.get_encoding("cl100k_base")
+def _cl100k() -> Callable[[str], int]:
+    """cl100k_base, from bpe-openai (eval extra), which ships the table (tiktoken
+    downloads it)."""
+    enc = require("bpe_openai").get_encoding("cl100k_base")
     return lambda text: len(enc.encode(text))
 
 
 def count_tokens(text: str) -> int:
-    """cl100k tokens of ``text``; the retrieval module's estimate if the table is missing."""
-    counter = _cl100k()
-    if counter is not None:
-        return counter(text)
-    from sleepmem.pipelines.retrieve import approx_tokens
-
-    return approx_tokens(text)
+    """cl100k tokens of ``text``."""
+    return _cl100k()(text)
 
 
 def tokenizer_name() -> str:
-    return "cl100k_base" if _cl100k() is not None else "approx"
+    return "cl100k_base"
