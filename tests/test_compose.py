@@ -84,6 +84,8 @@ class TestComposeCommands:
     def test_the_image_installs_the_package_and_defaults_to_a_role(self) -> None:
         dockerfile = (ROOT / "Dockerfile").read_text()
         assert re.search(r"^RUN pip install \.", dockerfile, re.M)
+        # pyproject.toml names LICENSE in license-files: the build needs it in the image.
+        assert re.search(r"^COPY pyproject.toml README.md LICENSE ", dockerfile, re.M)
         for folder in ("sleepmem", "models", "pipelines", "tasks", "workers", "schedules"):
             assert f"COPY {folder} ./{folder}" in dockerfile
         assert 'CMD ["sleepmem", "api"]' in dockerfile

@@ -1,4 +1,4 @@
-"""The forgetting sweep (DESIGN rule 5): expire, demote, archive, evict, then delete.
+"""The forgetting sweep (README rule 5): expire, demote, archive, evict, then delete.
 
 Three passes, each over keyset-paginated batches of narrow column tuples (never ORM
 objects, never the whole table), each batch one SQL transaction with its audit rows:

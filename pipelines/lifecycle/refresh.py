@@ -1,4 +1,4 @@
-"""The importance refresh (DESIGN rule 6), run hourly.
+"""The importance refresh (README rule 6), run hourly.
 
 1. Retrieval hits (recorded on the request path, see :mod:`sleepmem.adapters.redis.hits`)
    are applied:
@@ -185,7 +185,7 @@ def _apply_hits(run: _Run, hits: Sequence[HitEntry]) -> None:
 def _slide(
     settings: Settings, mtype: str, status: str, expires: datetime | None, at: datetime
 ) -> datetime | None:
-    """Expiry slides forward with use (DESIGN rule 11), never backward."""
+    """Expiry slides forward with use (README rule 11), never backward."""
     ttl = settings.ttl(mtype)
     if expires is None or ttl is None or status not in CURRENT_STATUSES:
         return expires
