@@ -22,6 +22,8 @@ from sleepmem.core.errors import ExtractionError, LeaseLostError
 from sleepmem.core.settings import Settings
 from sleepmem.models import Audit, MemoryStatus, Scope
 from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.extract.llm import LLMExtractor
+from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.index import apply_to_index, payload_for
 from sleepmem.pipelines.persist import AuditContext, persist
 from sleepmem.pipelines.policy import Policy
@@ -58,13 +60,9 @@ def make_extractor(settings: Settings, ports: Ports) -> Extractor:
     if ports.extractor is not None:
         return ports.extractor
     if settings.extractor == "llm":
-        from sleepmem.pipelines.extract.llm import LLMExtractor
-
         if ports.chat is None:
             raise ExtractionError("extractor=llm needs SLEEPMEM_LLM_BASE_URL and a model")
         return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events)
-    from sleepmem.pipelines.extract.rules import RulesExtractor
-
     return RulesExtractor()
 
 

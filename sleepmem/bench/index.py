@@ -29,6 +29,7 @@ VOCAB = 20_000
 
 
 def _index(backend: str, where: Path) -> VectorIndex:
+    # Deferred: a backend's client loads only when chosen (qdrant-client takes ~2.7 s).
     if backend == "edge":
         from sleepmem.adapters.vectors.edge import EdgeIndex
 

@@ -19,8 +19,6 @@ import gc
 import os
 import random
 import secrets
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +30,7 @@ from pydantic import SecretStr
 from sqlalchemy import insert
 from sqlmodel import Session
 
+from sleepmem.api.app import create_app
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
@@ -44,6 +43,7 @@ from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
+from sleepmem.runtime import ApiServer
 
 log = get_logger("sleepmem.bench.search")
 
@@ -411,40 +411,14 @@ def _ms(seconds: list[float]) -> dict[str, float]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serve(res: Resources) -> Iterator[str]:
     """The HTTP API on a loopback port in a thread of this process; yields its base URL."""
-    import uvicorn
-
-    from sleepmem.api.app import create_app
-
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(resources=res),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="bench-http", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise SleepmemError("the API server did not start within 30 s")
-        time.sleep(0.02)
+    server = ApiServer(create_app(resources=res), host="127.0.0.1", port=0).start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{server.port}"
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        server.stop(timeout=10)
 
 
 def run_search_bench(

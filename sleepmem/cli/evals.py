@@ -46,6 +46,7 @@ def locomo(
     ] = None,
 ) -> None:
     """LoCoMo evidence recall@5/10/25, tokens per query, and the turn-level baseline."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.evals.locomo import run_locomo
 
     try:
@@ -70,6 +71,7 @@ def longmemeval(
     per_question: Annotated[bool, typer.Option(help="add each question's metrics")] = False,
 ) -> None:
     """LongMemEval session recall_all / ndcg_any @5/@10, and the flat BM25 baseline."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.evals.longmemeval import run_longmemeval
 
     try:
@@ -89,6 +91,7 @@ def scenarios(
     as_json: AsJson = True,
 ) -> None:
     """Run every scenario story; exit code 1 if any failed."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.evals.scenarios import run_directory
 
     report = run_directory(directory)
@@ -106,6 +109,7 @@ def bench_search(
     as_json: AsJson = True,
 ) -> None:
     """Search latency (p50/p95/p99 in-process, p95 over HTTP) at N realistic memories."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.search import run_search_bench
 
     try:

@@ -11,6 +11,7 @@ import typer
 
 from sleepmem.cli.app import app, bench_app, fail, load_settings
 from sleepmem.core.errors import SleepmemError, ValidationError
+from sleepmem.sdk import MemoryClient
 
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:
@@ -43,8 +44,6 @@ def emit(
     ] = None,
 ) -> None:
     """Append events to the log, as an agent would; prints one event id per line."""
-    from sleepmem.sdk import MemoryClient
-
     settings = load_settings(log_level="WARNING")
     try:
         with MemoryClient(
@@ -88,6 +87,7 @@ def bench_ingest(
     ] = None,
 ) -> None:
     """Request path against raw redis-py, HTTP ingest, and drain throughput."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.ingest import run_ingest_bench
 
     if http_n <= http_clients:

@@ -15,12 +15,17 @@ from sleepmem.cli.app import app, fail, load_settings
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
 from sleepmem.models import Scope
+from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.resources import build_resources
+from sleepmem.schedules.leader import LeaderElector
+from sleepmem.services import run_consolidation
 from sleepmem.tasks import names
 
 
 @app.command()
 def serve() -> None:
     """Embedded mode: API, worker, drain and scheduler in this process until Ctrl-C."""
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.runtime import serve as run
 
     run(load_settings())
@@ -29,10 +34,10 @@ def serve() -> None:
 @app.command()
 def api() -> None:
     """The HTTP ingest and search API alone (distributed mode)."""
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     import uvicorn
 
     from sleepmem.api.app import create_app
-    from sleepmem.resources import build_resources
 
     settings = load_settings()
     resources = build_resources(settings)
@@ -62,6 +67,7 @@ def worker(
     pool: Annotated[str, typer.Option(help="prefork (default), threads or solo.")] = "prefork",
 ) -> None:
     """A Celery worker (distributed mode); clients are built in each pool process."""
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.workers.app import create_celery_from_env
 
     settings = load_settings()
@@ -84,9 +90,8 @@ def worker(
 @app.command()
 def scheduler() -> None:
     """The scheduler (distributed mode): run several; one leads, the others stand by."""
-    from sleepmem.resources import build_resources
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.runtime import shutdown_requested, wait_for
-    from sleepmem.schedules.leader import LeaderElector
     from sleepmem.schedules.scheduler import Scheduler, celery_sender
     from sleepmem.workers.app import create_celery
 
@@ -116,10 +121,6 @@ def consolidate(
     scope: Annotated[str, typer.Option(help="Canonical scope key, e.g. t=acme/a=bot/u=ann/p=/s=")],
 ) -> None:
     """Consolidate one scope now, in this process, under the same lease as the workers."""
-    from sleepmem.pipelines.consolidate import consolidate_scope
-    from sleepmem.resources import build_resources
-    from sleepmem.services import run_consolidation
-
     try:
         Scope.parse_key(scope, field="scope")  # before any store is opened or started
     except SleepmemError as exc:
@@ -149,6 +150,7 @@ def demo(
     Plays a short conversation through the SDK, shows the drain and the sleep-time
     consolidation, and stops everything.
     """
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.demo import demo_settings, render, run_demo
 
     with tempfile.TemporaryDirectory(prefix="sleepmem-demo-") as tmp:

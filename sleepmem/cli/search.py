@@ -10,6 +10,7 @@ from sleepmem.cli.app import app, fail
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.settings import Settings
 from sleepmem.models import ConflictGroup
+from sleepmem.sdk import MemoryClient
 
 
 @app.command()
@@ -29,8 +30,6 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Search a scope's memory (the API must be running: `sleepmem serve` or `api`)."""
-    from sleepmem.sdk import MemoryClient
-
     scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
              "session": session}
     try:
