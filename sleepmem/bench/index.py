@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from sleepmem.evals.metrics import percentile
 from sleepmem.models.scope import Scope
 from sleepmem.pipelines.ports import IndexFilter, IndexPoint, SparseVector, VectorIndex
 
@@ -46,8 +47,7 @@ def _index(backend: str, where: Path) -> VectorIndex:
 
 
 def _percentiles(samples_ms: list[float]) -> dict[str, float]:
-    arr = np.asarray(samples_ms)
-    return {f"p{q}": round(float(np.percentile(arr, q)), 3) for q in (50, 95, 99)}
+    return {f"p{q}": round(percentile(samples_ms, q), 3) for q in (50, 95, 99)}
 
 
 def _sparse(rng: np.random.Generator, terms: int) -> SparseVector:
