@@ -165,6 +165,30 @@ def audit_row(
     return row
 
 
+def scope_audit_rows(
+    *,
+    at: datetime,
+    op: str,
+    groups: dict[tuple[str, str], list[str]],
+    reason: str,
+    task_id: str,
+    worker: str,
+    keeps_ids: bool = True,
+    hashes: dict[tuple[str, str], str] | None = None,
+) -> list[dict[str, Any]]:
+    """One audit row per (tenant, scope) of a batch, for the bulk lifecycle passes: the ids
+    stay findable by scope and by memory. ``keeps_ids``: the ids are still there after the
+    operation (everything but a DELETE)."""
+    return [
+        audit_row(
+            at=at, op=op, tenant=tenant, scope_key=scope_key, before=ids,
+            after=ids if keeps_ids else [], reason=reason, task_id=task_id, worker=worker,
+            content_hash=(hashes or {}).get((tenant, scope_key), ""),
+        )
+        for (tenant, scope_key), ids in sorted(groups.items())
+    ]
+
+
 def audits_for(session: Session, *, memory_id: str) -> list[Audit]:
     rows = session.exec(select(Audit).order_by(col(Audit.id)))
     return [a for a in rows if memory_id in a.memory_ids_before or memory_id in a.memory_ids_after]

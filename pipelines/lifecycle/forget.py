@@ -47,7 +47,7 @@ from sleepmem.pipelines.decay import (
 )
 from sleepmem.pipelines.memories import content_hash
 from sleepmem.pipelines.ports import Ports, VectorIndex
-from sleepmem.pipelines.store import audit_row
+from sleepmem.pipelines.store import scope_audit_rows
 
 log = get_logger("sleepmem.sweep")
 
@@ -109,15 +109,10 @@ class _Run:
         self, op: str, groups: dict[tuple[str, str], list[str]], reason: str,
         hashes: dict[tuple[str, str], str] | None = None,
     ) -> list[dict[str, Any]]:
-        # One row per (op, scope) per batch: ids stay findable by scope and by memory.
-        return [
-            audit_row(
-                at=self.now, op=op, tenant=tenant, scope_key=scope_key, before=ids,
-                after=[] if op == "DELETE" else ids, reason=reason, task_id=self.task_id,
-                worker=self.worker, content_hash=(hashes or {}).get((tenant, scope_key), ""),
-            )
-            for (tenant, scope_key), ids in sorted(groups.items())
-        ]
+        return scope_audit_rows(
+            at=self.now, op=op, groups=groups, reason=reason, task_id=self.task_id,
+            worker=self.worker, keeps_ids=op != "DELETE", hashes=hashes,
+        )
 
     def committed(self, name: str, n: int) -> None:
         self.report.batches += 1

@@ -38,7 +38,7 @@ from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory
 from sleepmem.pipelines.decay import authored_sql, aware, epoch_sql, lifecycle_managed_sql, survival
 from sleepmem.pipelines.ports import Ports, VectorIndex
-from sleepmem.pipelines.store import audit_row
+from sleepmem.pipelines.store import scope_audit_rows
 
 log = get_logger("sleepmem.refresh")
 
@@ -91,11 +91,8 @@ class _Run:
             return
         self.conn.execute(
             sa.insert(Audit),
-            [
-                audit_row(at=self.now, op=op, tenant=tenant, scope_key=scope_key, before=ids,
-                          after=ids, reason=reason, task_id=self.task_id, worker=self.worker)
-                for (tenant, scope_key), ids in sorted(groups.items())
-            ],
+            scope_audit_rows(at=self.now, op=op, groups=groups, reason=reason,
+                             task_id=self.task_id, worker=self.worker),
         )
 
 

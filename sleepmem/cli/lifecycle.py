@@ -35,6 +35,7 @@ from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
 from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, list_jobs
 from sleepmem.resources import Resources, build_resources
 from sleepmem.services import (
+    MaintenanceJob,
     cancel_job,
     create_erase_job,
     refresh_job,
@@ -77,14 +78,19 @@ def _parse_time(text: str | None) -> datetime | None:
 # -- sweep / refresh ---------------------------------------------------------------------
 
 
+def _maintenance(name: str, job: MaintenanceJob) -> dict[str, Any]:
+    """Run a scheduled job now, under the job lease the workers take: never two at once."""
+    with _resources() as res, Lease(res.redis, res.keys.job_lease(name),
+                                     ttl_s=res.settings.lease_seconds):
+        return dict(job(res, "cli"))
+
+
 @app.command()
 def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the forgetting sweep now (expire, demote, archive, evict, delete)."""
-    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.SWEEP),
-                                     ttl_s=res.settings.lease_seconds):
-        counts = dict(sweep_job(res, "cli"))
+    counts = _maintenance(names.SWEEP, sweep_job)
     if as_json:
         _echo_json(counts)
         return
@@ -101,9 +107,7 @@ def refresh(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Apply recorded retrieval hits and the importance rules now."""
-    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.REFRESH),
-                                     ttl_s=res.settings.lease_seconds):
-        counts = dict(refresh_job(res, "cli"))
+    counts = _maintenance(names.REFRESH, refresh_job)
     if as_json:
         _echo_json(counts)
     else:
