@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,6 +45,7 @@ from sleepmem.pipelines.decay import (
     lifecycle_managed_sql,
     survival_array,
 )
+from sleepmem.pipelines.lifecycle.batches import BatchRun, Counts
 from sleepmem.pipelines.memories import content_hash
 from sleepmem.pipelines.ports import Ports, VectorIndex
 from sleepmem.pipelines.store import scope_audit_rows
@@ -60,7 +61,7 @@ SQLITE_WAL_PAGES = 50_000
 
 
 @dataclass(slots=True)
-class SweepReport:
+class SweepReport(Counts):
     scanned: int = 0
     expired: int = 0
     demoted: int = 0
@@ -71,28 +72,14 @@ class SweepReport:
     index_deferred: int = 0
     seconds: float = 0.0
 
-    def counts(self) -> dict[str, int]:
-        return {k: v for k, v in asdict(self).items() if isinstance(v, int)}
-
 
 @dataclass(slots=True)
-class _Run:
-    conn: Connection
-    index: VectorIndex
-    settings: Settings
-    now: datetime
-    batch: int
-    task_id: str
-    worker: str
+class _Run(BatchRun):
     after_batch: BatchHook | None
     report: SweepReport
     # Rows the index has taken, marked indexed in the next transaction (one commit less
     # per batch); until then they are pending, which is only ever safe.
     unmarked: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def dialect(self) -> str:
-        return self.conn.dialect.name
 
     def flush_marks(self) -> None:
         for status, ids in self.unmarked.items():

@@ -24,12 +24,12 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from sleepmem.core.errors import SleepmemError
@@ -37,7 +37,8 @@ from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory
 from sleepmem.pipelines.decay import authored_sql, aware, epoch_sql, lifecycle_managed_sql, survival
-from sleepmem.pipelines.ports import Ports, VectorIndex
+from sleepmem.pipelines.lifecycle.batches import BatchRun, Counts
+from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.store import scope_audit_rows
 
 log = get_logger("sleepmem.refresh")
@@ -56,7 +57,7 @@ _NOT_TARGETS = ("event", "summary")
 
 
 @dataclass(slots=True)
-class RefreshReport:
+class RefreshReport(Counts):
     entries: int = 0
     hits: int = 0
     memories_hit: int = 0
@@ -67,24 +68,10 @@ class RefreshReport:
     index_deferred: int = 0
     seconds: float = 0.0
 
-    def counts(self) -> dict[str, int]:
-        return {k: v for k, v in asdict(self).items() if isinstance(v, int)}
-
 
 @dataclass(slots=True)
-class _Run:
-    conn: Connection
-    index: VectorIndex
-    settings: Settings
-    now: datetime
-    batch: int
-    task_id: str
-    worker: str
+class _Run(BatchRun):
     report: RefreshReport
-
-    @property
-    def dialect(self) -> str:
-        return self.conn.dialect.name
 
     def audit(self, op: str, groups: dict[tuple[str, str], list[str]], reason: str) -> None:
         if not groups:
