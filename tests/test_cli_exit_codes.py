@@ -4,9 +4,11 @@ API's status table: bad input 2, not found 3, refused credentials 4, try again l
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from support import REDIS_URL
 from typer.testing import CliRunner
 
@@ -21,6 +23,15 @@ from sleepmem.core.errors import (
     TransientError,
     ValidationError,
 )
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """A command configures logging onto CliRunner's stderr, closed once it returns: put
+    back what the other tests log to."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture
