@@ -5,7 +5,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /app
-COPY pyproject.toml README.md constraints.txt ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY sleepmem ./sleepmem
 COPY models ./models
 COPY pipelines ./pipelines

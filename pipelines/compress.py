@@ -1,4 +1,4 @@
-"""Compression: merge fragments into profiles and session summaries (DESIGN rule 4).
+"""Compression: merge fragments into profiles and session summaries (README rule 4).
 
 Profiles join the facts known about one subject (a service, a project, a tech stack) so a
 question about the whole finds them together; the fragments stay addressable. Session

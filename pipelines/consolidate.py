@@ -22,8 +22,9 @@ from sleepmem.core.errors import ExtractionError, LeaseLostError
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import span
 from sleepmem.models import Audit, MemoryStatus, Scope
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.extract.llm import LLMExtractor
+from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.index import apply_to_index, payload_for
 from sleepmem.pipelines.persist import AuditContext, persist
 from sleepmem.pipelines.policy import Policy
@@ -61,13 +62,9 @@ def make_extractor(settings: Settings, ports: Ports) -> Extractor:
     if ports.extractor is not None:
         return ports.extractor
     if settings.extractor == "llm":
-        from sleepmem.pipelines.extract.llm import LLMExtractor
-
         if ports.chat is None:
             raise ExtractionError("extractor=llm needs SLEEPMEM_LLM_BASE_URL and a model")
         return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events)
-    from sleepmem.pipelines.extract.rules import RulesExtractor
-
     return RulesExtractor()
 
 
@@ -226,12 +223,11 @@ def _archive_compressed(
                 mem.archived_at = now
                 session.add(mem)
             session.add(
-                Audit(
+                Audit(**repo.audit_row(
                     at=now, op="ARCHIVE", tenant=summary.tenant, scope_key=summary.scope_key,
-                    memory_ids_before=sorted(rows), memory_ids_after=[sid],
+                    before=sorted(rows), after=[sid],
                     reason="compressed into a summary", task_id=task_id, worker=worker,
-                    pipeline_version=PIPELINE_VERSION,
-                )
+                ))
             )
             for mem in rows.values():
                 ports.index.set_payload([mem.id], payload_for(mem))
@@ -251,11 +247,11 @@ def _audit_failure(
 ) -> None:
     with session_scope(engine) as session:
         session.add(
-            Audit(
+            Audit(**repo.audit_row(
                 op="ERROR", tenant=scope.tenant, scope_key=scope_key,
                 reason=f"{reason}: {type(exc).__name__}: {str(exc)[:300]}",
-                task_id=task_id, worker=worker, pipeline_version=PIPELINE_VERSION,
+                task_id=task_id, worker=worker,
                 extractor=extractor, input_event_ids=[e.event_id for e in events],
-            )
+            ))
         )
 

@@ -1,4 +1,4 @@
-"""The decay rule shared by the sweep, the refresh and explain (DESIGN rules 5 and 6).
+"""The decay rule shared by the sweep, the refresh and explain (README rules 5 and 6).
 
 survival = 0.5 ** ((now − last_access) / half_life(type)) × importance. Identity facts,
 procedures and rules written by people are never touched by a lifecycle job; a type whose

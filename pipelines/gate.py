@@ -1,4 +1,4 @@
-"""Write gate: what may never become long-term memory (DESIGN rule 1).
+"""Write gate: what may never become long-term memory (README rule 1).
 
 Secrets are redacted before events reach disk; the gate is the second line, and it
 decides promotion: low-confidence inferences, one-off instructions and instructions

@@ -1,4 +1,4 @@
-"""Keep the vector index in step with SQL, after the SQL commit (DESIGN: persist, index).
+"""Keep the vector index in step with SQL, after the SQL commit (README: Architecture).
 
 Rows are written with ``index_state=pending``; this stage pushes them to the index and
 marks them indexed. Whatever a crash leaves pending, :func:`reconcile` re-applies.

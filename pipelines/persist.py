@@ -8,7 +8,6 @@ from datetime import datetime
 from sqlmodel import Session
 
 from sleepmem.models import Audit, IndexState
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.resolve import Plan
 
@@ -45,17 +44,16 @@ def persist(
     first = True
     for draft in plan.audits:
         session.add(
-            Audit(
+            Audit(**repo.audit_row(
                 at=now,
                 op=draft.op.value,
                 tenant=ctx.tenant,
                 scope_key=plan.scope_key,
-                memory_ids_before=draft.before,
-                memory_ids_after=draft.after,
+                before=draft.before,
+                after=draft.after,
                 reason=draft.reason,
                 task_id=ctx.task_id,
                 worker=ctx.worker,
-                pipeline_version=PIPELINE_VERSION,
                 extractor=ctx.extractor,
                 model=ctx.model,
                 input_event_ids=[e for e in draft.events if e not in plan.deleted_events]
@@ -65,7 +63,7 @@ def persist(
                 # The batch's LLM usage is counted once, on its first audit row.
                 llm_calls=ctx.llm_calls if first else 0,
                 llm_tokens=ctx.llm_tokens if first else 0,
-            )
+            ))
         )
         first = False
     remaining = [e for e in consumed_events if e not in plan.deleted_events]

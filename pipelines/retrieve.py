@@ -1,4 +1,4 @@
-"""Retrieval (DESIGN rule 7): scope filter first, hybrid candidates, weighted rerank, cards.
+"""Retrieval (README rule 7): scope filter first, hybrid candidates, weighted rerank, cards.
 
 Read-only on SQL: hits are handed back to the caller, which records them cheaply
 (Redis) for the refresh task to apply later.

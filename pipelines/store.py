@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete, select, update
 
 from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory, RawEvent, ScopeState
+from sleepmem.pipelines import PIPELINE_VERSION
 
 
 def pending_events(session: Session, *, scope_key: str, limit: int | None = None) -> list[RawEvent]:
@@ -124,6 +126,67 @@ def mark_indexed(session: Session, *, ids: Sequence[str]) -> None:
             .where(col(Memory.id).in_(list(ids)))
             .values(index_state=IndexState.indexed.value)
         )
+
+
+def audit_row(
+    *,
+    op: str,
+    tenant: str,
+    scope_key: str,
+    reason: str,
+    task_id: str,
+    worker: str,
+    at: datetime | None = None,
+    before: Sequence[str] = (),
+    after: Sequence[str] = (),
+    extractor: str = "",
+    model: str = "",
+    input_event_ids: Sequence[str] = (),
+    content_hash: str = "",
+    llm_calls: int = 0,
+    llm_tokens: int = 0,
+) -> dict[str, Any]:
+    """The values of one audit row, every column named, stamped with PIPELINE_VERSION.
+
+    The one builder of audit rows: ORM writers add ``Audit(**audit_row(...))``, bulk
+    writers pass a list of them to ``insert(Audit)`` (every dict has the same keys). With no
+    ``at`` the row takes the table's default, the time of the insert.
+    """
+    row: dict[str, Any] = {
+        "op": op, "tenant": tenant, "scope_key": scope_key,
+        "memory_ids_before": list(before), "memory_ids_after": list(after),
+        "reason": reason, "task_id": task_id, "worker": worker,
+        "pipeline_version": PIPELINE_VERSION, "extractor": extractor, "model": model,
+        "input_event_ids": list(input_event_ids), "content_hash": content_hash,
+        "llm_calls": llm_calls, "llm_tokens": llm_tokens,
+    }
+    if at is not None:
+        row["at"] = at
+    return row
+
+
+def scope_audit_rows(
+    *,
+    at: datetime,
+    op: str,
+    groups: dict[tuple[str, str], list[str]],
+    reason: str,
+    task_id: str,
+    worker: str,
+    keeps_ids: bool = True,
+    hashes: dict[tuple[str, str], str] | None = None,
+) -> list[dict[str, Any]]:
+    """One audit row per (tenant, scope) of a batch, for the bulk lifecycle passes: the ids
+    stay findable by scope and by memory. ``keeps_ids``: the ids are still there after the
+    operation (everything but a DELETE)."""
+    return [
+        audit_row(
+            at=at, op=op, tenant=tenant, scope_key=scope_key, before=ids,
+            after=ids if keeps_ids else [], reason=reason, task_id=task_id, worker=worker,
+            content_hash=(hashes or {}).get((tenant, scope_key), ""),
+        )
+        for (tenant, scope_key), ids in sorted(groups.items())
+    ]
 
 
 def audits_for(session: Session, *, memory_id: str) -> list[Audit]:

@@ -20,8 +20,12 @@ from sqlmodel import Session, col, select
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, RawEvent, Scope, ScopeState
+from sleepmem.pipelines.lifecycle.explain import explain
+from sleepmem.pipelines.lifecycle.forget import sweep
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job
 from sleepmem.runtime import Runtime
 from sleepmem.sdk import MemoryClient
+from sleepmem.services import run_reconsolidation
 
 TENANT, AGENT, USER, SESSION = "demo", "travel-assistant", "ann", "s1"
 
@@ -153,8 +157,6 @@ QUESTION = "Where does Ann live?"
 
 def _read_back(report: DemoReport, res: Any, api_url: str, settings: Settings) -> None:
     """Search over HTTP as an agent would, and ask the top memory why it exists."""
-    from sleepmem.pipelines.lifecycle.explain import explain
-
     scope = {"tenant": TENANT, "agent": AGENT, "user": USER}
     with MemoryClient(settings, api_url=api_url) as reader:
         result = reader.search(QUESTION, scope, k=3)
@@ -169,10 +171,6 @@ def _read_back(report: DemoReport, res: Any, api_url: str, settings: Settings) -
 
 def _lifecycle(report: DemoReport, res: Any, owner: str, settings: Settings) -> None:
     """Replay the scope through the current pipeline (dry run), then sweep 200 days on."""
-    from sleepmem.pipelines.lifecycle.forget import sweep
-    from sleepmem.pipelines.lifecycle.reconsolidate import create_job
-    from sleepmem.services import run_reconsolidation
-
     job = create_job(engine=res.engine, scope_key=owner, now=datetime.now(UTC), apply=False)
     done = run_reconsolidation(res, job.id)
     report.replay = {k: int(v) for k, v in done.result.get("counts", {}).items()}

@@ -67,7 +67,7 @@ class Reader:
         res = self.resources
         ports = res.ports()
         result = search(engine=res.engine, ports=ports, request=request, weights=rank_weights(res))
-        # Every returned card counts as a hit (DESIGN rule 6): one XADD, applied later.
+        # Every returned card counts as a hit (README rule 6): one XADD, applied later.
         record_hits(res.redis, res.keys, hit_ids(result), at=ports.clock())
         SEARCH_SECONDS.observe(time.perf_counter() - started)
         return result

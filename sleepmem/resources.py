@@ -14,9 +14,11 @@ from typing import Any
 import redis
 from sqlalchemy.engine import Engine
 
+from sleepmem.adapters.embedders import make_embedder
 from sleepmem.adapters.redis.embedded import EmbeddedRedis
 from sleepmem.adapters.redis.erase import RedisHotStore
 from sleepmem.adapters.sql import make_engine
+from sleepmem.adapters.vectors import open_index
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.pipelines.ports import ChatModel, Clock, Embedder, Ports, VectorIndex
@@ -49,8 +51,6 @@ class Resources:
         if self._index is None:
             with self._building:
                 if self._index is None:
-                    from sleepmem.adapters.vectors import open_index
-
                     index = open_index(self.settings)
                     index.ensure(dim=self.embedder.dim)
                     self._index = index  # published only once usable
@@ -61,8 +61,6 @@ class Resources:
         if self._embedder is None:
             with self._building:
                 if self._embedder is None:
-                    from sleepmem.adapters.embedders import make_embedder
-
                     self._embedder = make_embedder(self.settings)
         return self._embedder  # type: ignore[no-any-return]
 
@@ -71,6 +69,7 @@ class Resources:
         if self._chat is None and self.settings.extractor == "llm":
             with self._building:
                 if self._chat is None:
+                    # deferred: openai takes ~1.5 s to import and only extractor=llm uses it
                     from sleepmem.adapters.llm import make_chat_model
 
                     self._chat = make_chat_model(self.settings)

@@ -19,12 +19,15 @@ from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any
 
+import uvicorn
 from celery import Celery
 
+from sleepmem.api.app import create_app
 from sleepmem.core.errors import ConfigurationError
 from sleepmem.core.logs import configure_logging, get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
+from sleepmem.ingest.drain import run_drain_loop
 from sleepmem.resources import Resources, build_resources
 from sleepmem.schedules.leader import LeaderElector
 from sleepmem.schedules.scheduler import Scheduler, celery_sender
@@ -40,8 +43,6 @@ class ApiServer:
     """uvicorn in a thread; signals stay with the main thread (uvicorn skips them there)."""
 
     def __init__(self, app: Any, *, host: str, port: int) -> None:
-        import uvicorn
-
         config = uvicorn.Config(
             app, host=host, port=port, log_config=None, access_log=False, lifespan="on"
         )
@@ -79,8 +80,6 @@ class DrainThread:
         self._thread = threading.Thread(target=self._run, name="sleepmem-drain", daemon=True)
 
     def _run(self) -> None:
-        from sleepmem.ingest.drain import run_drain_loop
-
         res = self.resources
         run_drain_loop(
             redis=res.redis,
@@ -169,8 +168,6 @@ class Runtime:
         self._stops.append(("scheduler", scheduler.stop))
 
         if self.serve_api:
-            from sleepmem.api.app import create_app
-
             self.api = ApiServer(
                 create_app(resources=res), host=self.settings.host, port=self.settings.port
             ).start()

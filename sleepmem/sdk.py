@@ -4,8 +4,8 @@
 given the process's resources.
 
 An emit validates the event, redacts it and appends it to the Redis stream with one XADD
-(for ``emit_many``, one atomic script call of XADDs per 1,000 events). Nothing else happens
-here: no SQL, no embedding, no LLM.
+(for ``emit_many``, one atomic script call of XADDs per ``stream.SEND_CHUNK`` = 250
+events). Nothing else happens here: no SQL, no embedding, no LLM.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class MemoryClient:
         return checked["event_id"]
 
     def emit_many(self, events: Iterable[Event | Mapping[str, Any]]) -> list[str]:
-        """Append a batch, one script call per 1,000. All validated first: one bad, none written."""
+        """Append a batch, one script call per 250. All validated first: one bad, none written."""
         # Encoding allocates as much as validating: no collector passes over the caller's
         # heap until the batch is out (see gc_paused).
         with gc_paused():

@@ -107,7 +107,7 @@ class TestTheImage:
     def test_installs_pinned_versions_of_every_runtime_dependency(self) -> None:
         dockerfile = (ROOT / "Dockerfile").read_text()
         assert re.search(r"^RUN pip install \. -c constraints\.txt ", dockerfile, re.M)
-        assert "COPY pyproject.toml README.md constraints.txt ./" in dockerfile
+        assert re.search(r"^COPY pyproject.toml README.md .*constraints.txt ./$", dockerfile, re.M)
         pins = constraints()
         project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
         for requirement in project["dependencies"]:
@@ -166,6 +166,8 @@ class TestComposeCommands:
     def test_the_image_installs_the_package_and_defaults_to_a_role(self) -> None:
         dockerfile = (ROOT / "Dockerfile").read_text()
         assert re.search(r"^RUN pip install \.", dockerfile, re.M)
+        # pyproject.toml names LICENSE in license-files: the build needs it in the image.
+        assert re.search(r"^COPY pyproject.toml README.md LICENSE ", dockerfile, re.M)
         for folder in ("sleepmem", "models", "pipelines", "tasks", "workers", "schedules"):
             assert f"COPY {folder} ./{folder}" in dockerfile
         assert 'CMD ["sleepmem", "api"]' in dockerfile

@@ -47,7 +47,9 @@ class TestAnUnreachableServer:
 
 
 class TestTheCommandLine:
-    def test_prints_a_sleepmem_error_as_one_line_and_exits_1(self, tmp_path: Path) -> None:
+    def test_prints_a_sleepmem_error_as_one_line_and_exits_75_to_try_again_later(
+        self, tmp_path: Path
+    ) -> None:
         env = {
             **os.environ,
             "SLEEPMEM_DATA_DIR": str(tmp_path),
@@ -57,6 +59,7 @@ class TestTheCommandLine:
             [sys.executable, "-c", "from sleepmem.cli import main; main()", "sweep"],
             env=env, capture_output=True, text=True, timeout=120,
         )
-        assert done.returncode == 1
+        # Unreachable is transient (the CLI's table: TransientError → 75, EX_TEMPFAIL).
+        assert done.returncode == 75
         assert done.stderr.startswith("error: cannot reach the database at postgresql")
         assert "Traceback" not in done.stderr

@@ -32,9 +32,9 @@ from sleepmem.core.errors import ConfigurationError, NotFoundError
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import get_logger
 from sleepmem.models import LEVELS, Audit, DeadLetter, Job, Memory, RawEvent, Scope, ScopeState
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.ports import HotStore, Ports, VectorIndex
+from sleepmem.pipelines.store import audit_row
 
 log = get_logger("sleepmem.erase")
 
@@ -398,15 +398,13 @@ def _audit(
     with conn.begin():
         for n, chunk in enumerate(chunks or [[]], start=1):
             conn.execute(
-                sa.insert(Audit).values(
+                sa.insert(Audit).values(**audit_row(
                     at=receipt.at, op="ERASE", tenant=receipt.tenant,
-                    scope_key=receipt.scope_key or "", memory_ids_before=chunk,
-                    memory_ids_after=[],
+                    scope_key=receipt.scope_key or "", before=chunk,
                     reason=f"explicit erasure {receipt.op}, receipt {receipt.receipt_id} "
                            f"(part {n} of {max(1, len(chunks))}): {counts}",
-                    task_id=task_id, worker=worker, pipeline_version=PIPELINE_VERSION,
-                    input_event_ids=[], content_hash=receipt.content_hash,
-                )
+                    task_id=task_id, worker=worker, content_hash=receipt.content_hash,
+                ))
             )
 
 

@@ -1,4 +1,4 @@
-"""The forgetting sweep (DESIGN rule 5): expire, demote, archive, evict, then delete.
+"""The forgetting sweep (README rule 5): expire, demote, archive, evict, then delete.
 
 Three passes, each over keyset-paginated batches of narrow column tuples (never ORM
 objects, never the whole table), each batch one SQL transaction with its audit rows:
@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,7 +38,6 @@ from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory, MemoryStatus
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.decay import (
     aware,
     epoch_sql,
@@ -46,8 +45,10 @@ from sleepmem.pipelines.decay import (
     lifecycle_managed_sql,
     survival_array,
 )
+from sleepmem.pipelines.lifecycle.batches import BatchRun, Counts
 from sleepmem.pipelines.memories import content_hash
 from sleepmem.pipelines.ports import Ports, VectorIndex
+from sleepmem.pipelines.store import scope_audit_rows
 
 log = get_logger("sleepmem.sweep")
 
@@ -60,7 +61,7 @@ SQLITE_WAL_PAGES = 50_000
 
 
 @dataclass(slots=True)
-class SweepReport:
+class SweepReport(Counts):
     scanned: int = 0
     expired: int = 0
     demoted: int = 0
@@ -71,28 +72,14 @@ class SweepReport:
     index_deferred: int = 0
     seconds: float = 0.0
 
-    def counts(self) -> dict[str, int]:
-        return {k: v for k, v in asdict(self).items() if isinstance(v, int)}
-
 
 @dataclass(slots=True)
-class _Run:
-    conn: Connection
-    index: VectorIndex
-    settings: Settings
-    now: datetime
-    batch: int
-    task_id: str
-    worker: str
+class _Run(BatchRun):
     after_batch: BatchHook | None
     report: SweepReport
     # Rows the index has taken, marked indexed in the next transaction (one commit less
     # per batch); until then they are pending, which is only ever safe.
     unmarked: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def dialect(self) -> str:
-        return self.conn.dialect.name
 
     def flush_marks(self) -> None:
         for status, ids in self.unmarked.items():
@@ -109,18 +96,10 @@ class _Run:
         self, op: str, groups: dict[tuple[str, str], list[str]], reason: str,
         hashes: dict[tuple[str, str], str] | None = None,
     ) -> list[dict[str, Any]]:
-        # One row per (op, scope) per batch: ids stay findable by scope and by memory.
-        return [
-            {
-                "at": self.now, "op": op, "tenant": tenant, "scope_key": scope_key,
-                "memory_ids_before": ids, "memory_ids_after": [] if op == "DELETE" else ids,
-                "reason": reason, "task_id": self.task_id, "worker": self.worker,
-                "pipeline_version": PIPELINE_VERSION, "extractor": "", "model": "",
-                "input_event_ids": [], "content_hash": (hashes or {}).get((tenant, scope_key), ""),
-                "llm_calls": 0, "llm_tokens": 0,
-            }
-            for (tenant, scope_key), ids in sorted(groups.items())
-        ]
+        return scope_audit_rows(
+            at=self.now, op=op, groups=groups, reason=reason, task_id=self.task_id,
+            worker=self.worker, keeps_ids=op != "DELETE", hashes=hashes,
+        )
 
     def committed(self, name: str, n: int) -> None:
         self.report.batches += 1

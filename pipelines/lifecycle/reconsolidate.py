@@ -58,6 +58,7 @@ from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.resolve import Resolver
 from sleepmem.pipelines.stages import judge
+from sleepmem.pipelines.store import audit_row
 from sleepmem.pipelines.types import Candidate, EventView
 
 log = get_logger("sleepmem.reconsolidate")
@@ -511,12 +512,12 @@ def _apply(
         ]
         extractor = new_rows[0].extractor if new_rows else ""
         for before, after, why in audits:
-            session.add(Audit(
+            session.add(Audit(**audit_row(
                 at=now, op="RECONSOLIDATE", tenant=job.tenant, scope_key=job.scope_key,
-                memory_ids_before=before, memory_ids_after=after,
+                before=before, after=after,
                 reason=f"job {job.id}: {why}", task_id=task_id or job.id, worker=worker,
-                pipeline_version=PIPELINE_VERSION, extractor=extractor,
-            ))
+                extractor=extractor,
+            )))
         session.commit()
     apply_to_index(engine=engine, index=ports.index, embedder=ports.embedder,
                    upsert=new_rows, payload_only=retired, delete=[])

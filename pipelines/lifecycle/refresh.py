@@ -1,4 +1,4 @@
-"""The importance refresh (DESIGN rule 6), run hourly.
+"""The importance refresh (README rule 6), run hourly.
 
 1. Retrieval hits (recorded on the request path, see :mod:`sleepmem.adapters.redis.hits`)
    are applied:
@@ -24,21 +24,22 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.decay import authored_sql, aware, epoch_sql, lifecycle_managed_sql, survival
-from sleepmem.pipelines.ports import Ports, VectorIndex
+from sleepmem.pipelines.lifecycle.batches import BatchRun, Counts
+from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.store import scope_audit_rows
 
 log = get_logger("sleepmem.refresh")
 
@@ -56,7 +57,7 @@ _NOT_TARGETS = ("event", "summary")
 
 
 @dataclass(slots=True)
-class RefreshReport:
+class RefreshReport(Counts):
     entries: int = 0
     hits: int = 0
     memories_hit: int = 0
@@ -67,41 +68,18 @@ class RefreshReport:
     index_deferred: int = 0
     seconds: float = 0.0
 
-    def counts(self) -> dict[str, int]:
-        return {k: v for k, v in asdict(self).items() if isinstance(v, int)}
-
 
 @dataclass(slots=True)
-class _Run:
-    conn: Connection
-    index: VectorIndex
-    settings: Settings
-    now: datetime
-    batch: int
-    task_id: str
-    worker: str
+class _Run(BatchRun):
     report: RefreshReport
-
-    @property
-    def dialect(self) -> str:
-        return self.conn.dialect.name
 
     def audit(self, op: str, groups: dict[tuple[str, str], list[str]], reason: str) -> None:
         if not groups:
             return
         self.conn.execute(
             sa.insert(Audit),
-            [
-                {
-                    "at": self.now, "op": op, "tenant": tenant, "scope_key": scope_key,
-                    "memory_ids_before": ids, "memory_ids_after": ids, "reason": reason,
-                    "task_id": self.task_id, "worker": self.worker,
-                    "pipeline_version": PIPELINE_VERSION, "extractor": "", "model": "",
-                    "input_event_ids": [], "content_hash": "", "llm_calls": 0,
-                    "llm_tokens": 0,
-                }
-                for (tenant, scope_key), ids in sorted(groups.items())
-            ],
+            scope_audit_rows(at=self.now, op=op, groups=groups, reason=reason,
+                             task_id=self.task_id, worker=self.worker),
         )
 
 
@@ -191,7 +169,7 @@ def _apply_hits(run: _Run, hits: Sequence[HitEntry]) -> None:
 def _slide(
     settings: Settings, mtype: str, status: str, expires: datetime | None, at: datetime
 ) -> datetime | None:
-    """Expiry slides forward with use (DESIGN rule 11), never backward."""
+    """Expiry slides forward with use (README rule 11), never backward."""
     ttl = settings.ttl(mtype)
     if expires is None or ttl is None or status not in CURRENT_STATUSES:
         return expires

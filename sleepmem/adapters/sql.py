@@ -64,9 +64,10 @@ def _transient_driver_errors(ctx: ExceptionContext) -> None:
     else:
         transient = False
     if transient:
-        lines = str(ctx.original_exception).strip().splitlines()
+        # The driver's message, on one line (psycopg spreads one over several).
+        reason = " ".join(str(ctx.original_exception).split())
         raise TransientError(
-            f"database unavailable: {lines[-1] if lines else type(ctx.original_exception)}"
+            f"database unavailable: {reason or type(ctx.original_exception).__name__}"
         ) from exc
 
 

@@ -14,7 +14,13 @@ from starlette.concurrency import run_in_threadpool
 from sleepmem.api.auth import CallerTenant
 from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Job, Scope
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds
+from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
 from sleepmem.resources import Resources
+from sleepmem.schedules.scheduler import celery_sender
+from sleepmem.services import cancel_job
+from sleepmem.tasks import names
+from sleepmem.workers.app import create_celery
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -52,8 +58,6 @@ class JobView(BaseModel):
 
 
 def job_view(job: Job) -> JobView:
-    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds
-
     return JobView(eta_s=eta_seconds(job), **job.model_dump())
 
 
@@ -61,9 +65,6 @@ def send_task(request: Request, name: str, job_id: str) -> None:
     """Queue ``name(job_id)`` on the workers' broker (one Celery client per app)."""
     sender = getattr(request.app.state, "lifecycle_sender", None)
     if sender is None:
-        from sleepmem.schedules.scheduler import celery_sender
-        from sleepmem.workers.app import create_celery
-
         res: Resources = request.app.state.resources
         sender = celery_sender(create_celery(res.settings, broker_url=res.broker_url))
         request.app.state.lifecycle_sender = sender
@@ -91,9 +92,6 @@ def _owned(job: Job, tenant: str | None) -> Job:
 async def reconsolidate(
     body: ReconsolidateBody, request: Request, response: Response, tenant: CallerTenant
 ) -> JobView:
-    from sleepmem.pipelines.lifecycle.reconsolidate import create_job
-    from sleepmem.tasks import names
-
     scope = _scope_key(body.scope)
     if tenant is not None and scope.tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only use tenant {tenant!r}")
@@ -112,8 +110,6 @@ async def reconsolidate(
 
 @router.get("/{job_id}", response_model=JobView, summary="A job's status, progress and result")
 async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobView:
-    from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
-
     res: Resources = request.app.state.resources
     job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id))
     return job_view(_owned(job, tenant))
@@ -122,9 +118,6 @@ async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobVie
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobView,
              summary="Ask a running job to stop after its current chunk")
 async def cancel(job_id: str, request: Request, tenant: CallerTenant) -> JobView:
-    from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
-    from sleepmem.services import cancel_job
-
     res: Resources = request.app.state.resources
     _owned(await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id)), tenant)
     return job_view(await run_in_threadpool(cancel_job, res, job_id))

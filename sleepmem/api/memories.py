@@ -14,23 +14,20 @@ from sleepmem.api.auth import CallerTenant
 from sleepmem.core.errors import ForbiddenError, NotFoundError
 from sleepmem.models import Scope
 from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
-from sleepmem.pipelines.lifecycle.explain import Explanation
+from sleepmem.pipelines.lifecycle.explain import Explanation, explain
 from sleepmem.resources import Resources
+from sleepmem.services import create_erase_job, run_erasure
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
 def _explain(res: Resources, memory_id: str) -> Explanation:
-    from sleepmem.pipelines.lifecycle.explain import explain
-
     return explain(engine=res.engine, memory_id=memory_id, settings=res.settings,
                    now=res.ports().clock())
 
 
 def _erase(res: Resources, *, tenant: str, scope_key: str | None = None,
            memory_id: str | None = None) -> DeletionReceipt:
-    from sleepmem.services import create_erase_job, run_erasure
-
     job = create_erase_job(res, tenant=tenant, scope_key=scope_key, memory_id=memory_id)
     done = run_erasure(res, job.id, worker="api")
     if done.status != "done":

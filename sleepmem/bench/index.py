@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from sleepmem.evals.metrics import percentile
 from sleepmem.models.scope import Scope
 from sleepmem.pipelines.ports import IndexFilter, IndexPoint, SparseVector, VectorIndex
 
@@ -29,6 +30,7 @@ VOCAB = 20_000
 
 
 def _index(backend: str, where: Path) -> VectorIndex:
+    # Deferred: a backend's client loads only when chosen (qdrant-client takes ~2.7 s).
     if backend == "edge":
         from sleepmem.adapters.vectors.edge import EdgeIndex
 
@@ -45,8 +47,7 @@ def _index(backend: str, where: Path) -> VectorIndex:
 
 
 def _percentiles(samples_ms: list[float]) -> dict[str, float]:
-    arr = np.asarray(samples_ms)
-    return {f"p{q}": round(float(np.percentile(arr, q)), 3) for q in (50, 95, 99)}
+    return {f"p{q}": round(percentile(samples_ms, q), 3) for q in (50, 95, 99)}
 
 
 def _sparse(rng: np.random.Generator, terms: int) -> SparseVector:

@@ -34,6 +34,7 @@ from sleepmem.adapters.sql import make_engine
 from sleepmem.bench.scratch import scratch_database
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
+from sleepmem.evals.metrics import percentile
 from sleepmem.ingest.drain import drain_once
 from sleepmem.ingest.validation import gc_paused, validate_event
 from sleepmem.resources import redis_urls
@@ -46,11 +47,6 @@ CONTENT = (
 CHUNK = 1000
 HTTP_KEY = "bench-key"
 HTTP_WARMUP = 3000
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 def _event_fields(tenant: str, i: int) -> dict[str, Any]:
@@ -128,10 +124,10 @@ def _emit_latency(
                 xadd_us.append((t2 - t1) / 1000)
     raw.delete(raw_key, keys.events)
     return {
-        "emit_p50_us": round(_pct(emit_us, 0.50), 1),
-        "emit_p99_us": round(_pct(emit_us, 0.99), 1),
-        "xadd_p50_us": round(_pct(xadd_us, 0.50), 1),
-        "xadd_p99_us": round(_pct(xadd_us, 0.99), 1),
+        "emit_p50_us": round(percentile(emit_us, 50), 1),
+        "emit_p99_us": round(percentile(emit_us, 99), 1),
+        "xadd_p50_us": round(percentile(xadd_us, 50), 1),
+        "xadd_p99_us": round(percentile(xadd_us, 99), 1),
     }
 
 
@@ -243,12 +239,12 @@ def _http(
     keys = Keys(settings.namespace)
     redis.Redis.from_url(url).delete(keys.events)
     return {
-        "http_p50_ms": round(_pct(single_ms, 0.50), 2),
-        "http_p99_ms": round(_pct(single_ms, 0.99), 2),
+        "http_p50_ms": round(percentile(single_ms, 50), 2),
+        "http_p99_ms": round(percentile(single_ms, 99), 2),
         "http_single_rps": round(len(single_ms) / single_s),
         "http_clients": clients,
         "http_eps": round(batch_total / batch_s),
-        "http_batch_p50_ms": round(_pct(batch_ms, 0.50), 1),
+        "http_batch_p50_ms": round(percentile(batch_ms, 50), 1),
     }
 
 

@@ -24,11 +24,22 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.sql import make_engine
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.bench.corpus import conversations
 from sleepmem.bench.scratch import scratch_database
+from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import DAY, Settings
+from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, Scope
-from sleepmem.pipelines.ports import IndexPoint
+from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.lifecycle import reconsolidate as recon
+from sleepmem.pipelines.lifecycle.forget import sweep
+from sleepmem.pipelines.ports import IndexPoint, Ports
+from sleepmem.resources import build_resources
+from sleepmem.sdk import MemoryClient
+from sleepmem.services import run_consolidation
 
 BENCH_NOW = datetime(2026, 6, 1, 3, 0, tzinfo=UTC)
 BENCH_DIM = 8
@@ -128,8 +139,6 @@ def _sqlite_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def fill_index(index_path: Path, engine: Engine) -> None:
     """A point for every row the fill marked indexed."""
-    from sleepmem.adapters.vectors.edge import EdgeIndex
-
     index = EdgeIndex(index_path)
     index.ensure(dim=BENCH_DIM)
     rng = np.random.default_rng(7)
@@ -152,12 +161,6 @@ def fill_index(index_path: Path, engine: Engine) -> None:
 
 
 def _sweep_child(url: str, index_path: str, settings_json: str, out: Any) -> None:
-    from sleepmem.adapters.embedders import HashingEmbedder
-    from sleepmem.adapters.vectors.edge import EdgeIndex
-    from sleepmem.core.logs import configure_logging
-    from sleepmem.pipelines.lifecycle.forget import sweep
-    from sleepmem.pipelines.ports import Ports
-
     configure_logging(level="WARNING")
     settings = Settings(_env_file=None, **orjson.loads(settings_json))
     engine = make_engine(url)
@@ -228,14 +231,6 @@ def _dumps(value: Any) -> str:
 def bench_reconsolidate(*, events: int, settings: Settings | None = None) -> dict[str, Any]:
     """One scope of ``events`` consolidated events, then a dry run and an apply run of a
     re-consolidation job over all of them; rates are of the jobs alone."""
-    from sleepmem.bench.corpus import conversations
-    from sleepmem.ingest.drain import drain_once
-    from sleepmem.pipelines.consolidate import consolidate_scope
-    from sleepmem.pipelines.lifecycle import reconsolidate as recon
-    from sleepmem.resources import build_resources
-    from sleepmem.sdk import MemoryClient
-    from sleepmem.services import run_consolidation
-
     base = settings or Settings(_env_file=None)
     with tempfile.TemporaryDirectory(prefix="sleepmem-bench-") as tmp:
         cfg = base.model_copy(update={"data_dir": Path(tmp) / "data", "database_url": None,

@@ -19,10 +19,8 @@ import gc
 import os
 import random
 import secrets
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,6 +30,8 @@ from pydantic import SecretStr
 from sqlalchemy import insert
 from sqlmodel import Session
 
+from sleepmem.api.app import create_app
+from sleepmem.bench.corpus import QUERIES, RULES, TEMPLATES, pick
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
@@ -44,6 +44,7 @@ from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
+from sleepmem.runtime import ApiServer
 
 log = get_logger("sleepmem.bench.search")
 
@@ -51,269 +52,6 @@ TENANT = "bench"
 AGENT = "assistant"
 INSERT_BATCH = 5000
 WARMUP = 30
-
-_NAMES = [
-    "Ann",
-    "Bob",
-    "Chen Wei",
-    "Dana",
-    "Emeka",
-    "Farah",
-    "Goro",
-    "Hana",
-    "Ivan",
-    "Júlia",
-    "Kofi",
-    "Lena",
-    "Mateo",
-    "Nadia",
-    "Omar",
-    "Priya",
-    "Quinn",
-    "Rosa",
-    "Sven",
-    "Tariq",
-]
-_CITIES = [
-    "Berlin",
-    "Lisbon",
-    "Toronto",
-    "Osaka",
-    "Nairobi",
-    "Austin",
-    "Lyon",
-    "Melbourne",
-    "Seoul",
-    "Bogotá",
-    "Edinburgh",
-    "Pune",
-    "Denver",
-    "Porto",
-    "Kraków",
-    "Valencia",
-]
-_ZH_CITIES = ["北京", "上海", "杭州", "成都", "深圳", "广州", "南京", "西安", "武汉", "苏州"]
-_JOBS = [
-    "nurse",
-    "data engineer",
-    "teacher",
-    "product designer",
-    "accountant",
-    "chef",
-    "site reliability engineer",
-    "pharmacist",
-    "architect",
-    "journalist",
-    "translator",
-]
-_ZH_JOBS = ["软件工程师", "老师", "医生", "设计师", "会计", "产品经理", "记者"]
-_COMPANIES = [
-    "Acme",
-    "Globex",
-    "Initech",
-    "Umbrella Health",
-    "Northwind",
-    "Contoso",
-    "Stark Logistics",
-    "Wayne Foods",
-    "Hooli",
-    "Vandelay Imports",
-]
-_ZH_COMPANIES = ["阿里巴巴", "腾讯", "一家创业公司", "医院", "学校", "银行"]
-_PETS = ["dog", "cat", "parrot", "rabbit", "turtle", "hamster", "goldfish"]
-_PET_ADJ = ["old", "young", "rescue", "fluffy", "noisy", "lazy", "three-legged"]
-_PET_NAMES = ["Biscuit", "Mochi", "Luna", "Pepper", "Rex", "Tofu", "Ziggy", "Olive"]
-_FOODS = [
-    "ramen",
-    "tacos",
-    "sushi",
-    "lentil soup",
-    "pad thai",
-    "pizza margherita",
-    "shakshuka",
-    "pierogi",
-    "falafel",
-    "dim sum",
-    "green curry",
-]
-_ZH_FOODS = ["火锅", "饺子", "小笼包", "麻婆豆腐", "烤鸭", "牛肉面"]
-_ALLERGENS = ["peanuts", "shellfish", "penicillin", "gluten", "cats", "pollen", "latex"]
-_HOBBIES = [
-    "climbing",
-    "running",
-    "swimming",
-    "cycling",
-    "chess",
-    "pottery",
-    "salsa dancing",
-    "birdwatching",
-    "board games",
-    "baking sourdough",
-]
-_WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
-_PROJECTS = [
-    "billing",
-    "atlas",
-    "orion",
-    "checkout",
-    "search",
-    "ledger",
-    "pulse",
-    "harbor",
-    "nimbus",
-    "relay",
-]
-_TOOLS = [
-    "Postgres",
-    "Redis",
-    "Kafka",
-    "Terraform",
-    "Docker",
-    "Kubernetes",
-    "pytest",
-    "Grafana",
-    "Sentry",
-    "FastAPI",
-    "Celery",
-    "nginx",
-]
-_PURPOSES = [
-    "caching",
-    "queues",
-    "metrics",
-    "deployments",
-    "tests",
-    "error tracking",
-    "background jobs",
-    "the API",
-]
-_RELATIONS = ["mother", "father", "sister", "brother", "partner", "best friend", "daughter", "son"]
-_PLACES = [
-    "the café on Main Street",
-    "the office",
-    "the park",
-    "the library",
-    "a ramen bar",
-    "the airport",
-]
-_TOPICS = [
-    "the move",
-    "the budget",
-    "a new job offer",
-    "the wedding",
-    "the trip to Japan",
-    "the quarterly report",
-    "a side project",
-]
-
-# (memory type, attribute, statement template). ``{x}`` is drawn from the vocabulary.
-Template = tuple[str, str, Callable[[random.Random], str]]
-
-
-def _pick(rng: random.Random, words: list[str]) -> str:
-    return words[rng.randrange(len(words))]
-
-
-TEMPLATES: list[Template] = [
-    ("fact", "residence", lambda r: f"I live in {_pick(r, _CITIES)}."),
-    (
-        "fact",
-        "residence",
-        lambda r: f"I moved to {_pick(r, _CITIES)} in {_pick(r, _MONTHS)} {r.randint(2015, 2025)}.",
-    ),
-    ("fact", "residence", lambda r: f"我住在{_pick(r, _ZH_CITIES)}。"),
-    ("fact", "job", lambda r: f"I work as a {_pick(r, _JOBS)} at {_pick(r, _COMPANIES)}."),
-    ("fact", "job", lambda r: f"我在{_pick(r, _ZH_COMPANIES)}当{_pick(r, _ZH_JOBS)}。"),
-    (
-        "fact",
-        "pet",
-        lambda r: f"I have a {_pick(r, _PET_ADJ)} {_pick(r, _PETS)} named {_pick(r, _PET_NAMES)}.",
-    ),
-    ("preference", "food", lambda r: f"My favourite food is {_pick(r, _FOODS)}."),
-    ("preference", "food", lambda r: f"I don't eat {_pick(r, _FOODS)} any more."),
-    ("preference", "food", lambda r: f"我最喜欢吃{_pick(r, _ZH_FOODS)}。"),
-    ("identity", "allergy", lambda r: f"I am allergic to {_pick(r, _ALLERGENS)}."),
-    ("identity", "name", lambda r: f"My name is {_pick(r, _NAMES)}."),
-    ("preference", "hobby", lambda r: f"I go {_pick(r, _HOBBIES)} every {_pick(r, _WEEKDAYS)}."),
-    (
-        "fact",
-        "port",
-        lambda r: f"The {_pick(r, _PROJECTS)} service listens on port {r.randint(1024, 65000)}.",
-    ),
-    (
-        "fact",
-        "stack",
-        lambda r: (
-            f"Project {_pick(r, _PROJECTS)} uses {_pick(r, _TOOLS)} for {_pick(r, _PURPOSES)}."
-        ),
-    ),
-    (
-        "preference",
-        "tool",
-        lambda r: f"I prefer {_pick(r, _TOOLS)} over {_pick(r, _TOOLS)} for {_pick(r, _PURPOSES)}.",
-    ),
-    (
-        "fact",
-        "birthday",
-        lambda r: (
-            f"My {_pick(r, _RELATIONS)}'s birthday is on {_pick(r, _MONTHS)} {r.randint(1, 28)}."
-        ),
-    ),
-    (
-        "task",
-        "deadline",
-        lambda r: (
-            f"The {_pick(r, _PROJECTS)} release is due on "
-            f"{_pick(r, _MONTHS)} {r.randint(1, 28)}, 2025."
-        ),
-    ),
-    (
-        "event",
-        "",
-        lambda r: (
-            f"Last {_pick(r, _WEEKDAYS)} I met {_pick(r, _NAMES)} at "
-            f"{_pick(r, _PLACES)} to talk about {_pick(r, _TOPICS)}."
-        ),
-    ),
-]
-
-# Queries an agent would send, each with the attribute a good answer fills.
-QUERIES: list[tuple[str, Callable[[random.Random], str]]] = [
-    ("residence", lambda r: "Where do I live?"),
-    ("residence", lambda r: "我住在哪里？"),
-    ("job", lambda r: "What is my job?"),
-    ("pet", lambda r: "What pets do I have?"),
-    ("food", lambda r: "What food do I like?"),
-    ("allergy", lambda r: "Do I have any allergies?"),
-    ("hobby", lambda r: "What do I do for exercise or fun?"),
-    ("port", lambda r: f"Which port does the {_pick(r, _PROJECTS)} service use?"),
-    ("stack", lambda r: f"What does project {_pick(r, _PROJECTS)} use for {_pick(r, _PURPOSES)}?"),
-    ("birthday", lambda r: f"When is my {_pick(r, _RELATIONS)}'s birthday?"),
-    ("deadline", lambda r: "When is the next release due?"),
-    ("name", lambda r: "What is my name?"),
-]
-
-_RULES = [
-    "Always answer in the user's language.",
-    "Never suggest recipes with ingredients the user is allergic to.",
-    "Prefer metric units unless the user uses imperial ones.",
-    "Ask before booking anything that costs money.",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Filled:
@@ -332,7 +70,7 @@ def _memories(n: int, users: int, now: datetime, settings: Settings) -> list[Mem
     for i in range(n):
         if i % 100 == 99:
             scope, mtype, attr = Scope(tenant=TENANT, agent=AGENT), "procedure", "rule"
-            statement = f"{_pick(rng, _RULES)} (rule {i})"
+            statement = f"{pick(rng, RULES)} (rule {i})"
         else:
             scope = user_scope(i % users)
             mtype, attr, make = TEMPLATES[rng.randrange(len(TEMPLATES))]
@@ -411,40 +149,14 @@ def _ms(seconds: list[float]) -> dict[str, float]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serve(res: Resources) -> Iterator[str]:
     """The HTTP API on a loopback port in a thread of this process; yields its base URL."""
-    import uvicorn
-
-    from sleepmem.api.app import create_app
-
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(resources=res),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="bench-http", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise SleepmemError("the API server did not start within 30 s")
-        time.sleep(0.02)
+    server = ApiServer(create_app(resources=res), host="127.0.0.1", port=0).start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{server.port}"
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        server.stop(timeout=10)
 
 
 def run_search_bench(

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from sleepmem.cli.app import app, bench_app, eval_app
+from sleepmem.cli.app import app, bench_app, eval_app, exit_code
 from sleepmem.core.errors import SleepmemError
 
 for _module in pkgutil.iter_modules(__path__):
@@ -27,7 +27,7 @@ def main() -> None:
         app()
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(exit_code(exc))
 
 
 __all__ = ["app", "bench_app", "eval_app", "main"]

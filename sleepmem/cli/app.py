@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError as PydanticValidationError
 
-from sleepmem.core.errors import SleepmemError
+from sleepmem.core.errors import (
+    AuthError,
+    ForbiddenError,
+    NotFoundError,
+    SleepmemError,
+    TransientError,
+    ValidationError,
+)
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 
@@ -19,6 +26,27 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print one JS
 eval_app = typer.Typer(no_args_is_help=True, help="Memory-quality evaluations.")
 app.add_typer(bench_app, name="bench")
 app.add_typer(eval_app, name="eval")
+
+
+# The exit code of each error kind, first match wins; the CLI's mirror of the HTTP API's
+# status table (sleepmem/api/app.py _STATUS). Anything else exits 1.
+EXIT_CODES: tuple[tuple[type[SleepmemError], int], ...] = (
+    (ValidationError, 2),  # bad input, like a usage error: fix the command and rerun
+    (AuthError, 4),
+    (ForbiddenError, 4),
+    (NotFoundError, 3),
+    (TransientError, 75),  # EX_TEMPFAIL: a dependency is down or busy; try again later
+)
+
+
+def exit_code(exc: SleepmemError) -> int:
+    return next((code for kind, code in EXIT_CODES if isinstance(exc, kind)), 1)
+
+
+def fail(exc: SleepmemError) -> typer.Exit:
+    """Report an error raised on purpose as one line on stderr; raise the Exit returned."""
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(exit_code(exc))
 
 
 def load_settings(log_level: str | None = None) -> Settings:

@@ -7,6 +7,7 @@ import json
 import typer
 
 from sleepmem.cli.app import bench_app
+from sleepmem.core.logs import configure_logging
 
 
 @bench_app.command("consolidate")
@@ -17,8 +18,8 @@ def bench_consolidate(
     as_json: bool = typer.Option(True, "--json/--no-json", help="print one JSON object"),
 ) -> None:
     """Events/s from the first emit to every memory indexed (embedded, one worker)."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.consolidate import run_consolidate_bench
-    from sleepmem.core.logs import configure_logging
 
     configure_logging(level="WARNING")  # stdout carries the one JSON object alone
     result = run_consolidate_bench(events=events, users=users, llm=llm)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sleepmem.cli.app import bench_app, eval_app
+from sleepmem.cli.app import bench_app, eval_app, fail
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
@@ -36,11 +36,6 @@ def _print(report: dict[str, Any]) -> None:
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2, default=str))
 
 
-def _fail(exc: SleepmemError) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code=2)
-
-
 @eval_app.command("locomo")
 def locomo(
     data: DataFile,
@@ -51,6 +46,7 @@ def locomo(
     ] = None,
 ) -> None:
     """LoCoMo evidence recall@5/10/25, tokens per query, and the turn-level baseline."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.evals.locomo import run_locomo
 
     try:
@@ -61,7 +57,7 @@ def locomo(
             limit_questions=limit_questions,
         )
     except SleepmemError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _print(report)
 
 
@@ -75,6 +71,7 @@ def longmemeval(
     per_question: Annotated[bool, typer.Option(help="add each question's metrics")] = False,
 ) -> None:
     """LongMemEval session recall_all / ndcg_any @5/@10, and the flat BM25 baseline."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.evals.longmemeval import run_longmemeval
 
     try:
@@ -82,7 +79,7 @@ def longmemeval(
             data, settings=_settings(), limit=limit, per_question=per_question
         )
     except SleepmemError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _print(report)
 
 
@@ -94,6 +91,7 @@ def scenarios(
     as_json: AsJson = True,
 ) -> None:
     """Run every scenario story; exit code 1 if any failed."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.evals.scenarios import run_directory
 
     report = run_directory(directory)
@@ -111,6 +109,7 @@ def bench_search(
     as_json: AsJson = True,
 ) -> None:
     """Search latency (p50/p95/p99 in-process, p95 over HTTP) at N realistic memories."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.search import run_search_bench
 
     try:
@@ -118,5 +117,5 @@ def bench_search(
             _settings(), memories=memories, users=users, queries=queries, http=http
         )
     except SleepmemError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _print(report)

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from sleepmem.cli.app import app, bench_app, load_settings
+from sleepmem.cli.app import app, bench_app, fail, load_settings
 from sleepmem.core.errors import SleepmemError, ValidationError
+from sleepmem.sdk import MemoryClient
 
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:
@@ -43,8 +44,6 @@ def emit(
     ] = None,
 ) -> None:
     """Append events to the log, as an agent would; prints one event id per line."""
-    from sleepmem.sdk import MemoryClient
-
     settings = load_settings(log_level="WARNING")
     try:
         with MemoryClient(
@@ -63,8 +62,7 @@ def emit(
                     fields["event_id"] = event_id
                 ids = [client.emit(**fields)]
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2 if isinstance(exc, ValidationError) else 1) from exc
+        raise fail(exc) from exc
     for i in ids:
         typer.echo(i)
 
@@ -89,6 +87,7 @@ def bench_ingest(
     ] = None,
 ) -> None:
     """Request path against raw redis-py, HTTP ingest, and drain throughput."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.ingest import run_ingest_bench
 
     if http_n <= http_clients:

@@ -25,10 +25,25 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sleepmem.cli.app import app, bench_app, load_settings
-from sleepmem.core.errors import NotFoundError, SleepmemError, ValidationError
+from sleepmem.adapters.redis.locks import Lease
+from sleepmem.cli.app import app, bench_app, fail, load_settings
+from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
-from sleepmem.resources import Resources
+from sleepmem.models import Scope
+from sleepmem.pipelines.lifecycle import reconsolidate as recon
+from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
+from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, list_jobs
+from sleepmem.resources import Resources, build_resources
+from sleepmem.services import (
+    MaintenanceJob,
+    cancel_job,
+    create_erase_job,
+    refresh_job,
+    run_erasure,
+    run_reconsolidation,
+    sweep_job,
+)
+from sleepmem.tasks import names
 
 console = Console()
 
@@ -36,16 +51,11 @@ console = Console()
 @contextmanager
 def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
     """The process's stores; any sleepmem error becomes a message and an exit code."""
-    from sleepmem.resources import build_resources
-
     res = build_resources(load_settings(log_level))
     try:
         yield res
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        code = 2 if isinstance(exc, ValidationError) else 3 if isinstance(
-            exc, NotFoundError) else 1
-        raise typer.Exit(code) from exc
+        raise fail(exc) from exc
     finally:
         res.shutdown()
 
@@ -68,18 +78,19 @@ def _parse_time(text: str | None) -> datetime | None:
 # -- sweep / refresh ---------------------------------------------------------------------
 
 
+def _maintenance(name: str, job: MaintenanceJob) -> dict[str, Any]:
+    """Run a scheduled job now, under the job lease the workers take: never two at once."""
+    with _resources() as res, Lease(res.redis, res.keys.job_lease(name),
+                                     ttl_s=res.settings.lease_seconds):
+        return dict(job(res, "cli"))
+
+
 @app.command()
 def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the forgetting sweep now (expire, demote, archive, evict, delete)."""
-    from sleepmem.adapters.redis.locks import Lease
-    from sleepmem.services import sweep_job
-    from sleepmem.tasks import names
-
-    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.SWEEP),
-                                     ttl_s=res.settings.lease_seconds):
-        counts = dict(sweep_job(res, "cli"))
+    counts = _maintenance(names.SWEEP, sweep_job)
     if as_json:
         _echo_json(counts)
         return
@@ -96,13 +107,7 @@ def refresh(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Apply recorded retrieval hits and the importance rules now."""
-    from sleepmem.adapters.redis.locks import Lease
-    from sleepmem.services import refresh_job
-    from sleepmem.tasks import names
-
-    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.REFRESH),
-                                     ttl_s=res.settings.lease_seconds):
-        counts = dict(refresh_job(res, "cli"))
+    counts = _maintenance(names.REFRESH, refresh_job)
     if as_json:
         _echo_json(counts)
     else:
@@ -123,9 +128,6 @@ def reconsolidate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
 ) -> None:
     """Replay a scope's raw events through the current pipeline and show the diff."""
-    from sleepmem.pipelines.lifecycle import reconsolidate as recon
-    from sleepmem.services import run_reconsolidation
-
     if dry_run and apply:
         typer.echo("error: --dry-run and --apply exclude each other", err=True)
         raise typer.Exit(2)
@@ -173,8 +175,6 @@ def _print_diff(job: Any) -> None:
 
 
 def _job_json(job: Any) -> dict[str, Any]:
-    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds
-
     return {**job.model_dump(mode="json"), "eta_s": eta_seconds(job)}
 
 
@@ -186,9 +186,6 @@ def jobs(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """List re-consolidation and erasure jobs with their progress (or cancel one)."""
-    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, list_jobs
-    from sleepmem.services import cancel_job
-
     with _resources() as res:
         if cancel is not None:
             cancel_job(res, cancel)
@@ -220,10 +217,6 @@ def forget(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Physically erase a scope (or one memory) from every store; prints the receipt."""
-    from sleepmem.models import Scope
-    from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
-    from sleepmem.services import create_erase_job, run_erasure
-
     if (scope is None) == (memory is None):
         typer.echo("error: give exactly one of --scope or --memory", err=True)
         raise typer.Exit(2)
@@ -240,7 +233,7 @@ def forget(
         done = run_erasure(res, row.id, worker="cli")
     if done.status != "done":
         typer.echo(f"error: {done.error}", err=True)
-        raise typer.Exit(3)
+        raise typer.Exit(1)
     _echo_json(done.result)
 
 
@@ -250,8 +243,6 @@ def explain(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Where a memory came from, every version of it, and why it is (not) current."""
-    from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
-
     with _resources() as res:
         ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
                             now=datetime.now(UTC))
@@ -289,6 +280,7 @@ def bench_sweep(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Fill N memories (not timed), then time one full sweep in a fresh process."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.lifecycle import bench_sweep as run_bench
 
     configure_logging(level="WARNING")
@@ -306,6 +298,7 @@ def bench_reconsolidate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Consolidate one scope of N events, then time a dry run and an apply re-consolidation."""
+    # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.lifecycle import bench_reconsolidate as run_bench
 
     result = run_bench(events=events, settings=load_settings("WARNING"))

@@ -11,17 +11,22 @@ from typing import Annotated
 import orjson
 import typer
 
-from sleepmem.cli.app import app, load_settings
+from sleepmem.cli.app import app, fail, load_settings
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
 from sleepmem.models import Scope
+from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.resources import build_resources
+from sleepmem.schedules.leader import LeaderElector
+from sleepmem.services import run_consolidation
 from sleepmem.tasks import names
 
 
 @app.command()
 def serve() -> None:
     """Embedded mode: API, worker, drain and scheduler in this process until Ctrl-C."""
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.runtime import serve as run
 
     run(load_settings())
@@ -30,10 +35,10 @@ def serve() -> None:
 @app.command()
 def api() -> None:
     """The HTTP ingest and search API alone (distributed mode)."""
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     import uvicorn
 
     from sleepmem.api.app import create_app
-    from sleepmem.resources import build_resources
 
     settings = load_settings()
     configure_tracing_from_env("sleepmem-api")
@@ -67,6 +72,7 @@ def worker(
     ] = 0,
 ) -> None:
     """A Celery worker (distributed mode); clients are built in each pool process."""
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     if metrics_port:
         # Before prometheus_client is imported: the pool processes count into files there.
         prepare_multiprocess_dir()
@@ -121,9 +127,8 @@ def prepare_multiprocess_dir() -> str:
 @app.command()
 def scheduler() -> None:
     """The scheduler (distributed mode): run several; one leads, the others stand by."""
-    from sleepmem.resources import build_resources
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.runtime import shutdown_requested, wait_for
-    from sleepmem.schedules.leader import LeaderElector
     from sleepmem.schedules.scheduler import Scheduler, celery_sender
     from sleepmem.workers.app import create_celery
 
@@ -154,23 +159,17 @@ def consolidate(
     scope: Annotated[str, typer.Option(help="Canonical scope key, e.g. t=acme/a=bot/u=ann/p=/s=")],
 ) -> None:
     """Consolidate one scope now, in this process, under the same lease as the workers."""
-    from sleepmem.pipelines.consolidate import consolidate_scope
-    from sleepmem.resources import build_resources
-    from sleepmem.services import run_consolidation
-
     try:
         Scope.parse_key(scope, field="scope")  # before any store is opened or started
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise fail(exc) from exc
     resources = build_resources(load_settings())
     try:
         report = run_consolidation(
             resources, scope_key=scope, pipeline=consolidate_scope, worker="cli"
         )
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise fail(exc) from exc
     finally:
         resources.shutdown()
     typer.echo(
@@ -189,6 +188,7 @@ def demo(
     Plays a short conversation through the SDK, shows the drain and the sleep-time
     consolidation, and stops everything.
     """
+    # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.demo import demo_settings, render, run_demo
 
     with tempfile.TemporaryDirectory(prefix="sleepmem-demo-") as tmp:

@@ -6,10 +6,11 @@ import json
 
 import typer
 
-from sleepmem.cli.app import app
+from sleepmem.cli.app import app, fail
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.settings import Settings
 from sleepmem.models import ConflictGroup
+from sleepmem.sdk import MemoryClient
 
 
 @app.command()
@@ -29,8 +30,6 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Search a scope's memory (the API must be running: `sleepmem serve` or `api`)."""
-    from sleepmem.sdk import MemoryClient
-
     scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
              "session": session}
     try:
@@ -38,8 +37,7 @@ def search(
             result = client.search(query, scope, k=k, types=types or None, as_of=as_of,
                                    max_tokens=max_tokens)
     except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
     if as_json:
         typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
         return

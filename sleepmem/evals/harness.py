@@ -18,9 +18,15 @@ from typing import Any
 
 from sqlmodel import Session, col, func, select
 
+from sleepmem.adapters.redis import stream
 from sleepmem.core.settings import Settings
+from sleepmem.evals.extra import require
+from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, RawEvent
+from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.resources import Resources, build_resources
+from sleepmem.sdk import MemoryClient
+from sleepmem.services import run_consolidation
 
 EMIT_BATCH = 500
 
@@ -61,8 +67,6 @@ def discard(res: Resources) -> None:
 
 def emit_all(res: Resources, events: Iterable[Mapping[str, Any]]) -> int:
     """Emit through the SDK in pipelined batches; returns how many were accepted."""
-    from sleepmem.sdk import MemoryClient
-
     n = 0
     with MemoryClient(res.settings, redis_url=res.redis_url) as client:
         rows = list(events)
@@ -73,9 +77,6 @@ def emit_all(res: Resources, events: Iterable[Mapping[str, Any]]) -> int:
 
 def drain_all(res: Resources, *, consumer: str = "eval") -> int:
     """Drain the stream into SQL until a read comes back empty."""
-    from sleepmem.adapters.redis import stream
-    from sleepmem.ingest.drain import drain_once
-
     # Without the group the first read only creates it and reports nothing read.
     stream.ensure_group(res.redis, res.keys)
     total = 0
@@ -91,9 +92,6 @@ def drain_all(res: Resources, *, consumer: str = "eval") -> int:
 
 def consolidate_pending(res: Resources) -> int:
     """Run the consolidation task's entry point on every scope with pending events."""
-    from sleepmem.pipelines.consolidate import consolidate_scope
-    from sleepmem.services import run_consolidation
-
     with Session(res.engine) as s:
         scopes = sorted(
             set(s.exec(select(RawEvent.scope_key).where(col(RawEvent.consolidated).is_(False))))
@@ -121,25 +119,17 @@ def count_memories(res: Resources, *, tenant: str) -> int:
 
 
 @functools.cache
-def _cl100k() -> Callable[[str], int] | None:
-    """cl100k_base, from bpe-openai which ships the table (tiktoken downloads it)."""
-    try:
-        import bpe_openai
-    except ImportError:
-        return None
-    enc = bpe_openai.get_encoding("cl100k_base")
+def _cl100k() -> Callable[[str], int]:
+    """cl100k_base, from bpe-openai (eval extra), which ships the table (tiktoken
+    downloads it)."""
+    enc = require("bpe_openai").get_encoding("cl100k_base")
     return lambda text: len(enc.encode(text))
 
 
 def count_tokens(text: str) -> int:
-    """cl100k tokens of ``text``; the retrieval module's estimate if the table is missing."""
-    counter = _cl100k()
-    if counter is not None:
-        return counter(text)
-    from sleepmem.pipelines.retrieve import approx_tokens
-
-    return approx_tokens(text)
+    """cl100k tokens of ``text``."""
+    return _cl100k()(text)
 
 
 def tokenizer_name() -> str:
-    return "cl100k_base" if _cl100k() is not None else "approx"
+    return "cl100k_base"

@@ -31,11 +31,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rank_bm25 import BM25Okapi
-
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
+from sleepmem.evals.extra import require
 from sleepmem.evals.harness import count_memories, eval_instance, ingest
 from sleepmem.evals.metrics import mean, ndcg_any, rank_by_first_mention, recall_all
 from sleepmem.models import ConflictGroup, MemoryCard, Scope
@@ -149,7 +148,7 @@ def bm25_ranking(
         tokenize(" ".join(str(t["content"]) for t in turns if t.get("role") == "user"))
         for turns in item.sessions
     ]
-    scores = BM25Okapi(corpus).get_scores(tokenize(item.question))
+    scores = require("rank_bm25").BM25Okapi(corpus).get_scores(tokenize(item.question))
     order = sorted(range(len(corpus)), key=lambda i: (-float(scores[i]), i))
     return [item.session_ids[i] for i in order]
 

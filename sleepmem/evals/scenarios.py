@@ -23,13 +23,19 @@ from typing import Any
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, SQLModel, col, select
 
+from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import discard
+from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, RawEvent, Scope
 from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.lifecycle.forget import sweep
+from sleepmem.pipelines.lifecycle.refresh import refresh
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.resources import Resources, build_resources
+from sleepmem.sdk import MemoryClient
+from sleepmem.services import run_consolidation
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([dhms])$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
@@ -87,8 +93,6 @@ class StoryRun:
     """One story against one fresh instance."""
 
     def __init__(self, story: dict[str, Any], resources: Resources, logs: io.StringIO) -> None:
-        from sleepmem.sdk import MemoryClient
-
         self.story = story
         self.res = resources
         self.logs = logs
@@ -112,9 +116,6 @@ class StoryRun:
         self.client.emit(at=at, **event)
 
     def consolidate(self) -> None:
-        from sleepmem.ingest.drain import drain_once
-        from sleepmem.services import run_consolidation
-
         while drain_once(
             redis=self.res.redis, keys=self.res.keys, engine=self.res.engine,
             settings=self.res.settings, consumer="scenario",
@@ -128,14 +129,9 @@ class StoryRun:
             run_consolidation(self.res, scope_key=key, pipeline=consolidate_scope)
 
     def sweep(self) -> None:
-        from sleepmem.pipelines.lifecycle.forget import sweep
-
         sweep(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings)
 
     def refresh(self) -> None:
-        from sleepmem.adapters.redis.hits import read_hits, trim_hits
-        from sleepmem.pipelines.lifecycle.refresh import refresh
-
         hits = read_hits(self.res.redis, self.res.keys)
         refresh(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings,
                 hits=hits)

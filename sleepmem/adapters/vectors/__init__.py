@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 def open_index(settings: Settings) -> VectorIndex:
     """The index named by ``settings.vector_backend`` (edge, qdrant-local or qdrant)."""
     backend = settings.vector_backend
+    # Deferred: a backend's client loads only when chosen (qdrant-client takes ~2.7 s).
     if backend == "edge":
         from sleepmem.adapters.vectors.edge import EdgeIndex
 
