@@ -14,6 +14,7 @@ import typer
 from sleepmem.cli.app import app, load_settings
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
+from sleepmem.core.settings import Settings
 from sleepmem.models import Scope
 from sleepmem.tasks import names
 
@@ -23,7 +24,22 @@ def serve() -> None:
     """Embedded mode: API, worker, drain and scheduler in this process until Ctrl-C."""
     from sleepmem.runtime import serve as run
 
-    run(load_settings())
+    settings = load_settings()
+    try:
+        run(settings, announce=typer.echo)
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _distributed(role: str) -> Settings:
+    settings = load_settings()
+    try:
+        settings.require_stores(role)
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    return settings
 
 
 @app.command()
@@ -32,9 +48,18 @@ def api() -> None:
     import uvicorn
 
     from sleepmem.api.app import create_app
+    from sleepmem.core.localkey import prepare_auth, publish_local_key, server_url
     from sleepmem.resources import build_resources
 
-    settings = load_settings()
+    try:
+        setup = prepare_auth(_distributed("api"))
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    settings = setup.settings
+    key = publish_local_key(setup, server_url(settings))
+    if key is not None and setup.created:
+        typer.echo(f"generated an API key for tenant {key.tenant!r} in {key.path}: {key.key}")
     resources = build_resources(settings)
     app = create_app(resources=resources)
     # What start-up built lives as long as the process: out of the collector's sight, its
@@ -64,7 +89,7 @@ def worker(
     """A Celery worker (distributed mode); clients are built in each pool process."""
     from sleepmem.workers.app import create_celery_from_env
 
-    settings = load_settings()
+    settings = _distributed("worker")
     unknown = set(queues.split(",")) - set(names.QUEUES)
     if unknown:
         raise typer.BadParameter(f"unknown queues {sorted(unknown)}; known: {names.QUEUES}")
@@ -90,7 +115,7 @@ def scheduler() -> None:
     from sleepmem.schedules.scheduler import Scheduler, celery_sender
     from sleepmem.workers.app import create_celery
 
-    settings = load_settings()
+    settings = _distributed("scheduler")
     resources = build_resources(settings)
     celery = create_celery(settings, broker_url=resources.broker_url)
     elector = LeaderElector(
