@@ -91,9 +91,18 @@ def _scope(target: Target, scope: Scope | Mapping[str, Any] | None) -> dict[str,
 
 
 def _scope_key(target: Target, scope: Scope | Mapping[str, Any] | str | None) -> str:
+    """A scope named by key, for listing, jobs and erasure. The client's default session
+    is left out: it names where new events go, while memories live at the owner's scope."""
     if isinstance(scope, str):
         return scope
-    return Scope(**_scope(target, scope)).key
+    if isinstance(scope, Scope):
+        return scope.key
+    where = {k: v for k, v in target.defaults.items() if k in LEVELS and k != "session"}
+    where.update({k: v for k, v in (scope or {}).items() if v is not None})
+    if not where.get("tenant"):
+        raise ValidationError("scope.tenant", "name a tenant: pass scope={'tenant': ...}, "
+                                              "tenant= to the client, or set SLEEPMEM_TENANT")
+    return Scope(**where).key
 
 
 def _event(target: Target, event: Mapping[str, Any]) -> dict[str, Any]:
