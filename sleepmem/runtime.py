@@ -163,6 +163,13 @@ class Runtime:
         ).start()
         self._stops.append(("worker", worker.stop))
 
+        # Jobs a previous process left queued or running: re-queued or failed, never stuck.
+        from sleepmem.services import recover_jobs
+        from sleepmem.tasks import names
+
+        send = celery_sender(self.celery)
+        recover_jobs(res, lambda job_id: send(names.RECONSOLIDATE, args=(job_id,)))
+
         drain = DrainThread(res).start()
         self._stops.append(("drain", drain.stop))
 

@@ -5,7 +5,11 @@ method sync and async, tenant enforcement, and the forgetting sweep leaving pins
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import stat
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -242,16 +246,90 @@ class TestPinnedSurvivesTheSweep:
 
         res = server.resources
         assert res is not None
-        mem.emit_many([{"content": "I need a hotel near the station for May 3.",
-                        "session": "p1"},
-                       {"content": "I need a rental car in Lisbon for June 9.",
-                        "session": "p1"}])
+        mem.emit(content="I need a hotel near the station for May 3.", session="p1")
         mem.end_session("p1")
+        mem.emit(content="I need a rental car in Lisbon for June 9.", session="p2")
+        mem.end_session("p2")
         assert wait_for(lambda: sum(("hotel" in m.statement) or ("rental" in m.statement)
                                     for m in mem.list(SCOPE, limit=500).items) >= 2, timeout=30)
         hotel, car = find(mem, "hotel"), find(mem, "rental")
+        assert hotel.id != car.id and {car.type, hotel.type}.isdisjoint({"identity", "procedure"})
         pin_memory(res, memory_id=hotel.id, tenant=DEFAULT_TENANT, pinned=True)
         later = datetime.now(UTC) + timedelta(days=800)
         sweep(engine=res.engine, ports=res.ports(clock=lambda: later), settings=res.settings)
         assert mem.get(hotel.id).status == "active"
         assert mem.get(car.id).status in ("expired", "archived")
+
+
+def cli(server: Runtime, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, configured like the server (as a second shell would be)."""
+    s = server.settings
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEEPMEM_")}
+    env.update({
+        "SLEEPMEM_DATA_DIR": str(s.data_dir), "SLEEPMEM_REDIS_URL": str(s.redis_url),
+        "SLEEPMEM_DATABASE_URL": str(s.database_url), "SLEEPMEM_NAMESPACE": s.namespace,
+        "SLEEPMEM_EMBEDDER": "hashing", "SLEEPMEM_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    })
+    return subprocess.run([sys.executable, "-c", "from sleepmem.cli import main; main()", *args], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+class TestCliNextToARunningServer:
+    """The server holds the embedded index; the CLI asks it instead of opening it again."""
+
+    def test_sweep_consolidate_reconsolidate_and_explain_go_through_the_server(
+        self, server: Runtime, mem: Client
+    ) -> None:
+        swept = cli(server, "sweep", "--json")
+        assert swept.returncode == 0, swept.stderr
+        assert "WouldBlock" not in swept.stderr and "scanned" in json.loads(swept.stdout)
+        owner = "t=default/a=bot/u=ann/p=/s="
+        consolidated = cli(server, "consolidate", "--scope", owner)
+        assert consolidated.returncode == 0, consolidated.stderr
+        assert "ops" in json.loads(consolidated.stdout)
+        replay = cli(server, "reconsolidate", "--scope", owner, "--json")
+        assert replay.returncode == 0, replay.stderr
+        assert json.loads(replay.stdout)["status"] == "done"
+        item = mem.list(SCOPE).items[0]
+        explained = cli(server, "explain", item.id, "--json")
+        assert explained.returncode == 0 and json.loads(explained.stdout)["memory_id"] == item.id
+
+    def test_jobs_cancel_clears_a_job_stuck_in_queued(self, server: Runtime) -> None:
+        from sleepmem.pipelines.lifecycle.reconsolidate import create_job, get_job
+
+        res = server.resources
+        assert res is not None
+        stuck = create_job(engine=res.engine, scope_key="t=default/a=bot/u=ann/p=/s=",
+                           now=datetime.now(UTC))  # queued, never sent: a dead process's job
+        done = cli(server, "jobs", "--cancel", stuck.id)
+        assert done.returncode == 0, done.stderr
+        assert get_job(engine=res.engine, job_id=stuck.id).status == "cancelled"
+
+
+class TestStaleJobsAtStartUp:
+    def test_queued_jobs_are_sent_again_and_orphaned_running_jobs_fail_with_how_to_resume(
+        self, server: Runtime
+    ) -> None:
+        from sqlmodel import Session
+
+        from sleepmem.models import Job
+        from sleepmem.pipelines.lifecycle.reconsolidate import create_job, get_job
+        from sleepmem.services import recover_jobs
+
+        res = server.resources
+        assert res is not None
+        owner = "t=default/a=bot/u=ann/p=/s="
+        queued = create_job(engine=res.engine, scope_key=owner, now=datetime.now(UTC))
+        orphan = create_job(engine=res.engine, scope_key=owner, now=datetime.now(UTC))
+        with Session(res.engine) as session:
+            row = session.get(Job, orphan.id)
+            assert row is not None
+            row.status = "running"
+            session.add(row)
+            session.commit()
+        sent: list[str] = []
+        recover_jobs(res, sent.append)
+        assert queued.id in sent and orphan.id not in sent
+        failed = get_job(engine=res.engine, job_id=orphan.id)
+        assert failed.status == "failed" and "--resume" in failed.error

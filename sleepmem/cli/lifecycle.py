@@ -1,8 +1,10 @@
 """Lifecycle commands: ``sweep``, ``refresh``, ``reconsolidate``, ``jobs``, ``forget``,
 ``explain``, and the ``bench sweep`` / ``bench reconsolidate`` benchmarks.
 
-Each runs in this process against the configured stores, under the same leases the
-workers take, so running one by hand while workers run is safe.
+When a server of these stores is running, each asks it over the API (the server holds
+the embedded index; a second process could not open it). Otherwise each runs in this
+process against the configured stores, under the same leases the workers take, so running
+one by hand while workers run is safe.
 """
 
 from __future__ import annotations
@@ -50,6 +52,24 @@ def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
         res.shutdown()
 
 
+@contextmanager
+def _remote(tenant: str | None = None) -> Iterator[Any]:
+    """The running server's client (None when no server answers); errors become exits."""
+    from sleepmem.cli.remote import running_server
+
+    client = running_server(load_settings("WARNING"), tenant=tenant)
+    try:
+        yield client
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        code = 2 if isinstance(exc, ValidationError) else 3 if isinstance(
+            exc, NotFoundError) else 1
+        raise typer.Exit(code) from exc
+    finally:
+        if client is not None:
+            client.close()
+
+
 def _echo_json(value: Any) -> None:
     typer.echo(orjson.dumps(value, default=str).decode())
 
@@ -77,9 +97,12 @@ def sweep(
     from sleepmem.services import sweep_job
     from sleepmem.tasks import names
 
-    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.SWEEP),
-                                     ttl_s=res.settings.lease_seconds):
-        counts = dict(sweep_job(res, "cli"))
+    with _remote() as server:
+        counts = server.run_maintenance("sweep") if server is not None else None
+    if counts is None:
+        with _resources() as res, Lease(res.redis, res.keys.job_lease(names.SWEEP),
+                                         ttl_s=res.settings.lease_seconds):
+            counts = dict(sweep_job(res, "cli"))
     if as_json:
         _echo_json(counts)
         return
@@ -100,9 +123,12 @@ def refresh(
     from sleepmem.services import refresh_job
     from sleepmem.tasks import names
 
-    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.REFRESH),
-                                     ttl_s=res.settings.lease_seconds):
-        counts = dict(refresh_job(res, "cli"))
+    with _remote() as server:
+        counts = server.run_maintenance("refresh") if server is not None else None
+    if counts is None:
+        with _resources() as res, Lease(res.redis, res.keys.job_lease(names.REFRESH),
+                                         ttl_s=res.settings.lease_seconds):
+            counts = dict(refresh_job(res, "cli"))
     if as_json:
         _echo_json(counts)
     else:
@@ -129,6 +155,18 @@ def reconsolidate(
     if dry_run and apply:
         typer.echo("error: --dry-run and --apply exclude each other", err=True)
         raise typer.Exit(2)
+    with _remote(_tenant_of(scope)) as server:
+        if server is not None:
+            if resume:
+                raise ValidationError("resume", "resuming a job needs the stores of this "
+                                      "process: stop `sleepmem serve` first")
+            done = _remote_reconsolidate(server, scope, _parse_time(since), apply, as_json)
+    if server is not None:
+        if as_json:
+            _echo_json(done.model_dump(mode="json"))
+        else:
+            _print_diff(done)
+        return
     with _resources() as res:
         row = recon.create_job(engine=res.engine, scope_key=scope, now=datetime.now(UTC),
                                since=_parse_time(since), apply=apply, job_id=job)
@@ -148,6 +186,33 @@ def reconsolidate(
         _echo_json(_job_json(done))
         return
     _print_diff(done)
+
+
+def _tenant_of(scope: str) -> str | None:
+    from sleepmem.models import Scope
+
+    try:
+        return Scope.parse_key(scope, canonical=False).tenant
+    except SleepmemError:
+        return None
+
+
+REMOTE_JOB_POLL_S = 0.2
+
+
+def _remote_reconsolidate(
+    server: Any, scope: str, since: datetime | None, apply: bool, quiet: bool
+) -> Any:
+    """Queue the job on the server's workers and follow it to its end."""
+    import time
+
+    job = server.reconsolidate(scope, since=since, apply=apply)
+    if not quiet:
+        typer.echo(f"job {job.id} queued on the running server", err=True)
+    while job.status in ("queued", "running"):
+        time.sleep(REMOTE_JOB_POLL_S)
+        job = server.job(job.id)
+    return job
 
 
 def _print_diff(job: Any) -> None:
@@ -189,21 +254,30 @@ def jobs(
     from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, list_jobs
     from sleepmem.services import cancel_job
 
-    with _resources() as res:
-        if cancel is not None:
-            cancel_job(res, cancel)
-            typer.echo(f"cancel requested for job {cancel}")
+    with _remote(tenant) as server:
+        if server is not None and cancel is not None:
+            job = server.cancel_job(cancel)
+            typer.echo(f"job {cancel}: {job.status}")
             return
-        rows = list_jobs(engine=res.engine, tenant=tenant, limit=limit)
+        remote_rows = server.jobs(limit=limit) if server is not None else None
+    if remote_rows is not None:
+        rows: list[Any] = remote_rows
+    else:
+        with _resources() as res:
+            if cancel is not None:
+                job_row = cancel_job(res, cancel)
+                typer.echo(f"job {cancel}: {job_row.status}")
+                return
+            rows = list_jobs(engine=res.engine, tenant=tenant, limit=limit)
     if as_json:
         for j in rows:
-            _echo_json(_job_json(j))
+            _echo_json(_job_json(j) if remote_rows is None else j.model_dump(mode="json"))
         return
     table = Table(title="jobs")
     for name in ("id", "kind", "status", "scope", "progress", "rate/s", "eta", "created"):
         table.add_column(name)
     for j in rows:
-        eta = eta_seconds(j)
+        eta = eta_seconds(j) if remote_rows is None else j.eta_s
         table.add_row(j.id, j.kind, j.status, j.scope_key, f"{j.done}/{j.total}",
                       f"{j.rate:.0f}", "" if eta is None else f"{eta:.0f}s",
                       j.created_at.strftime("%Y-%m-%d %H:%M"))
@@ -230,6 +304,11 @@ def forget(
     target = f"scope {scope}" if scope else f"memory {memory}"
     if not yes and not typer.confirm(f"Erase {target} from every store? This cannot be undone"):
         raise typer.Exit(1)
+    with _remote(_tenant_of(scope) if scope else None) as server:
+        if server is not None:
+            receipt = server.forget(memory, scope=scope)
+            _echo_json(receipt.model_dump(mode="json"))
+            return
     with _resources() as res:
         if scope is not None:
             tenant = Scope.parse_key(scope).tenant
@@ -252,9 +331,12 @@ def explain(
     """Where a memory came from, every version of it, and why it is (not) current."""
     from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
 
-    with _resources() as res:
-        ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
-                            now=datetime.now(UTC))
+    with _remote() as server:
+        ex = server.explain(memory_id) if server is not None else None
+    if ex is None:
+        with _resources() as res:
+            ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
+                                now=datetime.now(UTC))
     if as_json:
         typer.echo(ex.model_dump_json())
         return

@@ -141,16 +141,28 @@ def consolidate(
     scope: Annotated[str, typer.Option(help="Canonical scope key, e.g. t=acme/a=bot/u=ann/p=/s=")],
 ) -> None:
     """Consolidate one scope now, in this process, under the same lease as the workers."""
+    from sleepmem.cli.remote import running_server
     from sleepmem.pipelines.consolidate import consolidate_scope
     from sleepmem.resources import build_resources
     from sleepmem.services import run_consolidation
 
     try:
-        Scope.parse_key(scope, field="scope")  # before any store is opened or started
+        parsed = Scope.parse_key(scope, field="scope")  # before any store is opened or started
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    resources = build_resources(load_settings())
+    settings = load_settings()
+    server = running_server(settings, tenant=parsed.tenant)
+    if server is not None:
+        # The running server holds the stores: it consolidates, under the same lease.
+        try:
+            with server:
+                typer.echo(orjson.dumps(server.consolidate(scope)).decode())
+        except SleepmemError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        return
+    resources = build_resources(settings)
     try:
         report = run_consolidation(
             resources, scope_key=scope, pipeline=consolidate_scope, worker="cli"
