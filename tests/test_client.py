@@ -106,7 +106,7 @@ class TestUnconfiguredServe:
 
     def test_off_loopback_without_keys_the_server_refuses_to_start(self, tmp_path: Path) -> None:
         settings = server_settings(tmp_path, "smtest-refuse", host="0.0.0.0")
-        with pytest.raises(ConfigurationError, match="refusing to listen on 0.0.0.0") as err:
+        with pytest.raises(ConfigurationError, match=r"refusing to listen on 0\.0\.0\.0") as err:
             Runtime(settings)
         assert "\n" not in str(err.value) and "SLEEPMEM_API_KEYS" in str(err.value)
         assert not key_file(settings.data_dir).exists()
@@ -271,8 +271,9 @@ def cli(server: Runtime, *args: str) -> subprocess.CompletedProcess[str]:
         "SLEEPMEM_EMBEDDER": "hashing", "SLEEPMEM_LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     })
-    return subprocess.run([sys.executable, "-c", "from sleepmem.cli import main; main()", *args], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    command = [sys.executable, "-c", "from sleepmem.cli import main; main()", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
 
 
 class TestCliNextToARunningServer:

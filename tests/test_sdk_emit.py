@@ -8,8 +8,8 @@ import orjson
 import pytest
 import redis as redis_lib
 
-from sleepmem.adapters.redis.stream import SEND_CHUNK, append
 from sleepmem.adapters.redis.embedded import EmbeddedRedis
+from sleepmem.adapters.redis.stream import SEND_CHUNK, append
 from sleepmem.core.errors import AuthError, ConfigurationError, ForbiddenError, ValidationError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
