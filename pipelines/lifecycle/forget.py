@@ -15,8 +15,9 @@ objects, never the whole table), each batch one SQL transaction with its audit r
 Identity facts, procedures, rules written by people and pinned memories are never
 touched. Every rule looks only at the row's state and the sweep's single ``now``, and a
 changed row no longer matches its rule, so the sweep is idempotent: a run killed halfway
-and run again ends where one uninterrupted run would. SQL changes commit before the index is told; rows are
-marked ``index_state=pending`` until it has been, so the reconciler repairs a crash between.
+and run again ends where one uninterrupted run would. SQL changes commit before the index
+is told; rows are marked ``index_state=pending`` until it has been, so the reconciler
+repairs a crash between.
 """
 
 from __future__ import annotations
