@@ -334,3 +334,28 @@ class TestStaleJobsAtStartUp:
         assert queued.id in sent and orphan.id not in sent
         failed = get_job(engine=res.engine, job_id=orphan.id)
         assert failed.status == "failed" and "--resume" in failed.error
+
+
+def python_blocks(path: Path) -> list[str]:
+    text = path.read_text()
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+class TestDocExamples:
+    """The examples in docs/client.md and the README run as printed."""
+
+    ROOT = Path(__file__).resolve().parents[1]
+
+    @pytest.mark.parametrize("doc", ["docs/client.md", "README.md"])
+    def test_every_python_example_runs_against_a_fresh_unconfigured_server(
+        self, doc: str, server: Runtime, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        for name in ("SLEEPMEM_API_URL", "SLEEPMEM_API_KEY", "SLEEPMEM_TENANT"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("SLEEPMEM_DATA_DIR", str(server.settings.data_dir))
+        blocks = python_blocks(self.ROOT / doc)
+        assert blocks, f"{doc} has no python example"
+        for block in blocks:
+            exec(compile(block, doc, "exec"), {"__name__": "__doc_example__"})  # noqa: S102
+        assert "Traceback" not in capsys.readouterr().err
