@@ -12,6 +12,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,11 +45,11 @@ def server_settings(tmp: Path, namespace: str, **over: object) -> Settings:
     return Settings(**values)  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+@contextmanager
+def running_server(tmp: Path) -> Iterator[Runtime]:
     """An unconfigured server (auth on, no keys, loopback) with one consolidated session."""
     namespace = f"smtest-{uuid.uuid4().hex[:10]}"
-    runtime = Runtime(server_settings(tmp_path_factory.mktemp("srv"), namespace)).start()
+    runtime = Runtime(server_settings(tmp, namespace)).start()
     try:
         with Client(data_dir=runtime.settings.data_dir, session="s1", **SCOPE) as mem:
             mem.emit_many([{"content": text} for text in TALK])
@@ -61,6 +62,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
         for key in client.scan_iter(match=f"{namespace}:*", count=1000):
             client.delete(key)
         client.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    with running_server(tmp_path_factory.mktemp("srv")) as runtime:
+        yield runtime
 
 
 @pytest.fixture
@@ -357,5 +364,5 @@ class TestDocExamples:
         blocks = python_blocks(self.ROOT / doc)
         assert blocks, f"{doc} has no python example"
         for block in blocks:
-            exec(compile(block, doc, "exec"), {"__name__": "__doc_example__"})  # noqa: S102
+            exec(compile(block, doc, "exec"), {"__name__": "__doc_example__"})
         assert "Traceback" not in capsys.readouterr().err

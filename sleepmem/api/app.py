@@ -68,7 +68,11 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
         )
         log.info("api.started", namespace=res.keys.namespace, auth=cfg.auth_enabled)
         try:
-            yield
+            if mcp_sessions is not None:
+                async with mcp_sessions.run():
+                    yield
+            else:
+                yield
         finally:
             await app.state.api.redis.aclose()
             if resources is None:
@@ -82,12 +86,29 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
         lifespan=lifespan,
     )
     app.state.keyring = KeyRing.from_settings(cfg)
+    app.state.settings = cfg
     for router in ROUTERS:
         app.include_router(router)
+    mcp_sessions = _mount_mcp(app)
     app.add_exception_handler(SleepmemError, _sleepmem_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _request_invalid)  # type: ignore[arg-type]
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _mount_mcp(app: FastAPI) -> Any:
+    """MCP over streamable HTTP at ``/mcp`` when the ``mcp`` extra is installed."""
+    try:
+        from sleepmem.mcpserver import http_mount
+    except ImportError:
+        return None
+    try:
+        route, sessions = http_mount(app)
+    except ImportError:
+        log.info("api.mcp_unavailable", reason="install sleepmem[mcp]")
+        return None
+    app.router.routes.append(route)
+    return sessions
 
 
 async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
