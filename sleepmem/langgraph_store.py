@@ -160,7 +160,7 @@ class SleepmemStore(BaseStore):
             cards = self.client.search(op.query, scope_for(ns), k=max(1, min(wanted, 100))).flat()
             views = [(self.client.get(c.id), c.score) for c in cards]
         else:
-            views = [(m, None) for m in self._memories(ns)][:wanted]
+            views = [(m, None) for m in self._memories(ns)[:wanted]]
         items = [
             # Search results are memories, keyed by memory id: one key's events may have
             # become several memories, and several keys' events one.
