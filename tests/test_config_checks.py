@@ -88,6 +88,10 @@ class TestDistributedRoles:
             "set SLEEPMEM_QDRANT_URL (or run `sleepmem serve` for everything in one process)"
         ]
 
+    def test_an_explicit_local_index_backend_is_the_operators_choice(self) -> None:
+        Settings(redis_url="redis://h", database_url="sqlite:///x.db",  # type: ignore[call-arg]
+                 index_backend="edge", _env_file=None).require_stores("api")
+
     def test_the_scheduler_needs_redis_and_sql(self) -> None:
         with pytest.raises(ConfigurationError, match="SLEEPMEM_REDIS_URL, SLEEPMEM_DATABASE_URL"):
             Settings(_env_file=None).require_stores("scheduler")  # type: ignore[call-arg]

@@ -215,7 +215,10 @@ class Settings(BaseSettings):
             "worker": ("redis_url", "database_url", "qdrant_url"),
             "scheduler": ("redis_url", "database_url"),
         }[role]
-        missing = [n for n in needed if getattr(self, n) is None]
+        missing = [n for n in needed if getattr(self, n) is None
+                   # An index backend named explicitly is the operator's informed choice
+                   # (one host, a benchmark); only the silent default is refused.
+                   and not (n == "qdrant_url" and self.index_backend is not None)]
         if n_missing := len(missing):
             names = ", ".join(ENV_PREFIX + n.upper() for n in missing)
             raise ConfigurationError(
