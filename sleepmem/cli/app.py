@@ -33,12 +33,14 @@ def config_error_line(exc: SleepmemError | PydanticValidationError) -> str:
     return str(exc)
 
 
-def load_settings(log_level: str | None = None) -> Settings:
+def load_settings(log_level: str | None = None, *, role: str | None = None) -> Settings:
     """Settings from the environment, logging configured; bad settings exit 2 with the
-    reason on one line (``error: …``)."""
+    reason on one line (``error: …``). A distributed ``role`` also needs its stores."""
     try:
         check_environment()
         settings = Settings()
+        if role is not None:
+            settings.require_stores(role)
     except (SleepmemError, PydanticValidationError) as exc:
         typer.echo(f"error: {config_error_line(exc)}", err=True)
         raise typer.Exit(2) from None

@@ -33,13 +33,7 @@ def serve() -> None:
 
 
 def _distributed(role: str) -> Settings:
-    settings = load_settings()
-    try:
-        settings.require_stores(role)
-    except SleepmemError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    return settings
+    return load_settings(role=role)
 
 
 @app.command()
