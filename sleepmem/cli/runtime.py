@@ -112,6 +112,12 @@ def scheduler() -> None:
     settings = _distributed("scheduler")
     resources = build_resources(settings)
     celery = create_celery(settings, broker_url=resources.broker_url)
+    # Jobs a dead process left queued or running: re-queued (idempotent, leased) or failed
+    # with how to resume them, so none sits in 'queued' for ever.
+    from sleepmem.services import recover_jobs
+
+    send = celery_sender(celery)
+    recover_jobs(resources, lambda job_id: send(names.RECONSOLIDATE, args=(job_id,)))
     elector = LeaderElector(
         resources.redis, resources.keys.scheduler_leader, ttl_s=settings.leader_ttl_seconds
     )
