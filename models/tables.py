@@ -48,6 +48,7 @@ class MemoryStatus(StrEnum):
 class Trust(StrEnum):
     high = "high"
     low = "low"
+    human = "human"  # edited by a person through the API: the new version says so
 
 
 class IndexState(StrEnum):
@@ -151,6 +152,8 @@ class Memory(ScopeColumns, table=True):
     demoted: bool = False
     needs_verification: bool = False
     reminded: bool = False
+    # Pinned by a person: never decays, never expires, never swept (unpin to release).
+    pinned: bool = Field(default=False)
     archived_at: datetime | None = _ts(nullable=True)
     details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     pipeline_version: str = Field(default="1", max_length=16)

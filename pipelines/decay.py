@@ -83,3 +83,9 @@ def authored_sql() -> ColumnElement[bool]:
 def lifecycle_managed_sql() -> ColumnElement[bool]:
     """Rows a lifecycle job may change: not identity, not a procedure, not authored."""
     return sa.and_(col(Memory.type).not_in(PROTECTED_TYPES), sa.not_(authored_sql()))
+
+
+def sweepable_sql() -> ColumnElement[bool]:
+    """Rows the forgetting sweep may expire, demote, archive, evict or delete: lifecycle
+    managed and not pinned by a person."""
+    return sa.and_(lifecycle_managed_sql(), sa.not_(col(Memory.pinned)))

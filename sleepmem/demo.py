@@ -18,16 +18,18 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from sleepmem.core.errors import SleepmemError
+from sleepmem.core.localkey import DEFAULT_TENANT
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, RawEvent, Scope, ScopeState
-from sleepmem.pipelines.lifecycle.explain import explain
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job
 from sleepmem.runtime import Runtime
 from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_reconsolidation
 
-TENANT, AGENT, USER, SESSION = "demo", "travel-assistant", "ann", "s1"
+# The tenant of the key an unconfigured server generates: the demo uses it as a new user
+# would, through the key file.
+TENANT, AGENT, USER, SESSION = DEFAULT_TENANT, "travel-assistant", "ann", "s1"
 
 # A fake key in the shape of a real one: the write gate must keep it out of storage.
 FAKE_KEY = "sk-proj-" + "Q7fK2mX9pL4vR8sT1wY6zB3n"
@@ -66,7 +68,10 @@ class DemoReport:
 
 
 def demo_settings(data_dir: Path) -> Settings:
-    """Embedded defaults in ``data_dir``, whatever SLEEPMEM_* URLs the shell has set."""
+    """Embedded defaults in ``data_dir``, whatever SLEEPMEM_* URLs the shell has set.
+
+    Auth stays on, as in an unconfigured ``sleepmem serve``: the runtime generates the
+    local key and the demo reads memory back with it, through the documented client."""
     return Settings(
         data_dir=data_dir,
         redis_url=None,
@@ -75,7 +80,6 @@ def demo_settings(data_dir: Path) -> Settings:
         index_backend=None,
         host="127.0.0.1",
         port=0,
-        auth_enabled=False,
         tick_seconds=0.5,
         log_level="WARNING",
         _env_file=None,
@@ -145,7 +149,7 @@ def run_demo(settings: Settings, *, timeout: float = 60.0) -> DemoReport:
                 .order_by(col(Memory.recorded_at))
             ).all()
             report.memories = [(str(t), str(st)) for t, st in rows]
-        _read_back(report, res, rt.api_url, settings)
+        _read_back(report, res, rt, settings)
         _lifecycle(report, res, owner, settings)
         stopping = time.perf_counter()
     report.stop_s = time.perf_counter() - stopping
@@ -155,18 +159,19 @@ def run_demo(settings: Settings, *, timeout: float = 60.0) -> DemoReport:
 QUESTION = "Where does Ann live?"
 
 
-def _read_back(report: DemoReport, res: Any, api_url: str, settings: Settings) -> None:
-    """Search over HTTP as an agent would, and ask the top memory why it exists."""
+def _read_back(report: DemoReport, res: Any, rt: Runtime, settings: Settings) -> None:
+    """Search over HTTP as an agent would, and ask the top memory why it exists: the
+    client finds the server and its generated key in the data directory's key file."""
+    from sleepmem.client import Client
+
     scope = {"tenant": TENANT, "agent": AGENT, "user": USER}
-    with MemoryClient(settings, api_url=api_url) as reader:
+    with Client(data_dir=settings.data_dir) as reader:
         result = reader.search(QUESTION, scope, k=3)
-    report.question = QUESTION
-    report.answers = [c.statement for c in result.flat()]
-    cards = result.flat()
-    if cards:
-        report.why = explain(
-            engine=res.engine, memory_id=cards[0].id, settings=settings, now=datetime.now(UTC)
-        ).why
+        report.question = QUESTION
+        report.answers = [c.statement for c in result.flat()]
+        cards = result.flat()
+        if cards:
+            report.why = reader.explain(cards[0].id).why
 
 
 def _lifecycle(report: DemoReport, res: Any, owner: str, settings: Settings) -> None:

@@ -24,6 +24,13 @@ from celery import Celery
 
 from sleepmem.api.app import create_app
 from sleepmem.core.errors import ConfigurationError
+from sleepmem.core.localkey import (
+    AuthSetup,
+    LocalKey,
+    prepare_auth,
+    publish_local_key,
+    server_url,
+)
 from sleepmem.core.logs import configure_logging, get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
@@ -104,7 +111,11 @@ class Runtime:
     def __init__(
         self, settings: Settings, *, api: bool = True, worker_concurrency: int = 2
     ) -> None:
-        self.settings = settings
+        # Keys configured, or (loopback, none configured) the generated local key; a
+        # non-loopback bind without keys raises here, before anything starts.
+        self.auth: AuthSetup = prepare_auth(settings) if api else AuthSetup(settings)
+        self.settings = self.auth.settings
+        self.local_key: LocalKey | None = None
         self.serve_api = api
         self.worker_concurrency = worker_concurrency
         self.resources: Resources | None = None
@@ -116,7 +127,7 @@ class Runtime:
     def api_url(self) -> str:
         if self.api is None:
             raise ConfigurationError("the runtime was started without the API")
-        return f"http://{self.settings.host}:{self.api.port}"
+        return server_url(self.settings, self.api.port)
 
     def start(self) -> Runtime:
         started = time.perf_counter()
@@ -152,6 +163,13 @@ class Runtime:
         ).start()
         self._stops.append(("worker", worker.stop))
 
+        # Jobs a previous process left queued or running: re-queued or failed, never stuck.
+        from sleepmem.services import recover_jobs
+        from sleepmem.tasks import names
+
+        send = celery_sender(self.celery)
+        recover_jobs(res, lambda job_id: send(names.RECONSOLIDATE, args=(job_id,)))
+
         drain = DrainThread(res).start()
         self._stops.append(("drain", drain.stop))
 
@@ -172,6 +190,9 @@ class Runtime:
                 create_app(resources=res), host=self.settings.host, port=self.settings.port
             ).start()
             self._stops.append(("api", self.api.stop))
+            # Written once the server listens, with its real URL: the CLI and the client
+            # find the server and its key here.
+            self.local_key = publish_local_key(self.auth, self.api_url)
 
     def stop(self) -> None:
         """Stop every started part, newest first; a part that fails to stop is logged and
@@ -225,11 +246,37 @@ def wait_for(event: threading.Event) -> None:
         pass
 
 
-def serve(settings: Settings) -> None:
+def announce_lines(runtime: Runtime) -> list[str]:
+    """What ``serve`` prints at start: the URL, and a generated key once, with a curl line."""
+    url = runtime.api_url
+    lines = [f"sleepmem is serving on {url} (data in {runtime.settings.data_dir})"]
+    key = runtime.local_key
+    if key is None:
+        return lines
+    if runtime.auth.created:
+        lines += [
+            f"generated an API key for tenant {key.tenant!r}, stored in {key.path} (mode 0600);"
+            " it is shown only this once:",
+            f"  {key.key}",
+            "try it:",
+            f"  curl -s -H 'Authorization: Bearer {key.key}' -H 'Content-Type: application/json'"
+            f" -d '{{\"query\": \"hello\", \"scope\": {{\"tenant\": \"{key.tenant}\"}}}}'"
+            f" {url}/v1/search",
+            "the CLI and sleepmem.Client() read the key from that file when run with the same "
+            "data directory (SLEEPMEM_DATA_DIR)",
+        ]
+    else:
+        lines.append(f"API key for tenant {key.tenant!r}: in {key.path}")
+    return lines
+
+
+def serve(settings: Settings, *, announce: Callable[[str], None] = print) -> None:
     """Run the embedded runtime until SIGINT or SIGTERM, then stop cleanly."""
     configure_logging(level=settings.log_level, json=settings.log_json)
     configure_tracing_from_env("sleepmem")
-    with shutdown_requested() as requested, Runtime(settings):
+    with shutdown_requested() as requested, Runtime(settings) as runtime:
+        for line in announce_lines(runtime):
+            announce(line)
         # As in ``sleepmem api``: keep the start-up heap out of full collections.
         gc.collect()
         gc.freeze()

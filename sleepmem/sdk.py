@@ -1,4 +1,10 @@
-"""The agent-side client: ``MemoryClient(...).emit(...)`` is the whole request path.
+"""The direct-to-Redis fast path for trusted in-cluster agents: ``MemoryClient(...).emit``.
+
+Most callers want :class:`sleepmem.Client` (HTTP, the server checks key and tenant). This
+client skips the server: it needs the server's own Redis URL (``SLEEPMEM_REDIS_URL``, or a
+running embedded server in the data directory; it never starts one of its own), and holds
+itself to its configured tenant: with ``tenant=`` set, an event naming another tenant is
+refused; with ``api_key=`` given, the key must be that tenant's in ``SLEEPMEM_API_KEYS``.
 
 ``search`` reads memory back: over HTTP from the API, or in-process when the client is
 given the process's resources.
@@ -10,6 +16,7 @@ events). Nothing else happens here: no SQL, no embedding, no LLM.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -20,7 +27,13 @@ import redis
 
 from sleepmem.adapters.redis import stream
 from sleepmem.adapters.redis.embedded import EmbeddedRedis
-from sleepmem.core.errors import AuthError, ForbiddenError, TransientError, ValidationError
+from sleepmem.core.errors import (
+    AuthError,
+    ConfigurationError,
+    ForbiddenError,
+    TransientError,
+    ValidationError,
+)
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.validation import (
@@ -33,7 +46,7 @@ from sleepmem.ingest.validation import (
 from sleepmem.models import LEVELS, Scope, SearchResult
 from sleepmem.models.events import Event
 from sleepmem.reader import Reader, build_request
-from sleepmem.resources import Resources, redis_urls
+from sleepmem.resources import Resources
 
 
 class MemoryClient:
@@ -74,15 +87,59 @@ class MemoryClient:
         self._api_url = (api_url or f"http://{self.settings.host}:{self.settings.port}").rstrip(
             "/"
         )
+        if api_key is None:
+            from sleepmem.core.localkey import read_local_key
+
+            local = read_local_key(self.settings.data_dir)
+            api_key = local.key if local is not None else None
         self._api_key = api_key
+        self.tenant = self._check_key(tenant, api_key)
         self._owns_client = client is None
         if client is not None:
             self._redis = client
         else:
             url = redis_url or self.settings.redis_url
             if url is None:
-                url, _broker, self._embedded = redis_urls(self.settings)
+                url = self._running_embedded()
             self._redis = redis.Redis.from_url(url)
+
+    def _check_key(self, tenant: str | None, api_key: str | None) -> str | None:
+        """The tenant this client may write: the one its key belongs to, if keys are
+        configured; otherwise the one it was given (None: a trusted writer of any)."""
+        keys = self.settings.api_keys
+        if api_key is None or not keys:
+            return tenant
+        owner = None
+        for name, secret in sorted(keys.items()):
+            if hmac.compare_digest(api_key.encode(), secret.get_secret_value().encode()):
+                owner = name
+        if owner is None:
+            raise AuthError("the API key is not one of SLEEPMEM_API_KEYS")
+        if tenant is not None and tenant != owner:
+            raise ForbiddenError(f"tenant: this API key may only write tenant {owner!r}, "
+                                 f"not {tenant!r}")
+        self.defaults = {**self.defaults, "tenant": owner}
+        return owner
+
+    def _running_embedded(self) -> str:
+        server = EmbeddedRedis(self.settings.data_dir.resolve())
+        if server.running():
+            return server.url
+        raise ConfigurationError(
+            "the fast path writes to the server's Redis: set SLEEPMEM_REDIS_URL (or "
+            "SLEEPMEM_DATA_DIR to the directory of a running `sleepmem serve`, now "
+            f"{self.settings.data_dir}); agents outside the cluster use sleepmem.Client "
+            "over HTTP"
+        )
+
+    def _check_tenant(self, events: Sequence[Mapping[str, Any]]) -> None:
+        if self.tenant is None:
+            return
+        for i, event in enumerate(events):
+            if event["tenant"] != self.tenant:
+                raise ForbiddenError(
+                    f"events[{i}].tenant: this client may only write tenant {self.tenant!r}"
+                )
 
     def emit(self, event: Event | Mapping[str, Any] | None = None, /, **fields: Any) -> str:
         """Append one event; returns its ``event_id`` (generated when not given)."""
@@ -90,6 +147,7 @@ class MemoryClient:
             raise ValidationError("event", "pass an Event or keyword fields, not both")
         item = event if event is not None else fields
         checked = validate_event(item, limits=self.limits, defaults=self.defaults)
+        self._check_tenant([checked])
         stream.append(self._redis, self.keys, [checked])
         return checked["event_id"]
 
@@ -101,6 +159,7 @@ class MemoryClient:
             checked = validate_events(
                 events, limits=self.limits, defaults=self.defaults, max_events=self.max_batch
             )
+            self._check_tenant(checked)
             if checked:
                 stream.append(self._redis, self.keys, checked)
         return [e["event_id"] for e in checked]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -18,11 +18,17 @@ import sqlalchemy as sa
 import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
 from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.adapters.redis.locks import Lease
-from sleepmem.core.errors import LeaseHeldError, NotFoundError, TransientError, ValidationError
+from sleepmem.core.errors import (
+    LeaseHeldError,
+    NotFoundError,
+    SleepmemError,
+    TransientError,
+    ValidationError,
+)
 from sleepmem.core.keys import DRAIN_GROUP, scope_digest
 from sleepmem.core.logs import get_logger
 from sleepmem.core.metrics import (
@@ -35,14 +41,31 @@ from sleepmem.core.metrics import (
     SWEEP_RESULTS,
 )
 from sleepmem.core.settings import Settings
-from sleepmem.models import Job, JobStatus, Scope
-from sleepmem.models.tables import IndexState, Memory, ScopeState
+from sleepmem.models import (
+    CURRENT_STATUSES,
+    LEVELS,
+    MEMORY_TYPES,
+    Audit,
+    ConflictGroup,
+    IndexState,
+    Job,
+    JobStatus,
+    Memory,
+    MemoryStatus,
+    Scope,
+    ScopeState,
+    SearchResult,
+    Trust,
+)
+from sleepmem.models.views import ContextResult, MemoryPage, MemoryView
+from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.consolidate import ConsolidationReport
-from sleepmem.pipelines.index import reconcile
+from sleepmem.pipelines.index import apply_to_index, reconcile
 from sleepmem.pipelines.lifecycle import erase as erasure
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.refresh import RefreshReport, refresh
+from sleepmem.pipelines.memories import copy_row, expiry
 from sleepmem.pipelines.ports import Ports
 from sleepmem.resources import Resources
 
@@ -216,9 +239,53 @@ def reconcile_job(res: Resources, task_id: str) -> Mapping[str, Any]:
 
 
 def cancel_job(res: Resources, job_id: str) -> Job:
+    """A running job stops after its chunk; a job not running (queued, perhaps stale from a
+    process that died) is cancelled now, so it never sits in 'queued' forever."""
     job = recon.get_job(engine=res.engine, job_id=job_id)
     res.redis.set(res.keys.job_cancel(job_id), "1", ex=CANCEL_TTL_S)
+    if job.status == JobStatus.queued.value or (
+        job.status == JobStatus.running.value and not res.redis.exists(res.keys.job_lease(job_id))
+    ):
+        return _finish(res, job_id, JobStatus.cancelled, job.started_at or datetime.now(UTC),
+                       error="cancelled before it ran" if job.status == "queued"
+                       else "cancelled: the process running it had stopped")
     return job
+
+
+def recover_jobs(res: Resources, requeue: Callable[[str], None]) -> dict[str, int]:
+    """At start-up: jobs a dead process left behind. Queued re-consolidations are sent
+    again (a job runs once: it is idempotent and holds its lease); 'running' jobs whose
+    lease nobody holds are failed with how to resume them; queued erasures run again."""
+    counts = {"requeued": 0, "failed": 0}
+    with Session(res.engine) as session:
+        stale = list(session.exec(select(Job).where(
+            col(Job.status).in_([JobStatus.queued.value, JobStatus.running.value]))))
+    for job in stale:
+        if res.redis.exists(res.keys.job_lease(job.id)):
+            continue  # someone is on it
+        if job.status == JobStatus.queued.value and job.kind == recon.KIND:
+            requeue(job.id)
+            counts["requeued"] += 1
+        elif job.status == JobStatus.queued.value and job.kind == ERASE_KIND:
+            run_erasure(res, job.id, worker="recovery")
+            counts["requeued"] += 1
+        else:
+            _finish(res, job.id, JobStatus.failed, job.started_at or datetime.now(UTC),
+                    error="interrupted: the process running it stopped; resume with "
+                          f"`sleepmem reconsolidate --scope {job.scope_key} --job {job.id} "
+                          "--resume`")
+            counts["failed"] += 1
+    if stale:
+        log.info("jobs_recovered", **counts)
+    return counts
+
+
+def run_maintenance(
+    res: Resources, name: str, job: MaintenanceJob, *, worker: str
+) -> dict[str, Any]:
+    """Sweep or refresh now, under the same job lease the scheduled task takes."""
+    with Lease(res.redis, res.keys.job_lease(name), ttl_s=res.settings.lease_seconds):
+        return dict(job(res, worker))
 
 
 def run_reconsolidation(
@@ -411,3 +478,225 @@ class StateCollector:
 
 def str_of(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+# -- memories, as a client reads and corrects them ----------------------------------------
+#
+# A person's actions through the API: read, list, edit (a new version with trust "human"),
+# pin, feedback. Each change is one SQL transaction with its audit row; the index follows
+# after the commit (rows stay index_state=pending until it has, for the reconciler).
+
+
+def _visible_memory(session: Session, memory_id: str, tenant: str | None) -> Memory:
+    mem = session.get(Memory, memory_id)
+    # Another tenant's id is reported missing, not forbidden: ids do not leak.
+    if mem is None or (tenant is not None and mem.tenant != tenant):
+        raise NotFoundError(f"no memory {memory_id}")
+    return mem
+
+
+def get_memory(res: Resources, *, memory_id: str, tenant: str | None) -> MemoryView:
+    with Session(res.engine) as session:
+        return MemoryView.of(_visible_memory(session, memory_id, tenant))
+
+
+LIST_MAX = 500
+
+
+def list_memories(
+    res: Resources,
+    *,
+    scope: Scope,
+    types: Sequence[str] = (),
+    statuses: Sequence[str] = (),
+    limit: int = 50,
+    cursor: str | None = None,
+) -> MemoryPage:
+    """Memories of ``scope`` and every scope under it, by id; current ones unless
+    ``statuses`` says otherwise. Keyset-paginated: ``cursor`` is the last id seen."""
+    if not 1 <= limit <= LIST_MAX:
+        raise ValidationError("limit", f"must be between 1 and {LIST_MAX}, got {limit}")
+    for t in types:
+        if t not in MEMORY_TYPES:
+            raise ValidationError("type", f"unknown memory type {t!r}; known: "
+                                          f"{', '.join(MEMORY_TYPES)}")
+    known_status = [s.value for s in MemoryStatus]
+    for st in statuses:
+        if st not in known_status:
+            raise ValidationError("status", f"unknown status {st!r}; known: "
+                                            f"{', '.join(known_status)}")
+    stmt = select(Memory).where(Memory.tenant == scope.tenant)
+    for level in LEVELS[1:]:
+        value = getattr(scope, level)
+        if value:
+            stmt = stmt.where(getattr(Memory, level) == value)
+    stmt = stmt.where(col(Memory.status).in_(list(statuses) or list(CURRENT_STATUSES)))
+    if types:
+        stmt = stmt.where(col(Memory.type).in_(list(types)))
+    if cursor:
+        stmt = stmt.where(col(Memory.id) > cursor)
+    stmt = stmt.order_by(col(Memory.id)).limit(limit + 1)
+    with Session(res.engine) as session:
+        rows = list(session.exec(stmt))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return MemoryPage(items=[MemoryView.of(m) for m in rows],
+                      next_cursor=rows[-1].id if more and rows else None)
+
+
+def _audit_row(mem: Memory, op: str, *, before: list[str], after: list[str], reason: str,
+               worker: str, now: datetime) -> Audit:
+    return Audit(at=now, op=op, tenant=mem.tenant, scope_key=mem.scope_key,
+                 memory_ids_before=before, memory_ids_after=after, reason=reason,
+                 worker=worker, pipeline_version=PIPELINE_VERSION, extractor="human")
+
+
+def _current(mem: Memory) -> None:
+    if mem.status not in CURRENT_STATUSES:
+        newer = f" {mem.superseded_by}" if mem.superseded_by else ""
+        raise ValidationError(
+            "memory", f"{mem.id} is {mem.status}, not current; use the current version{newer}"
+        )
+
+
+def _index_now(res: Resources, *, upsert: list[Memory], payload: list[Memory]) -> None:
+    try:
+        apply_to_index(engine=res.engine, index=res.index, embedder=res.embedder,
+                       upsert=upsert, payload_only=payload, delete=[])
+    except SleepmemError as exc:
+        # SQL is the truth and has committed; the reconciler pushes what stayed pending.
+        log.warning("memory_index_deferred", error=type(exc).__name__)
+
+
+def update_memory(
+    res: Resources, *, memory_id: str, tenant: str | None, statement: str,
+    importance: float | None = None, reason: str = "", worker: str = "api",
+) -> MemoryView:
+    """A person's edit: the old version is closed, a new one (trust 'human') appended."""
+    text = statement.strip()
+    if not text:
+        raise ValidationError("statement", "must contain some text")
+    now = res.ports().clock()
+    with Session(res.engine, expire_on_commit=False) as session:
+        old = _visible_memory(session, memory_id, tenant)
+        _current(old)
+        new = copy_row(old)
+        new.id = uuid.uuid4().hex
+        new.version = old.version + 1
+        new.supersedes = old.id
+        new.superseded_by = None
+        new.statement = text
+        new.source = Trust.human.value
+        new.trust = Trust.human.value
+        new.confidence = 1.0
+        new.importance = old.importance if importance is None else importance
+        new.status = MemoryStatus.active.value
+        new.conflict_set = None
+        new.valid_from = now
+        new.valid_to = None
+        new.recorded_at = now
+        new.invalidated_at = None
+        new.last_access = now
+        new.demoted = False
+        new.needs_verification = False
+        new.expires_at = None if old.pinned else expiry(
+            memory_type=old.type, base=now, ttl=res.settings.ttl(old.type))
+        new.details = {**old.details, "edited_by": "human"}
+        new.index_state = IndexState.pending.value
+        old.status = MemoryStatus.superseded.value
+        old.valid_to = now
+        old.invalidated_at = now
+        old.superseded_by = new.id
+        old.index_state = IndexState.pending.value
+        session.add(old)
+        session.add(new)
+        session.add(_audit_row(old, "UPDATE", before=[old.id], after=[new.id],
+                               reason=f"edited by a person{': ' + reason if reason else ''}",
+                               worker=worker, now=now))
+        session.commit()
+    _index_now(res, upsert=[new], payload=[old])
+    log.info("memory_edit", tenant=new.tenant, memory_id=old.id, new_id=new.id)
+    return MemoryView.of(new)
+
+
+def pin_memory(
+    res: Resources, *, memory_id: str, tenant: str | None, pinned: bool, worker: str = "api",
+) -> MemoryView:
+    """Pinned: no expiry, no decay, never swept. Unpinned: expiry starts again from now."""
+    now = res.ports().clock()
+    with Session(res.engine, expire_on_commit=False) as session:
+        mem = _visible_memory(session, memory_id, tenant)
+        _current(mem)
+        if mem.pinned != pinned:
+            mem.pinned = pinned
+            mem.demoted = False if pinned else mem.demoted
+            mem.expires_at = None if pinned else expiry(
+                memory_type=mem.type, base=now, ttl=res.settings.ttl(mem.type))
+            mem.index_state = IndexState.pending.value
+            session.add(mem)
+            session.add(_audit_row(mem, "PIN" if pinned else "UNPIN", before=[mem.id],
+                                   after=[mem.id], reason="pinned by a person" if pinned
+                                   else "unpinned by a person", worker=worker, now=now))
+            session.commit()
+            _index_now(res, upsert=[], payload=[mem])
+    log.info("memory_pin", tenant=mem.tenant, memory_id=mem.id, pinned=pinned)
+    return MemoryView.of(mem)
+
+
+HELPFUL_STEP = 0.1
+
+
+def memory_feedback(
+    res: Resources, *, memory_id: str, tenant: str | None, verdict: str, note: str = "",
+    worker: str = "api",
+) -> MemoryView:
+    """helpful: importance up a step and recency refreshed; wrong: invalidated (no longer
+    current, still explainable; ``as_of`` before now still sees it)."""
+    if verdict not in ("helpful", "wrong"):
+        raise ValidationError("verdict", f"must be 'helpful' or 'wrong', got {verdict!r}")
+    now = res.ports().clock()
+    suffix = f": {note}" if note else ""
+    with Session(res.engine, expire_on_commit=False) as session:
+        mem = _visible_memory(session, memory_id, tenant)
+        _current(mem)
+        if verdict == "helpful":
+            mem.importance = min(1.0, round(mem.importance + HELPFUL_STEP, 6))
+            mem.last_access = now
+            mem.demoted = False
+            op, reason = "FEEDBACK", f"marked helpful by a person: importance up{suffix}"
+        else:
+            mem.status = MemoryStatus.superseded.value
+            mem.valid_to = now
+            mem.invalidated_at = now
+            mem.index_state = IndexState.pending.value
+            op, reason = "INVALIDATE", f"marked wrong by a person{suffix}"
+        session.add(mem)
+        session.add(_audit_row(mem, op, before=[mem.id], after=[] if verdict == "wrong"
+                               else [mem.id], reason=reason, worker=worker, now=now))
+        session.commit()
+    if verdict == "wrong":
+        _index_now(res, upsert=[], payload=[mem])
+    log.info("memory_feedback", tenant=mem.tenant, memory_id=mem.id, verdict=verdict)
+    return MemoryView.of(mem)
+
+
+def memory_history(res: Resources, *, memory_id: str, tenant: str | None) -> list[MemoryView]:
+    """Every version of the memory's lineage, oldest first."""
+    with Session(res.engine) as session:
+        mem = _visible_memory(session, memory_id, tenant)
+        rows = session.exec(
+            select(Memory).where(Memory.lineage == mem.lineage)
+            .order_by(col(Memory.version), col(Memory.recorded_at))
+        ).all()
+        return [MemoryView.of(m) for m in rows]
+
+
+def render_context(result: SearchResult) -> ContextResult:
+    """Cards as prompt lines, in rank order: what an agent pastes under 'What you know'."""
+    lines: list[str] = []
+    for card in result.cards:
+        if isinstance(card, ConflictGroup):
+            sides = " | ".join(s.statement for s in card.sides)
+            lines.append(f"- [unresolved conflict] {sides}")
+        else:
+            lines.append(f"- [{card.type}, since {card.valid_from:%Y-%m-%d}] {card.statement}")
+    text = "\n".join(lines)
+    return ContextResult(text=text, tokens=result.tokens, cards=result.cards)

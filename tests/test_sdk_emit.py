@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import orjson
 import pytest
 import redis as redis_lib
 
+from sleepmem.adapters.redis.embedded import EmbeddedRedis
 from sleepmem.adapters.redis.stream import SEND_CHUNK, append
-from sleepmem.core.errors import ValidationError
+from sleepmem.core.errors import AuthError, ConfigurationError, ForbiddenError, ValidationError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.validation import validate_events
@@ -153,20 +153,65 @@ class TestEmitMany:
 
 
 class TestEmbeddedMode:
-    def test_without_a_redis_url_the_client_starts_the_embedded_server(
+    def test_without_a_redis_url_or_a_running_server_the_client_refuses_to_start_one(
         self, tmp_path: Path
     ) -> None:
         settings = Settings(data_dir=tmp_path / "data", _env_file=None)
-        socket = tmp_path / "data" / "redis" / "redis.sock"
+        with pytest.raises(ConfigurationError, match="SLEEPMEM_REDIS_URL"):
+            MemoryClient(settings, tenant="t", agent="a")
+        # Nothing was started behind the caller's back.
+        assert not (tmp_path / "data" / "redis" / "redis.sock").exists()
+
+    def test_with_the_data_directory_of_a_running_server_the_client_writes_to_it(
+        self, tmp_path: Path
+    ) -> None:
+        settings = Settings(data_dir=tmp_path / "data", _env_file=None)
+        server = EmbeddedRedis((tmp_path / "data").resolve()).start()
+        direct = redis_lib.Redis(unix_socket_path=str(server.socket))
         client = MemoryClient(settings, tenant="t", agent="a")
-        direct = redis_lib.Redis(unix_socket_path=str(socket))
         try:
             event_id = client.emit(content="hello embedded")
             entries = direct.xrange(Keys(settings.namespace).events)
             assert [orjson.loads(f[b"e"])["event_id"] for _i, f in entries] == [event_id]
         finally:
             client.close()
-            # The server belongs to the data directory and outlives the client: stop it here.
-            with contextlib.suppress(redis_lib.ConnectionError):
-                direct.shutdown(nosave=True)
             direct.close()
+            server.stop()
+
+
+class TestFastPathTenant:
+    """The direct path skips the server, so it holds itself to its configured tenant."""
+
+    def test_an_event_naming_another_tenant_is_refused_and_nothing_is_written(
+        self, client: MemoryClient, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        with pytest.raises(ForbiddenError, match="may only write tenant 'acme'"):
+            client.emit(content="hi", tenant="globex")
+        with pytest.raises(ForbiddenError, match=r"events\[1\]\.tenant"):
+            client.emit_many([{"content": "ok"}, {"content": "x", "tenant": "globex"}])
+        assert redis.exists(keys.events) == 0
+
+    def test_a_key_binds_the_client_to_its_own_tenant(
+        self, settings: Settings, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        from pydantic import SecretStr
+
+        cfg = settings.model_copy(update={"api_keys": {"acme": SecretStr("k-acme"),
+                                                       "globex": SecretStr("k-globex")}})
+        with MemoryClient(cfg, api_key="k-acme", agent="bot") as mine:
+            assert mine.tenant == "acme"
+            mine.emit(content="mine")  # the tenant comes from the key
+            with pytest.raises(ForbiddenError):
+                mine.emit(content="theirs", tenant="globex")
+        assert [e["tenant"] for e in stream_events(redis, keys)] == ["acme"]
+
+    def test_an_invalid_key_or_a_key_of_another_tenant_is_refused(
+        self, settings: Settings
+    ) -> None:
+        from pydantic import SecretStr
+
+        cfg = settings.model_copy(update={"api_keys": {"acme": SecretStr("k-acme")}})
+        with pytest.raises(AuthError, match="not one of SLEEPMEM_API_KEYS"):
+            MemoryClient(cfg, api_key="guess", tenant="acme")
+        with pytest.raises(ForbiddenError, match="may only write tenant 'acme'"):
+            MemoryClient(cfg, api_key="k-acme", tenant="globex")

@@ -136,7 +136,7 @@ def _gone_message(session: Session, memory_id: str) -> str:
 def _survival(
     mem: Memory, settings: Settings, now: datetime
 ) -> tuple[float | None, datetime | None]:
-    if mem.type in PROTECTED_TYPES or mem.details.get("authored"):
+    if mem.type in PROTECTED_TYPES or mem.details.get("authored") or mem.pinned:
         return None, None
     half_life = settings.half_life_s.get(mem.type)
     age = (now - aware(mem.last_access)).total_seconds()
@@ -171,7 +171,9 @@ def _why(
         f"mentioned {mem.mention_count}×",
         f"last used {_day(mem.last_access)}" if mem.access_count else "never retrieved yet",
     ]
-    if mem.type in PROTECTED_TYPES or mem.details.get("authored"):
+    if mem.pinned:
+        parts.append("never forgotten (pinned)")
+    elif mem.type in PROTECTED_TYPES or mem.details.get("authored"):
         who = "written by a person" if mem.details.get("authored") else mem.type
         parts.append(f"never forgotten ({who})")
     else:

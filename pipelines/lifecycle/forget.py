@@ -12,11 +12,12 @@ objects, never the whole table), each batch one SQL transaction with its audit r
 3. capacity: a scope holding more than ``scope_capacity`` current memories archives its
    lowest-survival ones (EVICT).
 
-Identity facts, procedures and rules written by people are never touched. Every rule looks
-only at the row's state and the sweep's single ``now``, and a changed row no longer
-matches its rule, so the sweep is idempotent: a run killed halfway and run again ends
-where one uninterrupted run would. SQL changes commit before the index is told; rows are
-marked ``index_state=pending`` until it has been, so the reconciler repairs a crash between.
+Identity facts, procedures, rules written by people and pinned memories are never
+touched. Every rule looks only at the row's state and the sweep's single ``now``, and a
+changed row no longer matches its rule, so the sweep is idempotent: a run killed halfway
+and run again ends where one uninterrupted run would. SQL changes commit before the index
+is told; rows are marked ``index_state=pending`` until it has been, so the reconciler
+repairs a crash between.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from sleepmem.pipelines.decay import (
     aware,
     epoch_sql,
     half_life_array,
-    lifecycle_managed_sql,
     survival_array,
+    sweepable_sql,
 )
 from sleepmem.pipelines.lifecycle.batches import BatchRun, Counts
 from sleepmem.pipelines.memories import content_hash
@@ -151,7 +152,7 @@ def _delete_pass(run: _Run) -> None:
                 col(Memory.status).in_(_GONE),
                 col(Memory.archived_at).is_not(None),
                 col(Memory.archived_at) < cutoff,
-                lifecycle_managed_sql(),
+                sweepable_sql(),
                 key > last,
             )
             .order_by(key)
@@ -201,7 +202,7 @@ def _decay_pass(run: _Run) -> None:
             )
             .where(
                 col(Memory.status).in_(CURRENT_STATUSES),
-                lifecycle_managed_sql(),
+                sweepable_sql(),
                 key > last,
             )
             .order_by(key)
@@ -348,7 +349,7 @@ def _scope_rows(run: _Run, scope_key: str, last: Any) -> Sequence[Any]:
         .where(
             col(Memory.scope_key) == scope_key,
             col(Memory.status).in_(CURRENT_STATUSES),
-            lifecycle_managed_sql(),
+            sweepable_sql(),
             key > last,
         )
         .order_by(key)

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
 
@@ -75,7 +76,11 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
         )
         log.info("api.started", namespace=res.keys.namespace, auth=cfg.auth_enabled)
         try:
-            yield
+            if mcp_sessions is not None:
+                async with mcp_sessions.run():
+                    yield
+            else:
+                yield
         finally:
             await app.state.api.redis.aclose()
             if resources is None:
@@ -91,9 +96,12 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
     if tracing.enabled() and not _fastapi_traces_requests():
         app.add_middleware(TracingMiddleware)
     app.state.keyring = KeyRing.from_settings(cfg)
+    app.state.settings = cfg
     for router in ROUTERS:
         app.include_router(router)
+    mcp_sessions = _mount_mcp(app)
     app.add_exception_handler(SleepmemError, _sleepmem_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _request_invalid)  # type: ignore[arg-type]
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -104,6 +112,19 @@ def _fastapi_traces_requests() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("fastapi.telemetry") is not None
+def _mount_mcp(app: FastAPI) -> Any:
+    """MCP over streamable HTTP at ``/mcp`` when the ``mcp`` extra is installed."""
+    try:
+        from sleepmem.mcpserver import http_mount
+    except ImportError:
+        return None
+    try:
+        route, sessions = http_mount(app)
+    except ImportError:
+        log.info("api.mcp_unavailable", reason="install sleepmem[mcp]")
+        return None
+    app.router.routes.append(route)
+    return sessions
 
 
 async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
@@ -112,7 +133,11 @@ async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
     if request.url.path == ingest.EVENTS_PATH:
         EVENTS_REJECTED.labels(reason=_REJECT_REASONS.get(status, "error")).inc()
     body: dict[str, Any]
-    if isinstance(exc, EventValidationError):
+    if status in (401, 403):
+        # Every refusal says what to set: header, env var, where the local key lives.
+        hint = request.app.state.keyring.hint
+        body = {"error": {"message": f"{exc}; {hint}" if hint else str(exc)}}
+    elif isinstance(exc, EventValidationError):
         body = {"error": exc.problems[0].as_dict(), "errors": [p.as_dict() for p in exc.problems]}
     elif isinstance(exc, ValidationError):
         body = {"error": {"field": exc.field, "message": exc.message}}
@@ -131,6 +156,18 @@ async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
     )
 
 
+async def _request_invalid(request: Request, exc: RequestValidationError) -> Response:
+    """FastAPI's own body/query checks, in the project's one error shape."""
+    problems = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        problems.append({"field": ".".join(loc) or "request",
+                         "message": str(err.get("msg", "invalid"))})
+    first = problems[0] if problems else {"field": "request", "message": "invalid request"}
+    return Response(orjson.dumps({"error": first, "errors": problems}), status_code=422,
+                    media_type="application/json")
+
+
 def _openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema is None:
         schema = get_openapi(
@@ -141,7 +178,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components.setdefault("securitySchemes", {})["bearer"] = {
             "type": "http",
             "scheme": "bearer",
-            "description": "A per-tenant API key from SLEEPMEM_API_KEYS",
+            "description": "A per-tenant API key from SLEEPMEM_API_KEYS, or the local key "
+            "`sleepmem serve` writes to <data dir>/local-key.json on a loopback bind",
         }
         app.openapi_schema = schema
     return app.openapi_schema

@@ -1,7 +1,9 @@
 """Per-tenant bearer keys: a key writes its own tenant and nothing else.
 
-Keys come from ``settings.api_keys`` (tenant -> key). With ``auth_enabled`` false, which
-settings only allow on a loopback host, every request may write any tenant.
+Keys come from ``settings.api_keys`` (tenant -> key); an unconfigured loopback server gets
+one generated local key (sleepmem.core.localkey). With ``auth_enabled`` false, which
+settings only allow on a loopback host, every request may write any tenant. Every 401 and
+403 says what to set (``hint``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from sleepmem.core.errors import AuthError, ForbiddenError
+from sleepmem.core.localkey import auth_hint
 from sleepmem.core.settings import Settings
 from sleepmem.models.events import EventFields
 
@@ -22,6 +25,7 @@ from sleepmem.models.events import EventFields
 class KeyRing:
     enabled: bool
     keys: tuple[tuple[str, bytes], ...]
+    hint: str = ""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KeyRing:
@@ -30,7 +34,7 @@ class KeyRing:
             for tenant, secret in sorted(settings.api_keys.items())
             if secret.get_secret_value()
         )
-        return cls(enabled=settings.auth_enabled, keys=keys)
+        return cls(enabled=settings.auth_enabled, keys=keys, hint=auth_hint(settings))
 
     def tenant_for(self, authorization: str | None) -> str | None:
         """The tenant a header's key belongs to; None when auth is off (any tenant)."""
@@ -38,7 +42,7 @@ class KeyRing:
             return None
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise AuthError("send an API key as 'Authorization: Bearer <key>'")
+            raise AuthError("no API key was sent")
         presented = token.strip().encode()
         found: str | None = None
         # Every key is compared, match or not, so timing does not tell which one was close.

@@ -16,9 +16,10 @@ from sqlmodel import Session, col, select
 from starlette.concurrency import run_in_threadpool
 
 from sleepmem.api.auth import CallerTenant
-from sleepmem.api.jobs import JobView, job_view
+from sleepmem.api.jobs import job_view
 from sleepmem.core.errors import ForbiddenError
 from sleepmem.models import Job, Memory, Scope
+from sleepmem.models.views import JobView
 from sleepmem.resources import Resources
 
 router = APIRouter(prefix="/v1/inspect", tags=["inspector"])

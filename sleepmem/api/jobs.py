@@ -12,8 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from sleepmem.api.auth import CallerTenant
+from sleepmem.api.errors import ERROR_RESPONSES
 from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Job, Scope
+from sleepmem.models.views import JobView
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds
 from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
 from sleepmem.resources import Resources
@@ -22,7 +24,7 @@ from sleepmem.services import cancel_job
 from sleepmem.tasks import names
 from sleepmem.workers.app import create_celery
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
 
 class ReconsolidateBody(BaseModel):
@@ -37,24 +39,6 @@ class ReconsolidateBody(BaseModel):
         default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$",
         description="idempotency key: the same id returns the same job",
     )
-
-
-class JobView(BaseModel):
-    id: str
-    kind: str
-    status: str
-    tenant: str
-    scope_key: str
-    params: dict[str, Any]
-    done: int
-    total: int
-    rate: float
-    eta_s: float | None
-    result: dict[str, Any]
-    error: str
-    created_at: datetime
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
 
 
 def job_view(job: Job) -> JobView:
@@ -106,6 +90,55 @@ async def reconsolidate(
         await run_in_threadpool(send_task, request, names.RECONSOLIDATE, job.id)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return job_view(job)
+
+
+@router.get("", response_model=list[JobView], summary="Recent jobs of the caller's tenant")
+async def list_jobs(request: Request, tenant: CallerTenant, limit: int = 20) -> list[JobView]:
+    from sleepmem.pipelines.lifecycle.reconsolidate import list_jobs as load
+
+    res: Resources = request.app.state.resources
+    rows = await run_in_threadpool(lambda: load(engine=res.engine, tenant=tenant,
+                                                limit=max(1, min(limit, 500))))
+    return [job_view(j) for j in rows]
+
+
+class ConsolidateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scope: str | dict[str, str] = Field(description="consolidation scope key or its levels")
+
+
+@router.post("/consolidate", summary="Consolidate one scope now (under the scope's lease)")
+async def consolidate_now(
+    body: ConsolidateBody, request: Request, tenant: CallerTenant
+) -> dict[str, Any]:
+    from sleepmem.pipelines.consolidate import consolidate_scope
+    from sleepmem.services import run_consolidation
+
+    scope = _scope_key(body.scope)
+    if tenant is not None and scope.tenant != tenant:
+        raise ForbiddenError(f"scope.tenant: this API key may only use tenant {tenant!r}")
+    res: Resources = request.app.state.resources
+    report = await run_in_threadpool(
+        lambda: run_consolidation(res, scope_key=scope.key, pipeline=consolidate_scope,
+                                  worker="api")
+    )
+    return {"events": report.events, "ops": report.ops, "stage_seconds": report.stage_seconds}
+
+
+@router.post("/{name}/run", summary="Run the forgetting sweep or the importance refresh now")
+async def run_now(name: str, request: Request, tenant: CallerTenant) -> dict[str, Any]:
+    """Operator maintenance over every tenant: the same job the scheduler runs nightly /
+    hourly, under the same lease (idempotent, so a double run is harmless)."""
+    from sleepmem.services import refresh_job, run_maintenance, sweep_job
+    from sleepmem.tasks import names
+
+    jobs = {"sweep": (names.SWEEP, sweep_job), "refresh": (names.REFRESH, refresh_job)}
+    if name not in jobs:
+        raise ValidationError("name", f"must be one of {sorted(jobs)}, got {name!r}")
+    task, job = jobs[name]
+    res: Resources = request.app.state.resources
+    return await run_in_threadpool(lambda: run_maintenance(res, task, job, worker="api"))
 
 
 @router.get("/{job_id}", response_model=JobView, summary="A job's status, progress and result")

@@ -1,5 +1,8 @@
-"""Memories over HTTP: erasure (``DELETE /v1/memories?scope=…``, ``DELETE
-/v1/memories/{id}``) and ``GET /v1/memories/{id}/explain``.
+"""Memories over HTTP: list, get, edit, pin, feedback, history, explain, and erasure
+(``DELETE /v1/memories?scope=…``, ``DELETE /v1/memories/{id}``).
+
+Routes only translate HTTP: the use-cases live in sleepmem.services. A memory of another
+tenant answers 404, like one that does not exist.
 
 Erasure runs in the request and answers with the deletion receipt: what was removed from
 which store, counts and a content hash, never content.
@@ -10,15 +13,105 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from sleepmem import services
 from sleepmem.api.auth import CallerTenant
+from sleepmem.api.errors import ERROR_RESPONSES
 from sleepmem.core.errors import ForbiddenError, NotFoundError
 from sleepmem.models import Scope
+from sleepmem.models.views import FeedbackBody, MemoryEdit, MemoryPage, MemoryView
 from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
 from sleepmem.pipelines.lifecycle.explain import Explanation, explain
 from sleepmem.resources import Resources
 from sleepmem.services import create_erase_job, run_erasure
 
-router = APIRouter(prefix="/v1/memories", tags=["memories"])
+router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=ERROR_RESPONSES)
+
+
+def _res(request: Request) -> Resources:
+    res: Resources = request.app.state.resources
+    return res
+
+
+def owned_scope(scope: str, tenant: str | None, verb: str) -> Scope:
+    parsed = Scope.parse_key(scope, canonical=False)
+    if tenant is not None and parsed.tenant != tenant:
+        raise ForbiddenError(f"scope.tenant: this API key may only {verb} tenant {tenant!r}")
+    return parsed
+
+
+@router.get("", response_model=MemoryPage,
+            summary="List a scope's memories (and those of scopes under it), by id")
+async def list_memories(
+    request: Request,
+    tenant: CallerTenant,
+    scope: str = Query(description="scope key 't=…/a=…/u=…/p=…/s=' (levels may be left out)"),
+    type: list[str] = Query(default=[], description="keep only these memory types"),
+    status: list[str] = Query(default=[], description="statuses to list (default: current)"),
+    limit: int = Query(default=50, description="page size, 1..500"),
+    cursor: str | None = Query(default=None, description="next_cursor of the previous page"),
+) -> MemoryPage:
+    parsed = owned_scope(scope, tenant, "read")
+    return await run_in_threadpool(
+        lambda: services.list_memories(_res(request), scope=parsed, types=type,
+                                       statuses=status, limit=limit, cursor=cursor)
+    )
+
+
+@router.get("/{memory_id}", response_model=MemoryView, summary="One memory version")
+async def get_memory(memory_id: str, request: Request, tenant: CallerTenant) -> MemoryView:
+    return await run_in_threadpool(
+        lambda: services.get_memory(_res(request), memory_id=memory_id, tenant=tenant)
+    )
+
+
+@router.patch("/{memory_id}", response_model=MemoryView,
+              summary="A person's edit: closes this version, appends one with trust 'human'")
+async def update_memory(
+    memory_id: str, body: MemoryEdit, request: Request, tenant: CallerTenant
+) -> MemoryView:
+    return await run_in_threadpool(
+        lambda: services.update_memory(_res(request), memory_id=memory_id, tenant=tenant,
+                                       statement=body.statement, importance=body.importance,
+                                       reason=body.reason)
+    )
+
+
+@router.post("/{memory_id}/pin", response_model=MemoryView,
+             summary="Pin: never decays, never expires, never swept")
+async def pin_memory(memory_id: str, request: Request, tenant: CallerTenant) -> MemoryView:
+    return await run_in_threadpool(
+        lambda: services.pin_memory(_res(request), memory_id=memory_id, tenant=tenant,
+                                    pinned=True)
+    )
+
+
+@router.post("/{memory_id}/unpin", response_model=MemoryView,
+             summary="Unpin: decay and expiry apply again, counted from now")
+async def unpin_memory(memory_id: str, request: Request, tenant: CallerTenant) -> MemoryView:
+    return await run_in_threadpool(
+        lambda: services.pin_memory(_res(request), memory_id=memory_id, tenant=tenant,
+                                    pinned=False)
+    )
+
+
+@router.post("/{memory_id}/feedback", response_model=MemoryView,
+             summary="helpful: importance up; wrong: the memory is invalidated")
+async def feedback(
+    memory_id: str, body: FeedbackBody, request: Request, tenant: CallerTenant
+) -> MemoryView:
+    return await run_in_threadpool(
+        lambda: services.memory_feedback(_res(request), memory_id=memory_id, tenant=tenant,
+                                         verdict=body.verdict, note=body.note)
+    )
+
+
+@router.get("/{memory_id}/history", response_model=list[MemoryView],
+            summary="Every version of this memory, oldest first")
+async def history(memory_id: str, request: Request, tenant: CallerTenant) -> list[MemoryView]:
+    return await run_in_threadpool(
+        lambda: services.memory_history(_res(request), memory_id=memory_id, tenant=tenant)
+    )
+
 
 
 def _explain(res: Resources, memory_id: str) -> Explanation:
@@ -49,9 +142,7 @@ async def erase_scope(
     tenant: CallerTenant,
     scope: str = Query(description="scope key 't=…/a=…/u=…/p=…/s='"),
 ) -> DeletionReceipt:
-    parsed = Scope.parse_key(scope, canonical=False)
-    if tenant is not None and parsed.tenant != tenant:
-        raise ForbiddenError(f"scope.tenant: this API key may only erase tenant {tenant!r}")
+    parsed = owned_scope(scope, tenant, "erase")
     res: Resources = request.app.state.resources
     return await run_in_threadpool(
         lambda: _erase(res, tenant=parsed.tenant, scope_key=parsed.key)

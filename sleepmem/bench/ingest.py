@@ -189,6 +189,7 @@ def _server(settings: Settings, url: str, data_dir: Path, tenant: str) -> Iterat
         "SLEEPMEM_NAMESPACE": settings.namespace,
         "SLEEPMEM_DATA_DIR": str(data_dir / "api"),
         "SLEEPMEM_DATABASE_URL": f"sqlite:///{data_dir / 'api.db'}",
+        "SLEEPMEM_INDEX_BACKEND": "edge",  # one host: the in-process index, said explicitly
         "SLEEPMEM_API_KEYS": orjson.dumps({tenant: HTTP_KEY}).decode(),
         "SLEEPMEM_AUTH_ENABLED": "true",
         "SLEEPMEM_HOST": "127.0.0.1",
@@ -236,6 +237,7 @@ def _http(
         with gc_paused():
             single_ms, single_s = asyncio.run(_http_single(base, tenant, n, clients, clients))
             batch_s, batch_ms = asyncio.run(_http_batches(base, tenant, batch_total, 4))
+            documented = _client(base, tenant, n // 2, batch_total // 2)
     keys = Keys(settings.namespace)
     redis.Redis.from_url(url).delete(keys.events)
     return {
@@ -245,6 +247,32 @@ def _http(
         "http_clients": clients,
         "http_eps": round(batch_total / batch_s),
         "http_batch_p50_ms": round(percentile(batch_ms, 50), 1),
+        **documented,
+    }
+
+
+def _client(base: str, tenant: str, n: int, batch_total: int) -> dict[str, Any]:
+    """The documented client (sleepmem.Client, httpx, one connection), as an agent uses it:
+    one emit at a time, then emit_many in batches of 1,000."""
+    from sleepmem.client import Client
+
+    with Client(base, HTTP_KEY, tenant=tenant) as client:
+        for i in range(200):  # warm the connection and the server's path
+            client.emit(_event_fields(tenant, i))
+        samples: list[float] = []
+        for i in range(n):
+            event = _event_fields(tenant, i)
+            t0 = time.perf_counter()
+            client.emit(event)
+            samples.append((time.perf_counter() - t0) * 1000)
+        events = [_event_fields(tenant, i) for i in range(batch_total)]
+        t0 = time.perf_counter()
+        client.emit_many(events)
+        batch_s = time.perf_counter() - t0
+    return {
+        "client_emit_p50_ms": round(percentile(samples, 50), 2),
+        "client_emit_p99_ms": round(percentile(samples, 99), 2),
+        "client_emit_many_eps": round(batch_total / batch_s),
     }
 
 

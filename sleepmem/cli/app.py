@@ -14,7 +14,7 @@ from sleepmem.core.errors import (
     ValidationError,
 )
 from sleepmem.core.logs import configure_logging
-from sleepmem.core.settings import Settings
+from sleepmem.core.settings import ENV_PREFIX, Settings, check_environment
 
 app = typer.Typer(
     name="sleepmem",
@@ -49,12 +49,28 @@ def fail(exc: SleepmemError) -> typer.Exit:
     return typer.Exit(exit_code(exc))
 
 
-def load_settings(log_level: str | None = None) -> Settings:
-    """Settings from the environment, logging configured; bad settings exit 2 with the reason."""
+def config_error_line(exc: SleepmemError | PydanticValidationError) -> str:
+    """One line naming the variable and what is wrong with it, never a traceback."""
+    if isinstance(exc, PydanticValidationError):
+        parts = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "settings"
+            message = str(err["msg"]).removeprefix("Value error, ")
+            parts.append(f"{ENV_PREFIX}{field.upper()}: {message}")
+        return "; ".join(parts)
+    return str(exc)
+
+
+def load_settings(log_level: str | None = None, *, role: str | None = None) -> Settings:
+    """Settings from the environment, logging configured; bad settings exit 2 with the
+    reason on one line (``error: …``). A distributed ``role`` also needs its stores."""
     try:
+        check_environment()
         settings = Settings()
+        if role is not None:
+            settings.require_stores(role)
     except (SleepmemError, PydanticValidationError) as exc:
-        typer.echo(f"configuration error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        typer.echo(f"error: {config_error_line(exc)}", err=True)
+        raise typer.Exit(2) from None
     configure_logging(level=log_level or settings.log_level, json=settings.log_json)
     return settings

@@ -1,8 +1,10 @@
 """Lifecycle commands: ``sweep``, ``refresh``, ``reconsolidate``, ``jobs``, ``forget``,
 ``explain``, and the ``bench sweep`` / ``bench reconsolidate`` benchmarks.
 
-Each runs in this process against the configured stores, under the same leases the
-workers take, so running one by hand while workers run is safe.
+When a server of these stores is running, each asks it over the API (the server holds
+the embedded index; a second process could not open it). Otherwise each runs in this
+process against the configured stores, under the same leases the workers take, so running
+one by hand while workers run is safe.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rich.table import Table
 
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.cli.app import app, bench_app, fail, load_settings
+from sleepmem.cli.remote import running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.models import Scope
@@ -60,6 +63,19 @@ def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
         res.shutdown()
 
 
+@contextmanager
+def _remote(tenant: str | None = None) -> Iterator[Any]:
+    """The running server's client (None when no server answers); errors become exits."""
+    client = running_server(load_settings("WARNING"), tenant=tenant)
+    try:
+        yield client
+    except SleepmemError as exc:
+        raise fail(exc) from exc
+    finally:
+        if client is not None:
+            client.close()
+
+
 def _echo_json(value: Any) -> None:
     typer.echo(orjson.dumps(value, default=str).decode())
 
@@ -90,7 +106,10 @@ def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the forgetting sweep now (expire, demote, archive, evict, delete)."""
-    counts = _maintenance(names.SWEEP, sweep_job)
+    with _remote() as server:
+        counts = server.run_maintenance("sweep") if server is not None else None
+    if counts is None:
+        counts = _maintenance(names.SWEEP, sweep_job)
     if as_json:
         _echo_json(counts)
         return
@@ -107,7 +126,10 @@ def refresh(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Apply recorded retrieval hits and the importance rules now."""
-    counts = _maintenance(names.REFRESH, refresh_job)
+    with _remote() as server:
+        counts = server.run_maintenance("refresh") if server is not None else None
+    if counts is None:
+        counts = _maintenance(names.REFRESH, refresh_job)
     if as_json:
         _echo_json(counts)
     else:
@@ -131,6 +153,18 @@ def reconsolidate(
     if dry_run and apply:
         typer.echo("error: --dry-run and --apply exclude each other", err=True)
         raise typer.Exit(2)
+    with _remote(_tenant_of(scope)) as server:
+        if server is not None:
+            if resume:
+                raise ValidationError("resume", "resuming a job needs the stores of this "
+                                      "process: stop `sleepmem serve` first")
+            done = _remote_reconsolidate(server, scope, _parse_time(since), apply, as_json)
+    if server is not None:
+        if as_json:
+            _echo_json(done.model_dump(mode="json"))
+        else:
+            _print_diff(done)
+        return
     with _resources() as res:
         row = recon.create_job(engine=res.engine, scope_key=scope, now=datetime.now(UTC),
                                since=_parse_time(since), apply=apply, job_id=job)
@@ -150,6 +184,33 @@ def reconsolidate(
         _echo_json(_job_json(done))
         return
     _print_diff(done)
+
+
+def _tenant_of(scope: str) -> str | None:
+    from sleepmem.models import Scope
+
+    try:
+        return Scope.parse_key(scope, canonical=False).tenant
+    except SleepmemError:
+        return None
+
+
+REMOTE_JOB_POLL_S = 0.2
+
+
+def _remote_reconsolidate(
+    server: Any, scope: str, since: datetime | None, apply: bool, quiet: bool
+) -> Any:
+    """Queue the job on the server's workers and follow it to its end."""
+    import time
+
+    job = server.reconsolidate(scope, since=since, apply=apply)
+    if not quiet:
+        typer.echo(f"job {job.id} queued on the running server", err=True)
+    while job.status in ("queued", "running"):
+        time.sleep(REMOTE_JOB_POLL_S)
+        job = server.job(job.id)
+    return job
 
 
 def _print_diff(job: Any) -> None:
@@ -186,21 +247,30 @@ def jobs(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """List re-consolidation and erasure jobs with their progress (or cancel one)."""
-    with _resources() as res:
-        if cancel is not None:
-            cancel_job(res, cancel)
-            typer.echo(f"cancel requested for job {cancel}")
+    with _remote(tenant) as server:
+        if server is not None and cancel is not None:
+            job = server.cancel_job(cancel)
+            typer.echo(f"job {cancel}: {job.status}")
             return
-        rows = list_jobs(engine=res.engine, tenant=tenant, limit=limit)
+        remote_rows = server.jobs(limit=limit) if server is not None else None
+    if remote_rows is not None:
+        rows: list[Any] = remote_rows
+    else:
+        with _resources() as res:
+            if cancel is not None:
+                job_row = cancel_job(res, cancel)
+                typer.echo(f"job {cancel}: {job_row.status}")
+                return
+            rows = list_jobs(engine=res.engine, tenant=tenant, limit=limit)
     if as_json:
         for j in rows:
-            _echo_json(_job_json(j))
+            _echo_json(_job_json(j) if remote_rows is None else j.model_dump(mode="json"))
         return
     table = Table(title="jobs")
     for name in ("id", "kind", "status", "scope", "progress", "rate/s", "eta", "created"):
         table.add_column(name)
     for j in rows:
-        eta = eta_seconds(j)
+        eta = eta_seconds(j) if remote_rows is None else j.eta_s
         table.add_row(j.id, j.kind, j.status, j.scope_key, f"{j.done}/{j.total}",
                       f"{j.rate:.0f}", "" if eta is None else f"{eta:.0f}s",
                       j.created_at.strftime("%Y-%m-%d %H:%M"))
@@ -223,6 +293,11 @@ def forget(
     target = f"scope {scope}" if scope else f"memory {memory}"
     if not yes and not typer.confirm(f"Erase {target} from every store? This cannot be undone"):
         raise typer.Exit(1)
+    with _remote(_tenant_of(scope) if scope else None) as server:
+        if server is not None:
+            receipt = server.forget(memory, scope=scope)
+            _echo_json(receipt.model_dump(mode="json"))
+            return
     with _resources() as res:
         if scope is not None:
             tenant = Scope.parse_key(scope).tenant
@@ -243,9 +318,12 @@ def explain(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Where a memory came from, every version of it, and why it is (not) current."""
-    with _resources() as res:
-        ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
-                            now=datetime.now(UTC))
+    with _remote() as server:
+        ex = server.explain(memory_id) if server is not None else None
+    if ex is None:
+        with _resources() as res:
+            ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
+                                now=datetime.now(UTC))
     if as_json:
         typer.echo(ex.model_dump_json())
         return

@@ -12,8 +12,10 @@ import orjson
 import typer
 
 from sleepmem.cli.app import app, fail, load_settings
+from sleepmem.cli.remote import running_server
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
+from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
 from sleepmem.models import Scope
 from sleepmem.pipelines.consolidate import consolidate_scope
@@ -29,7 +31,16 @@ def serve() -> None:
     # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.runtime import serve as run
 
-    run(load_settings())
+    settings = load_settings()
+    try:
+        run(settings, announce=typer.echo)
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _distributed(role: str) -> Settings:
+    return load_settings(role=role)
 
 
 @app.command()
@@ -39,9 +50,19 @@ def api() -> None:
     import uvicorn
 
     from sleepmem.api.app import create_app
+    from sleepmem.core.localkey import prepare_auth, publish_local_key, server_url
+    from sleepmem.resources import build_resources
 
-    settings = load_settings()
+    try:
+        setup = prepare_auth(_distributed("api"))
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    settings = setup.settings
     configure_tracing_from_env("sleepmem-api")
+    key = publish_local_key(setup, server_url(settings))
+    if key is not None and setup.created:
+        typer.echo(f"generated an API key for tenant {key.tenant!r} in {key.path}: {key.key}")
     resources = build_resources(settings)
     app = create_app(resources=resources)
     # What start-up built lives as long as the process: out of the collector's sight, its
@@ -78,7 +99,7 @@ def worker(
         prepare_multiprocess_dir()
     from sleepmem.workers.app import create_celery_from_env
 
-    settings = load_settings()
+    settings = _distributed("worker")
     unknown = set(queues.split(",")) - set(names.QUEUES)
     if unknown:
         raise typer.BadParameter(f"unknown queues {sorted(unknown)}; known: {names.QUEUES}")
@@ -132,10 +153,16 @@ def scheduler() -> None:
     from sleepmem.schedules.scheduler import Scheduler, celery_sender
     from sleepmem.workers.app import create_celery
 
-    settings = load_settings()
+    settings = _distributed("scheduler")
     configure_tracing_from_env("sleepmem-scheduler")
     resources = build_resources(settings)
     celery = create_celery(settings, broker_url=resources.broker_url)
+    # Jobs a dead process left queued or running: re-queued (idempotent, leased) or failed
+    # with how to resume them, so none sits in 'queued' for ever.
+    from sleepmem.services import recover_jobs
+
+    send = celery_sender(celery)
+    recover_jobs(resources, lambda job_id: send(names.RECONSOLIDATE, args=(job_id,)))
     elector = LeaderElector(
         resources.redis, resources.keys.scheduler_leader, ttl_s=settings.leader_ttl_seconds
     )
@@ -160,10 +187,20 @@ def consolidate(
 ) -> None:
     """Consolidate one scope now, in this process, under the same lease as the workers."""
     try:
-        Scope.parse_key(scope, field="scope")  # before any store is opened or started
+        parsed = Scope.parse_key(scope, field="scope")  # before any store is opened or started
     except SleepmemError as exc:
         raise fail(exc) from exc
-    resources = build_resources(load_settings())
+    settings = load_settings()
+    server = running_server(settings, tenant=parsed.tenant)
+    if server is not None:
+        # The running server holds the stores: it consolidates, under the same lease.
+        try:
+            with server:
+                typer.echo(orjson.dumps(server.consolidate(scope)).decode())
+        except SleepmemError as exc:
+            raise fail(exc) from exc
+        return
+    resources = build_resources(settings)
     try:
         report = run_consolidation(
             resources, scope_key=scope, pipeline=consolidate_scope, worker="cli"

@@ -10,7 +10,6 @@ from sleepmem.cli.app import app, fail
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.settings import Settings
 from sleepmem.models import ConflictGroup
-from sleepmem.sdk import MemoryClient
 
 
 @app.command()
@@ -25,15 +24,21 @@ def search(
     types: list[str] = typer.Option([], "--type", help="keep only these memory types"),
     as_of: str | None = typer.Option(None, help="ISO time: answer as memory stood then"),
     max_tokens: int | None = typer.Option(None, help="token budget for the cards"),
-    api_url: str | None = typer.Option(None, help="API base URL (default: settings host:port)"),
+    api_url: str | None = typer.Option(None, envvar="SLEEPMEM_API_URL",
+                                       help="API base URL (default: the local key file)"),
     api_key: str | None = typer.Option(None, envvar="SLEEPMEM_API_KEY", help="bearer key"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
-    """Search a scope's memory (the API must be running: `sleepmem serve` or `api`)."""
+    """Search a scope's memory (the API must be running: `sleepmem serve` or `api`).
+
+    The server and key: --api-url / --api-key, SLEEPMEM_API_URL / SLEEPMEM_API_KEY, else the
+    local key file of the data directory (SLEEPMEM_DATA_DIR)."""
+    from sleepmem.client import Client
+
     scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
              "session": session}
     try:
-        with MemoryClient(Settings(), api_url=api_url, api_key=api_key) as client:
+        with Client(api_url, api_key, data_dir=Settings().data_dir) as client:
             result = client.search(query, scope, k=k, types=types or None, as_of=as_of,
                                    max_tokens=max_tokens)
     except SleepmemError as exc:

@@ -6,11 +6,15 @@ a SQLite file and the in-process vector index.
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sleepmem.core.errors import ConfigurationError
@@ -20,6 +24,41 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MemoryType = Literal["identity", "preference", "fact", "task", "event", "summary", "procedure"]
 
 DAY = 86400.0
+
+ENV_PREFIX = "SLEEPMEM_"
+
+DEFAULT_HALF_LIFE_S: dict[str, float | None] = {
+    "identity": None,
+    "procedure": 180 * DAY,
+    "preference": 90 * DAY,
+    "fact": 90 * DAY,
+    "task": 7 * DAY,
+    "event": 30 * DAY,
+    "summary": 30 * DAY,
+}
+DEFAULT_TTL_S: dict[str, float | None] = {
+    "identity": None,
+    "procedure": None,
+    "preference": 90 * DAY,
+    "fact": 90 * DAY,
+    "task": 7 * DAY,
+    "event": 30 * DAY,
+    "summary": 90 * DAY,
+}
+
+# Names read outside Settings: the client's URL, key and default scope, and the
+# bench/test harness. Anything else under SLEEPMEM_ must be a setting.
+CLIENT_ENV_NAMES = frozenset({
+    "API_URL", "API_KEY", "TENANT", "AGENT", "USER", "PROJECT", "SESSION",
+    "BENCH_PG_URL", "SCENARIOS_DIR",
+})
+_HARNESS_PREFIXES = ("TEST_",)
+
+_URL_SCHEMES: dict[str, tuple[str, ...]] = {
+    "redis_url": ("redis", "rediss", "unix"),
+    "qdrant_url": ("http", "https"),
+    "llm_base_url": ("http", "https"),
+}
 
 
 class Settings(BaseSettings):
@@ -83,28 +122,11 @@ class Settings(BaseSettings):
     procedure_min_success_rate: float = 0.6
 
     # -- lifecycle (seconds) -----------------------------------------------------------
+    # Per type; a partial map (one type) merges with these defaults, see _merge_type_map.
     half_life_s: dict[str, float | None] = Field(
-        default_factory=lambda: {
-            "identity": None,
-            "procedure": 180 * DAY,
-            "preference": 90 * DAY,
-            "fact": 90 * DAY,
-            "task": 7 * DAY,
-            "event": 30 * DAY,
-            "summary": 30 * DAY,
-        }
+        default_factory=lambda: dict(DEFAULT_HALF_LIFE_S)
     )
-    ttl_s: dict[str, float | None] = Field(
-        default_factory=lambda: {
-            "identity": None,
-            "procedure": None,
-            "preference": 90 * DAY,
-            "fact": 90 * DAY,
-            "task": 7 * DAY,
-            "event": 30 * DAY,
-            "summary": 90 * DAY,
-        }
-    )
+    ttl_s: dict[str, float | None] = Field(default_factory=lambda: dict(DEFAULT_TTL_S))
     # Small talk is an event that carries nothing worth keeping: it lives a day.
     chitchat_ttl_s: float = 1 * DAY
     session_ttl_s: float = 1 * DAY
@@ -132,6 +154,53 @@ class Settings(BaseSettings):
     # `sleepmem migrate` upgrades (the compose stack runs it before the other roles).
     auto_migrate: bool = True
 
+    @field_validator("half_life_s", "ttl_s", mode="before")
+    @classmethod
+    def _merge_type_map(cls, value: Any, info: Any) -> Any:
+        """SLEEPMEM_TTL_S='{"task": 3600}' changes one type; the others keep their default
+        (a replaced map would leave every type not named without expiry)."""
+        if isinstance(value, str):
+            import json
+
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError('must be a JSON object of memory type to seconds, e.g. '
+                                 '{"task": 3600}') from None
+        if not isinstance(value, Mapping):
+            return value
+        defaults = DEFAULT_HALF_LIFE_S if info.field_name == "half_life_s" else DEFAULT_TTL_S
+        for name in value:
+            if name not in defaults:
+                raise ValueError(f"unknown memory type {name!r}{_nearest(str(name), defaults)}; "
+                                 f"known: {', '.join(defaults)}")
+        return {**defaults, **value}
+
+    @field_validator("redis_url", "qdrant_url", "llm_base_url", "database_url", mode="after")
+    @classmethod
+    def _url_shape(cls, value: str | None, info: Any) -> str | None:
+        if value is None:
+            return None
+        name = str(info.field_name)
+        if name == "database_url":
+            from sqlalchemy.engine import make_url
+            from sqlalchemy.exc import ArgumentError
+
+            try:
+                make_url(value)
+            except ArgumentError:
+                raise ValueError(
+                    f"{value!r} is not a SQLAlchemy URL "
+                    "(e.g. postgresql+psycopg://user@host:5432/db or sqlite:///path.db)"
+                ) from None
+            return value
+        schemes = _URL_SCHEMES[name]
+        parts = urlsplit(value)
+        if parts.scheme not in schemes or not (parts.netloc or parts.path):
+            raise ValueError(f"{value!r} is not a URL with scheme "
+                             f"{' or '.join(s + '://' for s in schemes)}")
+        return value
+
     @model_validator(mode="after")
     def _auth_off_only_on_loopback(self) -> Settings:
         if not self.auth_enabled and self.host not in LOOPBACK_HOSTS:
@@ -140,6 +209,27 @@ class Settings(BaseSettings):
                 "set SLEEPMEM_API_KEYS or bind to 127.0.0.1"
             )
         return self
+
+    # -- checks run when a process starts ----------------------------------------------
+    def require_stores(self, role: str) -> None:
+        """A distributed role needs the shared stores; without them each process would
+        silently run its own private ones (and every search would fail later)."""
+        needed = {
+            "api": ("redis_url", "database_url", "qdrant_url"),
+            "worker": ("redis_url", "database_url", "qdrant_url"),
+            "scheduler": ("redis_url", "database_url"),
+        }[role]
+        missing = [n for n in needed if getattr(self, n) is None
+                   # An index backend named explicitly is the operator's informed choice
+                   # (one host, a benchmark); only the silent default is refused.
+                   and not (n == "qdrant_url" and self.index_backend is not None)]
+        if n_missing := len(missing):
+            names = ", ".join(ENV_PREFIX + n.upper() for n in missing)
+            raise ConfigurationError(
+                f"`sleepmem {role}` is a distributed role and needs the shared store"
+                f"{'s' if n_missing > 1 else ''}: set {names} (or run `sleepmem serve` for "
+                "everything in one process)"
+            )
 
     # -- derived -----------------------------------------------------------------------
     @property
@@ -163,3 +253,35 @@ class Settings(BaseSettings):
     def ttl(self, memory_type: str) -> timedelta | None:
         seconds = self.ttl_s.get(memory_type)
         return None if seconds is None else timedelta(seconds=seconds)
+
+
+def _nearest(name: str, known: Mapping[str, Any] | frozenset[str] | list[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def known_env_names() -> list[str]:
+    """Every SLEEPMEM_* name a process reads: the settings and the client's names."""
+    fields = [ENV_PREFIX + name.upper() for name in Settings.model_fields]
+    return sorted(fields + [ENV_PREFIX + n for n in CLIENT_ENV_NAMES])
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse SLEEPMEM_* names that nothing reads: a typo would otherwise be ignored."""
+    env = os.environ if environ is None else environ
+    known = set(known_env_names())
+    fields = set(Settings.model_fields)
+    for name in sorted(env):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known:
+            continue
+        rest = upper[len(ENV_PREFIX):]
+        if rest.startswith(_HARNESS_PREFIXES):
+            continue
+        head, sep, _tail = rest.partition("__")
+        if sep and head.lower() in fields:
+            continue  # nested: SLEEPMEM_TTL_S__TASK=3600
+        hint = _nearest(upper, sorted(known)).replace("'", "")
+        raise ConfigurationError(
+            f"unknown setting {name}{hint}; see the Configuration table in README.md"
+        )

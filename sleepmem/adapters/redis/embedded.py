@@ -48,6 +48,11 @@ class EmbeddedRedis:
         )
         return self
 
+    def running(self) -> bool:
+        """True when a server answers on this data directory's socket (started by any
+        process); nothing is started."""
+        return self._alive()
+
     def _alive(self) -> bool:
         if not self.socket.exists():
             return False

@@ -1,0 +1,501 @@
+"""The documented client: ``sleepmem.Client`` (sync) and ``sleepmem.AsyncClient`` (async).
+
+Both speak HTTP to a sleepmem server by URL and API key, so the server's auth and tenant
+checks hold for every call. With nothing given, they find the server the way the CLI does:
+``SLEEPMEM_API_URL`` / ``SLEEPMEM_API_KEY``, else the local key file that ``sleepmem serve``
+writes into its data directory (``SLEEPMEM_DATA_DIR``, default ``.sleepmem``).
+
+Trusted agents inside the cluster may append straight to Redis instead (the fast path,
+:class:`sleepmem.sdk.MemoryClient`); everything else goes through here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+from pydantic import TypeAdapter
+
+from sleepmem.core.errors import (
+    AuthError,
+    ForbiddenError,
+    NotFoundError,
+    SleepmemError,
+    TransientError,
+    ValidationError,
+)
+from sleepmem.core.localkey import read_local_key
+from sleepmem.models import LEVELS, Scope, SearchResult
+from sleepmem.models.views import ContextResult, JobView, MemoryPage, MemoryView
+from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
+from sleepmem.pipelines.lifecycle.explain import Explanation
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+BATCH = 1000  # the server's default SLEEPMEM_BATCH_MAX_EVENTS
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One HTTP request and how to read its answer."""
+
+    method: str
+    path: str
+    json: Any = None
+    params: Any = None
+    parse: Any = None  # a pydantic model / TypeAdapter, or None for raw JSON
+
+
+@dataclass(slots=True)
+class Target:
+    url: str
+    key: str | None
+    defaults: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_target(
+    url: str | None, api_key: str | None, *, data_dir: str | Path | None,
+    scope: Mapping[str, str | None],
+) -> Target:
+    """Argument, then environment, then the local key file, then the default URL."""
+    env = os.environ
+    folder = Path(data_dir or env.get("SLEEPMEM_DATA_DIR") or ".sleepmem")
+    local = read_local_key(folder)
+    key = api_key or env.get("SLEEPMEM_API_KEY") or (local.key if local else None)
+    base = url or env.get("SLEEPMEM_API_URL") or (local.url if local and local.url else None)
+    defaults = {k: v for k, v in scope.items() if v}
+    for level in LEVELS:
+        if level not in defaults and env.get(f"SLEEPMEM_{level.upper()}"):
+            defaults[level] = env[f"SLEEPMEM_{level.upper()}"]
+    if "tenant" not in defaults and local is not None and key == local.key:
+        defaults["tenant"] = local.tenant  # the local key writes this tenant only
+    return Target(url=(base or DEFAULT_URL).rstrip("/"), key=key, defaults=defaults)
+
+
+def _scope(target: Target, scope: Scope | Mapping[str, Any] | None) -> dict[str, Any]:
+    if isinstance(scope, Scope):
+        return dict(scope.levels())
+    where = {k: v for k, v in target.defaults.items() if k in LEVELS}
+    if scope is not None:
+        where = {**where, **{k: v for k, v in scope.items() if v is not None}}
+    if not where.get("tenant"):
+        raise ValidationError("scope.tenant", "name a tenant: pass scope={'tenant': ...}, "
+                                              "tenant= to the client, or set SLEEPMEM_TENANT")
+    return where
+
+
+def _scope_key(target: Target, scope: Scope | Mapping[str, Any] | str | None) -> str:
+    """A scope named by key, for listing, jobs and erasure. The client's default session
+    is left out: it names where new events go, while memories live at the owner's scope."""
+    if isinstance(scope, str):
+        return scope
+    if isinstance(scope, Scope):
+        return scope.key
+    where = {k: v for k, v in target.defaults.items() if k in LEVELS and k != "session"}
+    where.update({k: v for k, v in (scope or {}).items() if v is not None})
+    if not where.get("tenant"):
+        raise ValidationError("scope.tenant", "name a tenant: pass scope={'tenant': ...}, "
+                                              "tenant= to the client, or set SLEEPMEM_TENANT")
+    return Scope(**where).key
+
+
+def _event(target: Target, event: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(event)
+    for level in LEVELS:
+        if level in target.defaults and not out.get(level):
+            out[level] = target.defaults[level]
+    return out
+
+
+def _error(response: httpx.Response) -> SleepmemError:
+    try:
+        err = response.json().get("error") or {}
+    except ValueError:
+        err = {}
+    message = str(err.get("message") or response.text or f"HTTP {response.status_code}")
+    status = response.status_code
+    if status == 401:
+        return AuthError(message)
+    if status == 403:
+        return ForbiddenError(message)
+    if status == 404:
+        return NotFoundError(message)
+    if status in (400, 422):
+        return ValidationError(str(err.get("field", "request")), message)
+    if status in (502, 503, 504):
+        return TransientError(f"server busy (HTTP {status}): {message}")
+    return SleepmemError(f"HTTP {status}: {message}")
+
+
+def _read(call: Call, response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        raise _error(response)
+    data = response.json()
+    if call.parse is None:
+        return data
+    if isinstance(call.parse, TypeAdapter):
+        return call.parse.validate_python(data)
+    return call.parse.model_validate(data)
+
+
+_VIEWS: TypeAdapter[list[MemoryView]] = TypeAdapter(list[MemoryView])
+_JOBS: TypeAdapter[list[JobView]] = TypeAdapter(list[JobView])
+
+
+class _Calls:
+    """The requests both clients send; each method returns a :class:`Call`."""
+
+    target: Target
+
+    def _emit_calls(self, events: Iterable[Mapping[str, Any]]) -> builtins.list[Call]:
+        items = [_event(self.target, e) for e in events]
+        return [Call("POST", "/v1/events", json={"events": items[i:i + BATCH]})
+                for i in range(0, len(items), BATCH)]
+
+    def _end_session(self, session: str | None) -> Call:
+        event = {"kind": "session_end", "role": "system", "content": ""}
+        if session:
+            event["session"] = session
+        if not (session or self.target.defaults.get("session")):
+            raise ValidationError("session", "name the session to end (session=...)")
+        return Call("POST", "/v1/events", json=_event(self.target, event))
+
+    def _search(self, query: str, scope: Any, k: int, types: Sequence[str] | None,
+                as_of: datetime | str | None, max_tokens: int | None) -> Call:
+        body = {"query": query, "scope": _scope(self.target, scope), "k": k,
+                "types": list(types) if types else None, "max_tokens": max_tokens,
+                "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
+        return Call("POST", "/v1/search", json=body, parse=SearchResult)
+
+    def _context(self, query: str, scope: Any, max_tokens: int, k: int) -> Call:
+        body = {"query": query, "scope": _scope(self.target, scope), "k": k,
+                "max_tokens": max_tokens}
+        return Call("POST", "/v1/context", json=body, parse=ContextResult)
+
+    def _list(self, scope: Any, type: str | Sequence[str] | None,
+              status: str | Sequence[str] | None, limit: int, cursor: str | None) -> Call:
+        params: builtins.list[tuple[str, str | int]] = [("scope", _scope_key(self.target, scope)),
+                                               ("limit", limit)]
+        for name, value in (("type", type), ("status", status)):
+            if value:
+                params += [(name, v) for v in ([value] if isinstance(value, str) else value)]
+        if cursor:
+            params.append(("cursor", cursor))
+        return Call("GET", "/v1/memories", params=params, parse=MemoryPage)
+
+    def _forget(self, memory_id: str | None, scope: Any) -> Call:
+        if (memory_id is None) == (scope is None):
+            raise ValidationError("forget", "name exactly one of memory_id or scope")
+        if memory_id is not None:
+            return Call("DELETE", f"/v1/memories/{memory_id}", parse=DeletionReceipt)
+        return Call("DELETE", "/v1/memories", params={"scope": _scope_key(self.target, scope)},
+                    parse=DeletionReceipt)
+
+    @staticmethod
+    def _memory(memory_id: str, suffix: str = "", method: str = "GET", json: Any = None,
+                parse: Any = MemoryView) -> Call:
+        return Call(method, f"/v1/memories/{memory_id}{suffix}", json=json, parse=parse)
+
+    def _reconsolidate(self, scope: Any, since: datetime | None, apply: bool) -> Call:
+        body = {"scope": _scope_key(self.target, scope), "apply": apply,
+                "since": since.isoformat() if since else None}
+        return Call("POST", "/v1/jobs/reconsolidate", json=body, parse=JobView)
+
+
+def _headers(target: Target) -> dict[str, str]:
+    return {"Authorization": f"Bearer {target.key}"} if target.key else {}
+
+
+class Client(_Calls):
+    """Synchronous client. ``with Client() as mem: mem.emit(content="…")``."""
+
+    def __init__(
+        self, url: str | None = None, api_key: str | None = None, *,
+        tenant: str | None = None, agent: str | None = None, user: str | None = None,
+        project: str | None = None, session: str | None = None,
+        data_dir: str | Path | None = None, timeout: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.target = resolve_target(url, api_key, data_dir=data_dir, scope={
+            "tenant": tenant, "agent": agent, "user": user, "project": project,
+            "session": session})
+        self._http = http or httpx.Client(base_url=self.target.url, timeout=timeout,
+                                          headers=_headers(self.target))
+        self._owns = http is None
+
+    def _send(self, call: Call) -> Any:
+        try:
+            response = self._http.request(call.method, call.path, json=call.json,
+                                          params=call.params)
+        except httpx.HTTPError as exc:
+            raise TransientError(f"sleepmem server at {self.target.url} unreachable ({exc}); "
+                                 "start it with `sleepmem serve` or set SLEEPMEM_API_URL"
+                                 ) from exc
+        return _read(call, response)
+
+    # -- writing -----------------------------------------------------------------------
+    def emit(self, event: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
+        """Append one event (``content``, ``kind``, ``role``, scope levels); its id."""
+        ids = self.emit_many([{**(event or {}), **fields}])
+        return ids[0]
+
+    def emit_many(self, events: Iterable[Mapping[str, Any]]) -> builtins.list[str]:
+        """Append a batch (all or nothing per 1,000); the ids in order."""
+        out: builtins.list[str] = []
+        for call in self._emit_calls(events):
+            out += self._send(call)["ids"]
+        return out
+
+    def end_session(self, session: str | None = None) -> str:
+        """Tell the server the session is over: it consolidates at once."""
+        return str(self._send(self._end_session(session))["ids"][0])
+
+    # -- reading -----------------------------------------------------------------------
+    def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *, k: int = 5,
+               types: Sequence[str] | None = None, as_of: datetime | str | None = None,
+               max_tokens: int | None = None) -> SearchResult:
+        result: SearchResult = self._send(self._search(query, scope, k, types, as_of,
+                                                       max_tokens))
+        return result
+
+    def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
+                max_tokens: int = 800, k: int = 10) -> ContextResult:
+        """Memory cards rendered as prompt text, within ``max_tokens``."""
+        result: ContextResult = self._send(self._context(query, scope, max_tokens, k))
+        return result
+
+    def get(self, memory_id: str) -> MemoryView:
+        view: MemoryView = self._send(self._memory(memory_id))
+        return view
+
+    def list(self, scope: Scope | Mapping[str, Any] | str | None = None, *,
+             type: str | Sequence[str] | None = None,
+             status: str | Sequence[str] | None = None, limit: int = 50,
+             cursor: str | None = None) -> MemoryPage:
+        page: MemoryPage = self._send(self._list(scope, type, status, limit, cursor))
+        return page
+
+    def history(self, memory_id: str) -> builtins.list[MemoryView]:
+        views: builtins.list[MemoryView] = self._send(
+            self._memory(memory_id, "/history", parse=_VIEWS))
+        return views
+
+    def explain(self, memory_id: str) -> Explanation:
+        ex: Explanation = self._send(self._memory(memory_id, "/explain", parse=Explanation))
+        return ex
+
+    # -- a person's corrections --------------------------------------------------------
+    def update(self, memory_id: str, statement: str, *, importance: float | None = None,
+               reason: str = "") -> MemoryView:
+        body = {"statement": statement, "importance": importance, "reason": reason}
+        view: MemoryView = self._send(self._memory(memory_id, "", "PATCH", body))
+        return view
+
+    def pin(self, memory_id: str) -> MemoryView:
+        view: MemoryView = self._send(self._memory(memory_id, "/pin", "POST"))
+        return view
+
+    def unpin(self, memory_id: str) -> MemoryView:
+        view: MemoryView = self._send(self._memory(memory_id, "/unpin", "POST"))
+        return view
+
+    def feedback(self, memory_id: str, verdict: str, *, note: str = "") -> MemoryView:
+        """``"helpful"`` raises importance; ``"wrong"`` invalidates the memory."""
+        view: MemoryView = self._send(
+            self._memory(memory_id, "/feedback", "POST", {"verdict": verdict, "note": note}))
+        return view
+
+    def forget(self, memory_id: str | None = None, *,
+               scope: Scope | Mapping[str, Any] | str | None = None) -> DeletionReceipt:
+        """Erase one memory or a whole scope from every store; the deletion receipt."""
+        receipt: DeletionReceipt = self._send(self._forget(memory_id, scope))
+        return receipt
+
+    # -- jobs --------------------------------------------------------------------------
+    def reconsolidate(self, scope: Scope | Mapping[str, Any] | str | None = None, *,
+                      since: datetime | None = None, apply: bool = False) -> JobView:
+        job: JobView = self._send(self._reconsolidate(scope, since, apply))
+        return job
+
+    def job(self, job_id: str) -> JobView:
+        job: JobView = self._send(Call("GET", f"/v1/jobs/{job_id}", parse=JobView))
+        return job
+
+    def jobs(self, *, limit: int = 20) -> builtins.list[JobView]:
+        rows: builtins.list[JobView] = self._send(Call("GET", "/v1/jobs", params={"limit": limit},
+                                              parse=_JOBS))
+        return rows
+
+    def cancel_job(self, job_id: str) -> JobView:
+        job: JobView = self._send(Call("POST", f"/v1/jobs/{job_id}/cancel", parse=JobView))
+        return job
+
+    def consolidate(self, scope: Scope | Mapping[str, Any] | str | None = None) -> dict[str, Any]:
+        """Consolidate a scope now instead of waiting for it to go quiet."""
+        body = {"scope": _scope_key(self.target, scope)}
+        out: dict[str, Any] = self._send(Call("POST", "/v1/jobs/consolidate", json=body))
+        return out
+
+    def run_maintenance(self, name: str) -> dict[str, Any]:
+        """``"sweep"`` or ``"refresh"`` now, on the server."""
+        out: dict[str, Any] = self._send(Call("POST", f"/v1/jobs/{name}/run"))
+        return out
+
+    def close(self) -> None:
+        if self._owns:
+            self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class AsyncClient(_Calls):
+    """The same calls as :class:`Client`, awaited. ``async with AsyncClient() as mem:``."""
+
+    def __init__(
+        self, url: str | None = None, api_key: str | None = None, *,
+        tenant: str | None = None, agent: str | None = None, user: str | None = None,
+        project: str | None = None, session: str | None = None,
+        data_dir: str | Path | None = None, timeout: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.target = resolve_target(url, api_key, data_dir=data_dir, scope={
+            "tenant": tenant, "agent": agent, "user": user, "project": project,
+            "session": session})
+        self._http = http or httpx.AsyncClient(base_url=self.target.url, timeout=timeout,
+                                               headers=_headers(self.target))
+        self._owns = http is None
+
+    async def _send(self, call: Call) -> Any:
+        try:
+            response = await self._http.request(call.method, call.path, json=call.json,
+                                                params=call.params)
+        except httpx.HTTPError as exc:
+            raise TransientError(f"sleepmem server at {self.target.url} unreachable ({exc}); "
+                                 "start it with `sleepmem serve` or set SLEEPMEM_API_URL"
+                                 ) from exc
+        return _read(call, response)
+
+    async def emit(self, event: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
+        return (await self.emit_many([{**(event or {}), **fields}]))[0]
+
+    async def emit_many(self, events: Iterable[Mapping[str, Any]]) -> builtins.list[str]:
+        out: builtins.list[str] = []
+        for call in self._emit_calls(events):
+            out += (await self._send(call))["ids"]
+        return out
+
+    async def end_session(self, session: str | None = None) -> str:
+        return str((await self._send(self._end_session(session)))["ids"][0])
+
+    async def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
+                     k: int = 5, types: Sequence[str] | None = None,
+                     as_of: datetime | str | None = None,
+                     max_tokens: int | None = None) -> SearchResult:
+        result: SearchResult = await self._send(self._search(query, scope, k, types, as_of,
+                                                             max_tokens))
+        return result
+
+    async def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
+                      max_tokens: int = 800, k: int = 10) -> ContextResult:
+        result: ContextResult = await self._send(self._context(query, scope, max_tokens, k))
+        return result
+
+    async def get(self, memory_id: str) -> MemoryView:
+        view: MemoryView = await self._send(self._memory(memory_id))
+        return view
+
+    async def list(self, scope: Scope | Mapping[str, Any] | str | None = None, *,
+                   type: str | Sequence[str] | None = None,
+                   status: str | Sequence[str] | None = None, limit: int = 50,
+                   cursor: str | None = None) -> MemoryPage:
+        page: MemoryPage = await self._send(self._list(scope, type, status, limit, cursor))
+        return page
+
+    async def history(self, memory_id: str) -> builtins.list[MemoryView]:
+        views: builtins.list[MemoryView] = await self._send(
+            self._memory(memory_id, "/history", parse=_VIEWS))
+        return views
+
+    async def explain(self, memory_id: str) -> Explanation:
+        ex: Explanation = await self._send(self._memory(memory_id, "/explain",
+                                                        parse=Explanation))
+        return ex
+
+    async def update(self, memory_id: str, statement: str, *, importance: float | None = None,
+                     reason: str = "") -> MemoryView:
+        body = {"statement": statement, "importance": importance, "reason": reason}
+        view: MemoryView = await self._send(self._memory(memory_id, "", "PATCH", body))
+        return view
+
+    async def pin(self, memory_id: str) -> MemoryView:
+        view: MemoryView = await self._send(self._memory(memory_id, "/pin", "POST"))
+        return view
+
+    async def unpin(self, memory_id: str) -> MemoryView:
+        view: MemoryView = await self._send(self._memory(memory_id, "/unpin", "POST"))
+        return view
+
+    async def feedback(self, memory_id: str, verdict: str, *, note: str = "") -> MemoryView:
+        view: MemoryView = await self._send(
+            self._memory(memory_id, "/feedback", "POST", {"verdict": verdict, "note": note}))
+        return view
+
+    async def forget(self, memory_id: str | None = None, *,
+                     scope: Scope | Mapping[str, Any] | str | None = None) -> DeletionReceipt:
+        receipt: DeletionReceipt = await self._send(self._forget(memory_id, scope))
+        return receipt
+
+    async def reconsolidate(self, scope: Scope | Mapping[str, Any] | str | None = None, *,
+                            since: datetime | None = None, apply: bool = False) -> JobView:
+        job: JobView = await self._send(self._reconsolidate(scope, since, apply))
+        return job
+
+    async def job(self, job_id: str) -> JobView:
+        job: JobView = await self._send(Call("GET", f"/v1/jobs/{job_id}", parse=JobView))
+        return job
+
+    async def jobs(self, *, limit: int = 20) -> builtins.list[JobView]:
+        rows: builtins.list[JobView] = await self._send(
+            Call("GET", "/v1/jobs", params={"limit": limit}, parse=_JOBS))
+        return rows
+
+    async def cancel_job(self, job_id: str) -> JobView:
+        job: JobView = await self._send(Call("POST", f"/v1/jobs/{job_id}/cancel",
+                                             parse=JobView))
+        return job
+
+    async def consolidate(
+        self, scope: Scope | Mapping[str, Any] | str | None = None
+    ) -> dict[str, Any]:
+        body = {"scope": _scope_key(self.target, scope)}
+        out: dict[str, Any] = await self._send(Call("POST", "/v1/jobs/consolidate", json=body))
+        return out
+
+    async def run_maintenance(self, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = await self._send(Call("POST", f"/v1/jobs/{name}/run"))
+        return out
+
+    async def aclose(self) -> None:
+        if self._owns:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+__all__ = ["AsyncClient", "Client"]
