@@ -43,6 +43,7 @@ class TestAServeProcessLogsJsonOnly:
     def test_idle_quiet_consolidation_bound_every_line_json(self, tmp_path: Path) -> None:
         port = free_port()
         out = tmp_path / "serve.log"
+        said = tmp_path / "serve.out"
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(sys.path),
@@ -57,10 +58,11 @@ class TestAServeProcessLogsJsonOnly:
         }
         for name in ("SLEEPMEM_REDIS_URL", "SLEEPMEM_DATABASE_URL", "SLEEPMEM_QDRANT_URL"):
             env.pop(name, None)
-        with out.open("wb") as sink:
+        # Logs go to stderr; stdout carries only what serve says to the person who ran it.
+        with out.open("wb") as sink, said.open("wb") as told:
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from sleepmem.cli import main; main()", "serve"],
-                env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path,
+                env=env, stdout=told, stderr=sink, cwd=tmp_path,
             )
             try:
                 assert wait_for(lambda: bool(events_named(out, "runtime_started")), timeout=90)
@@ -87,6 +89,7 @@ class TestAServeProcessLogsJsonOnly:
                     proc.kill()
         assert proc.returncode == 0
 
+        assert said.read_text(encoding="utf-8").startswith("sleepmem is serving on http://")
         every = lines_of(out)  # parses every line as JSON, or fails here
         loggers = {line.get("logger", "") for line in every}
         assert "uvicorn.error" in loggers, "uvicorn's lines must come through the same handler"

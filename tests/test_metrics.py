@@ -161,8 +161,10 @@ class TestTheWorkerMetricsPort:
             "SLEEPMEM_EMBEDDER": "hashing",
             "SLEEPMEM_HOST": "127.0.0.1",
             "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
+            # A distributed role names its stores: SQLite and the embedded index on one host.
+            "SLEEPMEM_DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'sleepmem.db'}",
+            "SLEEPMEM_INDEX_BACKEND": "edge",
         }
-        env.pop("SLEEPMEM_DATABASE_URL", None)
         settings = Settings(redis_url=REDIS_URL, namespace=namespace, data_dir=tmp_path / "data",
                             embedder="hashing", _env_file=None)  # type: ignore[call-arg]
         log = (tmp_path / "worker.log").open("wb")

@@ -12,6 +12,11 @@ import sys
 
 import typer
 
+from sleepmem.core.metricsdir import prepare_multiprocess_dir, wants_worker_metrics
+
+if wants_worker_metrics(sys.argv[1:]):
+    prepare_multiprocess_dir()
+
 from sleepmem.cli.app import app, bench_app, eval_app, exit_code
 from sleepmem.core.errors import SleepmemError
 

@@ -94,9 +94,8 @@ def worker(
 ) -> None:
     """A Celery worker (distributed mode); clients are built in each pool process."""
     # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
-    if metrics_port:
-        # Before prometheus_client is imported: the pool processes count into files there.
-        prepare_multiprocess_dir()
+    # The metrics directory was prepared at start-up (sleepmem.cli), before prometheus_client
+    # was first imported: it picks where values live at that moment.
     from sleepmem.workers.app import create_celery_from_env
 
     settings = _distributed("worker")
@@ -122,27 +121,6 @@ def worker(
     celery.worker_main(argv)
 
 
-def prepare_multiprocess_dir() -> str:
-    """The directory prefork children write their metric values to: the operator's
-    ``PROMETHEUS_MULTIPROC_DIR`` (emptied: values of a previous run must not be summed in),
-    or a fresh temporary one."""
-    import os
-    import shutil
-
-    chosen = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if chosen:
-        path = Path(chosen)
-        if path.exists():
-            for stale in path.glob("*.db"):
-                stale.unlink()
-        path.mkdir(parents=True, exist_ok=True)
-    else:
-        path = Path(tempfile.mkdtemp(prefix="sleepmem-metrics-"))
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
-        import atexit
-
-        atexit.register(shutil.rmtree, path, True)
-    return str(path)
 
 
 @app.command()
