@@ -197,6 +197,23 @@ def _count_consolidation(report: ConsolidationReport) -> None:
         MEMORY_OPS.labels(op=op if op in OP_KINDS else "OTHER").inc(n)
 
 
+def consolidate_now(
+    resources: Resources, *, scope_key: str, pipeline: ConsolidatePipeline, worker: str,
+    wait_s: float = 30.0,
+) -> ConsolidationReport:
+    """Consolidate a scope on request. A consolidation of the scope already running (the
+    scheduler's, after a session end) is waited for, then this one takes what is left."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return run_consolidation(resources, scope_key=scope_key, pipeline=pipeline,
+                                     worker=worker)
+        except LeaseHeldError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 # -- scheduled maintenance ---------------------------------------------------------------
 
 

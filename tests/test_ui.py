@@ -137,9 +137,7 @@ class TestTheInspectorInABrowser:
 
         page.fill("#query", "Where does Ann live?")
         page.click("#search")
-        page.wait_for_function(
-            "document.querySelector('#count').textContent.length > 0"
-        )
+        page.wait_for_selector('#memories[data-view="search: Where does Ann live?"]')
         found = page.locator("#memories tbody tr td:nth-child(2)").all_inner_texts()
         assert found and "Berlin" in found[0], found
         shot(page, "2-search")
@@ -165,9 +163,9 @@ class TestTheInspectorInABrowser:
         receipt = page.locator("#receipt").inner_text()
         assert memory_id in receipt and "content_hash" in receipt
         assert "Berlin" not in receipt  # a receipt holds ids and counts, never content
-        page.wait_for_function(
-            "id => ![...document.querySelectorAll('#memories tbody tr')]"
-            ".some(r => r.dataset.id === id)", arg=memory_id,
+        # Locator waits, not page functions: the page's CSP forbids evaluating strings.
+        page.locator(f'#memories tbody tr[data-id="{memory_id}"]').wait_for(
+            state="detached", timeout=15_000
         )
         shot(page, "5-forgotten")
         gone = httpx.get(f"{server}/v1/memories/{memory_id}/explain",
@@ -186,7 +184,7 @@ class TestTheInspectorInABrowser:
         page.dispatch_event("#api-key", "change")
         page.fill("#tenant", TENANT)
         page.click("#load")
-        page.wait_for_function("document.querySelector('#error').textContent.includes('401')")
+        page.locator("#error", has_text="401").wait_for(timeout=15_000)
         assert page.locator("#memories tbody tr").count() == 0
         shot(page, "6-wrong-key")
         page.close()

@@ -16,11 +16,12 @@ from sleepmem.api.errors import ERROR_RESPONSES
 from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Job, Scope
 from sleepmem.models.views import JobView
+from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds
 from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
 from sleepmem.resources import Resources
 from sleepmem.schedules.scheduler import celery_sender
-from sleepmem.services import cancel_job
+from sleepmem.services import cancel_job, consolidate_now
 from sleepmem.tasks import names
 from sleepmem.workers.app import create_celery
 
@@ -109,19 +110,16 @@ class ConsolidateBody(BaseModel):
 
 
 @router.post("/consolidate", summary="Consolidate one scope now (under the scope's lease)")
-async def consolidate_now(
+async def consolidate_scope_now(
     body: ConsolidateBody, request: Request, tenant: CallerTenant
 ) -> dict[str, Any]:
-    from sleepmem.pipelines.consolidate import consolidate_scope
-    from sleepmem.services import run_consolidation
-
     scope = _scope_key(body.scope)
     if tenant is not None and scope.tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only use tenant {tenant!r}")
     res: Resources = request.app.state.resources
     report = await run_in_threadpool(
-        lambda: run_consolidation(res, scope_key=scope.key, pipeline=consolidate_scope,
-                                  worker="api")
+        lambda: consolidate_now(res, scope_key=scope.key, pipeline=consolidate_scope,
+                                worker="api")
     )
     return {"events": report.events, "ops": report.ops, "stage_seconds": report.stage_seconds}
 
