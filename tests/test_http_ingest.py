@@ -11,6 +11,7 @@ import redis as redis_lib
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy.engine import Engine
 
 from sleepmem.api.app import create_app
 from sleepmem.api.health import check_dependencies
@@ -18,6 +19,14 @@ from sleepmem.core.errors import ConfigurationError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
+
 
 ACME_KEY = "acme-key-0f9e8d7c"
 GLOBEX_KEY = "globex-key-1a2b3c4d"

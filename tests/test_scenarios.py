@@ -16,6 +16,7 @@ import pytest
 from sleepmem.evals.scenarios import run_story, unknown_keys
 from sleepmem.pipelines.ports import Embedder
 
+
 def _shared_scenarios() -> Path:
     """SLEEPMEM_SCENARIOS_DIR, else the nearest ``shared/scenarios`` beside the repository
     or one of its parents (a worktree may sit a level deeper than the main checkout)."""

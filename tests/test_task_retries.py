@@ -22,12 +22,14 @@ import pytest
 import redis as redis_lib
 from celery.signals import task_retry
 from sqlalchemy import func
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 from support import wait_for
 
 from sleepmem.adapters.redis.locks import Lease, RedisLock
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
 from sleepmem.models import RawEvent, Scope
 from sleepmem.pipelines.consolidate import ConsolidationReport
 from sleepmem.resources import Resources
@@ -36,6 +38,14 @@ from sleepmem.services import run_consolidation
 from sleepmem.tasks import names, retry
 from sleepmem.workers.app import create_celery
 from sleepmem.workers.thread import ThreadWorker
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
+
 
 ANN = Scope(tenant="acme", agent="bot", user="ann").key
 

@@ -6,12 +6,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import func
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 from support import wait_for
 
 from sleepmem.adapters.redis.hits import read_hits, record_hits
 from sleepmem.adapters.redis.locks import RedisLock
+from sleepmem.core.settings import Settings
 from sleepmem.models import RawEvent
 from sleepmem.resources import Resources
 from sleepmem.sdk import MemoryClient
@@ -20,6 +23,13 @@ from sleepmem.tasks import names
 from sleepmem.tasks.maintenance import maintenance_task
 from sleepmem.workers.app import create_celery
 from sleepmem.workers.thread import ThreadWorker
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
 
 
 def raw_rows(res: Resources) -> int:

@@ -29,6 +29,14 @@ from sleepmem.tasks import names
 from sleepmem.workers.app import create_celery
 from sleepmem.workers.thread import ThreadWorker
 
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
+
+
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
