@@ -32,7 +32,7 @@ class _NoIndex:
 
 def run_extract_bench(*, events: int = 3000, rounds: int = 3) -> dict[str, Any]:
     settings = Settings(_env_file=None, extractor="rules", embedder="hashing")
-    ports = Ports(embedder=HashingEmbedder(), index=_NoIndex(),  # type: ignore[arg-type]
+    ports = Ports(embedder=HashingEmbedder(), index=_NoIndex(),
                   clock=lambda: datetime.now(UTC))
     extractor = make_extractor(settings, ports)
     views = [
