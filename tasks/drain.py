@@ -59,9 +59,10 @@ def register(app: Celery) -> None:
     @app.task(name=names.DRAIN, bind=True, max_retries=retry.MAX_RETRIES, shared=False)  # type: ignore[untyped-decorator]
     def drain(self: Task) -> dict[str, Any]:
         res = current_resources()
-        # From here on, the next tick may queue another drain for events arriving now.
-        res.redis.delete(res.keys.task_once(names.DRAIN, names.DRAIN_QUEUED_SLOT))
         try:
+            # From here on, the next tick may queue another drain for events arriving now.
+            # Inside the try: a Redis blip here is as transient as one in the drain itself.
+            res.redis.delete(res.keys.task_once(names.DRAIN, names.DRAIN_QUEUED_SLOT))
             totals = drain_until_empty(
                 res, consumer=thread_consumer(), budget_s=res.settings.drain_budget_seconds
             )

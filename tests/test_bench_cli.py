@@ -32,6 +32,17 @@ class TestJsonOutput:
         assert result["events_stored"] == 120
         assert result["memories_not_indexed"] == 0
 
+    def test_bench_extract_prints_its_rate_against_the_tokeniser_baseline(
+        self, tmp_path: Path
+    ) -> None:
+        done = sleepmem("bench", "extract", "--events", "200", "--json", tmp_path=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        result = orjson.loads(done.stdout)
+        assert (result["events"], result["extractor"]) == (200, "rules")
+        assert result["candidates"] > 0
+        # The speed itself is the command's business (floor 2,000 events/s), not CI's.
+        assert result["ok"] == (result["events_per_s"] >= result["floor_events_per_s"])
+
     @pytest.mark.parametrize("option", ["--http-n", "--n"])
     def test_bench_ingest_refuses_counts_it_cannot_measure(
         self, option: str, tmp_path: Path

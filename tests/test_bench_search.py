@@ -18,11 +18,15 @@ class TestSearchBenchmark:
         assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
         assert 0 < report["http_p50_ms"] <= report["http_p95_ms"] <= report["http_p99_ms"]
 
-    def test_no_query_ever_sees_another_users_memories(self, settings: Settings) -> None:
+    def test_no_query_sees_another_users_memories_and_most_find_the_asked_kind(
+        self, settings: Settings
+    ) -> None:
         report = run_search_bench(settings, memories=600, users=20, queries=40, http=False)
         assert report["foreign_cards"] == 0
-        # 30 memories per user: most queries have something of the asked kind to find.
-        assert report["attribute_hit_rate"] is not None
+        # 30 memories per user: most queries have something of the asked kind to find, and
+        # a search that works puts one in the top k for most of them (0.74 with the
+        # hashing embedder of the tests; a search that ignores the query scores near 0.2).
+        assert report["attribute_hit_rate"] >= 0.5
         assert "http_p95_ms" not in report
 
     def test_a_store_of_no_memories_is_refused(self, settings: Settings) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -121,6 +122,31 @@ class TestEmbeddedRuntime:
         with Runtime(settings, api=False) as again:
             assert count_rows(again) == 5
             assert again.resources is not None and again.resources.redis.ping()
+
+    def test_events_accepted_but_not_yet_drained_survive_a_restart(
+        self, tmp_path: Path
+    ) -> None:
+        """Only the embedded Redis runs (no drain), and it dies by SIGKILL (no save at
+        shutdown): the events exist in its append-only file alone, and the next start
+        drains them into SQL."""
+        from sleepmem.resources import build_resources
+
+        settings = embedded_settings(tmp_path / "data")
+        res = build_resources(settings)
+        try:
+            assert res.embedded_redis is not None
+            with MemoryClient(settings, redis_url=res.redis_url, tenant="acme", agent="bot",
+                              user="ann") as client:
+                client.emit_many([{"content": f"kept {i}"} for i in range(5)])
+            with Session(res.engine) as s:
+                assert s.exec(select(func.count()).select_from(RawEvent)).one() == 0
+            server = psutil.Process(res.embedded_redis._server.pid)
+            server.send_signal(signal.SIGKILL)
+            server.wait(10)
+        finally:
+            res.shutdown()
+        with Runtime(settings, api=False) as again:
+            assert wait_for(lambda: count_rows(again) == 5, timeout=60)
 
 
 class TestQuickStartDemo:

@@ -379,3 +379,59 @@ class TestRealLocalModel:
             and ("beijing" in c.value.lower() or "Beijing" in c.statement)
             for c in extraction.candidates
         ), "no residence fact for the Beijing turn"
+
+
+class TestEndToEndWithTheLLMExtractor:
+    def test_emitted_events_become_the_models_memories_and_search_finds_them(
+        self, script: tuple[Script, str], settings: Settings, redis: Any
+    ) -> None:
+        """SLEEPMEM_EXTRACTOR=llm wired as a deployment would be: SDK → drain →
+        consolidation under its lease → search, with the model behind real HTTP."""
+        from sleepmem.ingest.drain import drain_once
+        from sleepmem.pipelines.consolidate import consolidate_scope
+        from sleepmem.reader import Reader, build_request
+        from sleepmem.resources import build_resources
+        from sleepmem.sdk import MemoryClient
+        from sleepmem.services import run_consolidation
+
+        state, url = script
+
+        def answer(request: dict[str, Any]) -> str:
+            lines = request["messages"][-1]["content"].splitlines()[1:]
+            sent = [json.loads(line) for line in lines]
+            moved = next(e["id"] for e in sent if "Tromsø" in json.dumps(e, ensure_ascii=False))
+            return reply({"event_ids": [moved], "type": "fact", "subject": "user",
+                          "attribute": "residence", "value": "tromsø", "change": True,
+                          "statement": "The user lives in Tromsø (moved there in May)."})
+
+        state.replies.append(answer)
+        cfg = settings.model_copy(update={
+            "extractor": "llm", "llm_base_url": url, "llm_model": "scripted",
+            "llm_api_key": SecretStr(API_KEY), "llm_max_retries": 0,
+        })
+        res = build_resources(cfg)
+        try:
+            user = Scope(tenant="acme", agent="assistant", user="u42")
+            with MemoryClient(cfg, client=res.redis, tenant="acme", agent="assistant",
+                              user="u42") as client:
+                client.emit_many([
+                    {"content": "I moved to Tromsø in May, the winters are long."},
+                    {"content": "My token is ghp_abcdefghijklmnopqrstuvwxyz0123456789, "
+                                "keep it."},
+                ])
+            while drain_once(redis=res.redis, keys=res.keys, engine=res.engine, settings=cfg,
+                             consumer="test").read:
+                pass
+            report = run_consolidation(res, scope_key=user.key, pipeline=consolidate_scope)
+            result = Reader(res).search(build_request("where does the user live", scope=user,
+                                                      k=3))
+        finally:
+            res.close()
+        assert report.llm_calls == 1 and report.events == 2
+        assert [c.statement for c in result.flat()][:1] == [
+            "The user lives in Tromsø (moved there in May)."]
+        [request] = state.requests
+        assert request["model"] == "scripted"
+        prompt = json.dumps(request, ensure_ascii=False)
+        assert "Tromsø" in prompt
+        assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in prompt  # redacted first

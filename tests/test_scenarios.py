@@ -8,24 +8,71 @@ through the SDK's emit, the consolidate task's code, the lifecycle pipelines and
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from sleepmem.evals.scenarios import run_story
+from sleepmem.evals.scenarios import run_story, unknown_keys
 from sleepmem.pipelines.ports import Embedder
 
-SCENARIOS = Path(
-    os.environ.get(
-        "SLEEPMEM_SCENARIOS_DIR", Path(__file__).resolve().parents[2] / "shared" / "scenarios"
-    )
-)
+
+def _shared_scenarios() -> Path:
+    """SLEEPMEM_SCENARIOS_DIR, else the nearest ``shared/scenarios`` beside the repository
+    or one of its parents (a worktree may sit a level deeper than the main checkout)."""
+    if os.environ.get("SLEEPMEM_SCENARIOS_DIR"):
+        return Path(os.environ["SLEEPMEM_SCENARIOS_DIR"])
+    repo = Path(__file__).resolve().parents[1]
+    for parent in repo.parents:
+        if (parent / "shared" / "scenarios").is_dir():
+            return parent / "shared" / "scenarios"
+    return repo.parent / "shared" / "scenarios"
+
+
+SCENARIOS = _shared_scenarios()
 # Our own stories of the same kinds, worded differently: the shared ones are not special.
 OWN = Path(__file__).parent / "stories"
 STORIES = [
     *(sorted(SCENARIOS.glob("*.toml")) if SCENARIOS.is_dir() else []),
     *sorted(OWN.glob("*.toml")),
 ]
+
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def test_the_shared_stories_are_there() -> None:
+    """Missing stories would shrink the run silently: in CI that is an error, elsewhere a
+    recorded skip."""
+    found = sorted(SCENARIOS.glob("*.toml")) if SCENARIOS.is_dir() else []
+    if not found:
+        message = (f"no shared stories in {SCENARIOS}: check out ../shared next to the "
+                   "repository or set SLEEPMEM_SCENARIOS_DIR")
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.mark.parametrize("story", STORIES, ids=[f"{p.parent.name}/{p.stem}" for p in STORIES])
+def test_every_story_uses_only_keys_the_runner_knows(story: Path) -> None:
+    assert unknown_keys(tomllib.loads(story.read_text(encoding="utf-8")), story.name) == []
+
+
+def test_a_typo_in_a_check_fails_the_story_naming_file_and_step(tmp_path: Path) -> None:
+    story = tmp_path / "typo.toml"
+    story.write_text(
+        'name = "typo"\nscope = { tenant = "acme", agent = "bot", user = "ann" }\n'
+        '[[step]]\nemit = { content = "I live in Graz." }\n'
+        '[[step]]\nconsolidate = true\n'
+        '[[step]]\ncheck = { search = "where?", top_1 = "Graz" }\n'
+        '[[step]]\nchek = { search = "where?", top1 = "Graz" }\n',
+        encoding="utf-8",
+    )
+    result = run_story(story)
+    assert result.passed is False and result.checks == []
+    assert result.error is not None
+    assert "typo.toml step 3: unknown check key 'top_1'" in result.error
+    assert "typo.toml step 4: unknown key 'chek'" in result.error
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from sqlmodel import Session
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.errors import ValidationError
+from sleepmem.core.settings import Settings
 from sleepmem.models import ConflictGroup, Memory, Scope
 from sleepmem.pipelines.index import upsert_memories
 from sleepmem.pipelines.memories import new_memory
@@ -28,6 +29,14 @@ from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.retrieve import RankWeights, approx_tokens, search
 from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import build_request
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
+
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 EMBEDDER = HashingEmbedder()

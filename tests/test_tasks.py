@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import func
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 from support import wait_for
 
+from sleepmem.adapters.redis.hits import read_hits, record_hits
 from sleepmem.adapters.redis.locks import RedisLock
+from sleepmem.core.settings import Settings
 from sleepmem.models import RawEvent
 from sleepmem.resources import Resources
 from sleepmem.sdk import MemoryClient
+from sleepmem.services import refresh_job
 from sleepmem.tasks import names
 from sleepmem.tasks.maintenance import maintenance_task
 from sleepmem.workers.app import create_celery
 from sleepmem.workers.thread import ThreadWorker
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
 
 
 def raw_rows(res: Resources) -> int:
@@ -49,19 +62,29 @@ class TestDrainTask:
 
 
 class TestMaintenanceTask:
-    def test_a_maintenance_job_runs_with_its_counts_returned(self, resources: Resources) -> None:
-        calls: list[str] = []
+    def test_a_maintenance_job_runs_under_its_lease_and_returns_the_jobs_counts(
+        self, resources: Resources
+    ) -> None:
+        lease = resources.keys.job_lease("sleepmem.test_job")
+        held: list[int] = []
+        ids: list[str] = []
 
         def job(res: Resources, task_id: str) -> Mapping[str, Any]:
-            calls.append(task_id)
-            return {"swept": 3}
+            held.append(int(res.redis.exists(lease)))
+            ids.append(task_id)
+            return refresh_job(res, task_id)  # the real hourly job
 
+        # Two recorded search hits, on memories this store does not hold.
+        record_hits(resources.redis, resources.keys, ["gone-1", "gone-2"],
+                    at=datetime.now(UTC))
         app = create_celery(resources.settings, broker_url=resources.broker_url)
         task = maintenance_task(app, "sleepmem.test_job", job)
         result = task.apply(task_id="t-1").result
-        assert result == {"swept": 3}
-        assert calls == ["t-1"]
-        assert resources.redis.exists(resources.keys.job_lease("sleepmem.test_job")) == 0
+        assert (result["entries"], result["hits"], result["unknown_ids"]) == (1, 2, 2)
+        assert result["memories_hit"] == 0
+        assert read_hits(resources.redis, resources.keys) == []  # applied, then trimmed
+        assert (held, ids) == ([1], ["t-1"])
+        assert resources.redis.exists(lease) == 0
 
     def test_a_second_run_while_one_is_running_is_skipped(self, resources: Resources) -> None:
         calls: list[str] = []

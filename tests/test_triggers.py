@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis as redis_lib
+from celery.signals import task_retry
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 from support import wait_for
@@ -27,6 +28,14 @@ from sleepmem.services import run_consolidation
 from sleepmem.tasks import names
 from sleepmem.workers.app import create_celery
 from sleepmem.workers.thread import ThreadWorker
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
+
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -311,9 +320,15 @@ class TestConsolidateUnderLease:
         runs: list[tuple[float, float, str]] = []
         guard = threading.Lock()
 
+        deferred = threading.Event()
+
+        def on_retry(**_: Any) -> None:
+            deferred.set()
+
         def slow_pipeline(**kw: Any) -> ConsolidationReport:
             start = time.monotonic()
-            time.sleep(0.4)  # long enough that the second task arrives while this one runs
+            # Runs until the other task has arrived and been turned away by the lease.
+            deferred.wait(30)
             report = mark_picked_up(**kw)
             with guard:
                 runs.append((start, time.monotonic(), kw["task_id"]))
@@ -322,10 +337,15 @@ class TestConsolidateUnderLease:
         app = create_celery(
             resources.settings, broker_url=resources.broker_url, consolidate_pipeline=slow_pipeline
         )
-        with ThreadWorker(app, concurrency=2, queues=(names.QUEUE_CONSOLIDATE,)):
-            for _ in range(2):
-                app.send_task(names.CONSOLIDATE, args=[scope_key("ann")])
-            assert wait_for(lambda: len(runs) == 2)
+        task_retry.connect(on_retry, weak=False)
+        try:
+            with ThreadWorker(app, concurrency=2, queues=(names.QUEUE_CONSOLIDATE,)):
+                for _ in range(2):
+                    app.send_task(names.CONSOLIDATE, args=[scope_key("ann")])
+                assert wait_for(lambda: len(runs) == 2, timeout=60)
+        finally:
+            task_retry.disconnect(on_retry)
+        assert deferred.is_set(), "the second task never met the first one's lease"
         (_, end1, id1), (start2, _, id2) = sorted(runs)
         assert id1 != id2
         assert end1 <= start2, f"runs overlapped: {runs}"
@@ -340,12 +360,23 @@ class TestConsolidateUnderLease:
         app = create_celery(
             resources.settings, broker_url=resources.broker_url, consolidate_pipeline=mark_picked_up
         )
-        with ThreadWorker(app, concurrency=1, queues=(names.QUEUE_CONSOLIDATE,)):
-            app.send_task(names.CONSOLIDATE, args=[scope_key("ann")])
-            time.sleep(1.0)
-            assert pending_events(resources.engine, "ann") == 2
-            assert other_worker.release()
-            assert wait_for(lambda: pending_events(resources.engine, "ann") == 0)
+        deferred: list[str] = []
+
+        def on_retry(**_: Any) -> None:
+            deferred.append("retry")
+
+        task_retry.connect(on_retry, weak=False)
+        try:
+            with ThreadWorker(app, concurrency=1, queues=(names.QUEUE_CONSOLIDATE,)):
+                app.send_task(names.CONSOLIDATE, args=[scope_key("ann")])
+                # The task ran, met the held lease and was deferred: nothing consumed.
+                assert wait_for(lambda: bool(deferred), timeout=30)
+                assert pending_events(resources.engine, "ann") == 2
+                assert other_worker.release()
+                assert wait_for(lambda: pending_events(resources.engine, "ann") == 0,
+                                timeout=60)
+        finally:
+            task_retry.disconnect(on_retry)
 
     def test_a_tick_during_a_run_queues_nothing_and_the_run_frees_the_scope_when_done(
         self, resources: Resources
@@ -409,7 +440,7 @@ class TestConsolidateUnderLease:
             lost = ports.lease.lost  # type: ignore[attr-defined]
             seen.append(lost.is_set())
             resources.redis.set(resources.keys.lease(key), "another-worker")
-            seen.append(lost.wait(2.0))
+            seen.append(lost.wait(30))  # bounded; set by the next renewal (every 0.2 s)
             return ConsolidationReport(scope_key=kw["scope_key"])
 
         run_consolidation(resources, scope_key=key, pipeline=stolen)

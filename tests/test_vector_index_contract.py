@@ -25,7 +25,7 @@ from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.adapters.vectors.qdrant import QdrantIndex
 from sleepmem.core.errors import ConfigurationError, ValidationError
 from sleepmem.core.settings import Settings
-from sleepmem.models.scope import LEVELS, Scope
+from sleepmem.models.scope import Scope
 from sleepmem.pipelines.lexical import sparse_document, sparse_query
 from sleepmem.pipelines.ports import Hit, IndexFilter, IndexPoint, VectorIndex
 
@@ -460,9 +460,16 @@ class TestOpenIndex:
 
 
 def reference_visible(payload: dict[str, Any], flt: IndexFilter) -> bool:
-    """IndexFilter's rules written plainly, independent of the engine translation."""
-    stored = Scope(**{lvl: payload[lvl] for lvl in LEVELS})
-    if not flt.scope.sees(stored) or payload["hidden"]:
+    """IndexFilter's rules written plainly over the point's payload: an oracle independent
+    of the engine translation and of the production ``Scope.sees``."""
+    searcher = flt.scope
+    if payload["tenant"] != searcher.tenant:
+        return False
+    # Each narrower level of the point is unset (broader, visible) or the searcher's own.
+    for level in ("agent", "user", "project", "session"):
+        if payload[level] not in ("", getattr(searcher, level)):
+            return False
+    if payload["hidden"]:
         return False
     if flt.types is not None and payload["type"] not in flt.types:
         return False

@@ -24,3 +24,17 @@ def bench_consolidate(
     configure_logging(level="WARNING")  # stdout carries the one JSON object alone
     result = run_consolidate_bench(events=events, users=users, llm=llm)
     typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+@bench_app.command("extract")
+def bench_extract(
+    events: int = typer.Option(3000, help="chat turns to extract from"),
+    as_json: bool = typer.Option(True, "--json/--no-json", help="print one JSON object"),
+) -> None:
+    """Rules-extractor events/s on typical chat turns, against tokenising the same turns."""
+    from sleepmem.bench.extract import run_extract_bench
+    from sleepmem.core.logs import configure_logging
+
+    configure_logging(level="WARNING")  # stdout carries the one JSON object alone
+    result = run_extract_bench(events=events)
+    typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))

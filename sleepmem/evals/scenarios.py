@@ -244,11 +244,41 @@ def _has(text: str, want: str) -> bool:
     return want.casefold() in text.casefold()
 
 
+# The keys a story may use; anything else is a typo that would silently weaken a check.
+# (Emitted events need no list here: the event schema itself refuses unknown fields.)
+STORY_KEYS = frozenset({"name", "about", "scope", "step"})
+STEP_KEYS = frozenset({"emit", "consolidate", "advance", "sweep", "refresh", "check"})
+CHECK_KEYS = frozenset({"search", "scope", "k", "types", "as_of", "empty", "top1", "top",
+                        "absent", "conflict", "nowhere", "active", "count"})
+
+
+def unknown_keys(story: dict[str, Any], file: str) -> list[str]:
+    """Every key of ``story`` the runner would ignore, as "file step N: ..." lines."""
+    problems = [f"{file}: unknown key {k!r} (known: {', '.join(sorted(STORY_KEYS))})"
+                for k in story if k not in STORY_KEYS]
+    for i, step in enumerate(story.get("step", []), start=1):
+        for k in step:
+            if k not in STEP_KEYS:
+                problems.append(f"{file} step {i}: unknown key {k!r} "
+                                f"(known: {', '.join(sorted(STEP_KEYS))})")
+        check = step.get("check")
+        for k in check if isinstance(check, dict) else ():
+            if k not in CHECK_KEYS:
+                problems.append(f"{file} step {i}: unknown check key {k!r} "
+                                f"(known: {', '.join(sorted(CHECK_KEYS))})")
+    return problems
+
+
 def run_story(
     path: Path, *, settings: Settings | None = None, embedder: Embedder | None = None
 ) -> ScenarioResult:
     story = tomllib.loads(path.read_text(encoding="utf-8"))
     result = ScenarioResult(name=str(story.get("name", path.stem)), file=path.name)
+    problems = unknown_keys(story, path.name)
+    if problems:
+        result.passed = False
+        result.error = "; ".join(problems)
+        return result
     with tempfile.TemporaryDirectory(prefix="sleepmem-story-") as tmp, captured_logs() as logs:
         base = settings or Settings(_env_file=None)
         story_settings = base.model_copy(

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from lifecycle_support import (
     DAY,
-    SCOPE,
     T0,
     Clock,
     audit_ops,
@@ -252,4 +251,8 @@ class TestIndexFailures:
         assert report.index_deferred == 1
         assert row(engine, a.id).index_state == "pending"  # type: ignore[union-attr]
         assert row(engine, b.id).index_state == "indexed"  # type: ignore[union-attr]
-        assert SCOPE.tenant == "acme"
+        # The reconciler then writes the swept state into the index.
+        reconcile(engine=engine, index=ports.index, embedder=ports.embedder)
+        swept = row(engine, a.id)
+        assert swept is not None and swept.index_state == "indexed"
+        assert ports.index.payloads([a.id])[a.id]["status"] == swept.status

@@ -10,6 +10,7 @@ import redis as redis_lib
 from fastapi.testclient import TestClient
 from lifecycle_support import T0, Clock, current, ingest, say
 from pydantic import SecretStr
+from sqlalchemy.engine import Engine
 
 from sleepmem.api.app import create_app
 from sleepmem.core.keys import Keys
@@ -17,6 +18,14 @@ from sleepmem.core.settings import Settings
 from sleepmem.models import Scope
 from sleepmem.resources import Resources, build_resources
 from sleepmem.services import run_reconsolidation
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """Every test here runs on SQLite and again on PostgreSQL (``engine`` empties the shared
+    PostgreSQL database afterwards)."""
+    return settings.model_copy(update={"database_url": sql_url})
+
 
 ACME, GLOBEX = "acme-key-0123456789", "globex-key-0123456789"
 ANN = Scope(tenant="acme", agent="bot", user="ann")
