@@ -17,6 +17,7 @@ from sleepmem.models.cards import ConflictGroup
 from sleepmem.models.events import Role
 from sleepmem.models.scope import Scope
 
+
 def _aware(v: datetime | None) -> datetime | None:
     if v is None:
         return None

@@ -375,7 +375,7 @@ def _mirror_one(res: Resources, stored: Stored, docs: list[bytes], now: datetime
     key = scope.key
     with Session(res.engine) as session:
         have = set(session.execute(
-            select(SessionCheckpoint.version).where(
+            select(col(SessionCheckpoint.version)).where(
                 col(SessionCheckpoint.scope_key) == key,
                 col(SessionCheckpoint.version).in_(list(versions)),
             )
@@ -384,7 +384,8 @@ def _mirror_one(res: Resources, stored: Stored, docs: list[bytes], now: datetime
             if v in have:
                 continue
             session.add(SessionCheckpoint(
-                **scope.levels(), scope_key=key, version=v,
+                tenant=scope.tenant, agent=scope.agent, user=scope.user, project=scope.project,
+                session=scope.session, scope_key=key, version=v,
                 state=cp.state.model_dump(mode="json"), size_bytes=cp.size_bytes,
                 written_at=cp.updated_at, mirrored_at=now,
                 status=CheckpointStatus.live.value,
