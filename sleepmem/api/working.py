@@ -77,8 +77,11 @@ def _err(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ERROR}}}
 
 
-_COMMON: dict[int | str, dict[str, Any]] = {401: _err("No or invalid API key"), 403: _err("The key belongs to another tenant"),
-           422: _err("Invalid request; the field and its rule are named")}
+_COMMON: dict[int | str, dict[str, Any]] = {
+    401: _err("No or invalid API key"),
+    403: _err("The key belongs to another tenant"),
+    422: _err("Invalid request; the field and its rule are named"),
+}
 
 
 def _working(request: Request) -> WorkingMemory:
