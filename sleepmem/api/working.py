@@ -50,7 +50,9 @@ class _Route(APIRoute):
                 return await handler(request)
             except RequestValidationError as exc:
                 err = exc.errors()[0]
-                loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query")]
+                loc = [str(p) for p in err.get("loc", ())]
+                if loc and loc[0] in ("body", "query", "path"):
+                    loc = loc[1:]  # where FastAPI found it, not part of the field's name
                 raise ValidationError(".".join(loc) or "body", str(err.get("msg"))) from None
 
         return run
