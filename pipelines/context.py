@@ -2,10 +2,11 @@
 
 The prefix holds what stays true across turns (identity, standing preferences, active
 procedures). It is rendered from fields that change only when the memory itself changes
-(type, statement, id) in a fixed order (section, then when the memory was recorded, then
-id), so it is byte-identical from turn to turn until one of those memories is added,
-replaced or retired, and a model's prompt cache keeps hitting. Nothing volatile (scores,
-recency, access counts, the time) is rendered into it.
+(type, statement, id) in a fixed order (section, then newest recorded first, then id), so
+it is byte-identical from turn to turn until one of those memories is added, replaced or
+retired, and a model's prompt cache keeps hitting. Newest first: when the prefix budget is
+full, a memory just learned still gets in (and the oldest one of its section drops out).
+Nothing volatile (scores, recency, access counts, the time) is rendered into it.
 
 The dynamic part holds what this turn needs: the session's checkpoint, open conflict sets
 and the memories most relevant to the query, in that order, in the budget left over.
@@ -76,7 +77,7 @@ def prefix_memories(*, engine: Engine, scope: Scope, now: datetime, limit: int) 
             col(Memory.status) == MemoryStatus.active.value,
             or_(col(Memory.expires_at).is_(None), col(Memory.expires_at) > now),
         )
-        .order_by(rank, col(Memory.recorded_at), col(Memory.id))
+        .order_by(rank, col(Memory.recorded_at).desc(), col(Memory.id))
         .limit(limit)
     )
     with Session(engine) as session:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,7 +24,7 @@ from sqlalchemy import delete, select, update
 from sqlmodel import Session, col
 
 from sleepmem.adapters.redis import stream
-from sleepmem.adapters.redis.checkpoints import CheckpointStore, Stored
+from sleepmem.adapters.redis.checkpoints import CheckpointStore, PutOutcome, Stored
 from sleepmem.core.errors import ConflictError, NotFoundError, ValidationError
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import get_logger
@@ -72,6 +73,17 @@ def session_scope(scope: Scope | Mapping[str, Any]) -> Scope:
     return parsed
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedPut:
+    """A checkpoint write ready for the store: ``doc`` is the version's JSON as returned."""
+
+    where: Scope
+    digest: str
+    base: int
+    doc: bytes
+    at: float
+
+
 def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat()
 
@@ -91,14 +103,14 @@ class WorkingMemory:
 
     # -- checkpoints ---------------------------------------------------------------------
 
-    def put(
+    def prepare(
         self,
         scope: Scope | Mapping[str, Any],
         state: CheckpointState | Mapping[str, Any],
         *,
         base_version: int,
-    ) -> Checkpoint:
-        """Write version ``base_version + 1``; ConflictError if ``base_version`` is stale."""
+    ) -> PreparedPut:
+        """Validate, redact, bound and encode a write; no I/O (the API awaits the store)."""
         request = parse(CheckpointPut, {"scope": scope, "state": state,
                                         "base_version": base_version})
         where = session_scope(request.scope)
@@ -113,37 +125,48 @@ class WorkingMemory:
                 "SLEEPMEM_CHECKPOINT_MAX_BYTES",
             )
         now = self._now()
-        version = request.base_version + 1
-        doc = {
+        doc = orjson.dumps({
             "scope": where.model_dump(),
-            "version": version,
+            "version": request.base_version + 1,
             "state": orjson.Fragment(body),
             "updated_at": _iso(now),
             "size_bytes": len(body),
             "ended_at": None,
-        }
-        digest = scope_digest(where.key)
-        encoded = orjson.dumps(doc)
-        outcome = self.store.put(digest, base=request.base_version, doc=encoded,
-                                 at=now.timestamp())
-        if not outcome.written and outcome.version == 0 and self._reseed(where, digest):
+        })
+        return PreparedPut(where=where, digest=scope_digest(where.key),
+                           base=request.base_version, doc=doc, at=now.timestamp())
+
+    def put(
+        self,
+        scope: Scope | Mapping[str, Any],
+        state: CheckpointState | Mapping[str, Any],
+        *,
+        base_version: int,
+    ) -> Checkpoint:
+        """Write version ``base_version + 1``; ConflictError if ``base_version`` is stale."""
+        prepared = self.prepare(scope, state, base_version=base_version)
+        self.commit(prepared)
+        return Checkpoint.model_validate_json(prepared.doc)
+
+    def commit(self, prepared: PreparedPut, first: PutOutcome | None = None) -> None:
+        """Store a prepared write (or judge the outcome of an attempt made elsewhere)."""
+        p = prepared
+        outcome = first or self.store.put(p.digest, base=p.base, doc=p.doc, at=p.at)
+        if not outcome.written and outcome.version == 0 and self._reseed(p.where, p.digest):
             # Redis had lost the session (no AOF, flushed): it is back from the SQL mirror.
-            outcome = self.store.put(digest, base=request.base_version, doc=encoded,
-                                     at=now.timestamp())
-        if not outcome.written:
-            if outcome.ended:
-                raise ConflictError(
-                    f"session {where.session!r} has ended; its checkpoint is final. Start a "
-                    "new session to keep working", current_version=outcome.version,
-                )
+            outcome = self.store.put(p.digest, base=p.base, doc=p.doc, at=p.at)
+        if outcome.written:
+            return
+        if outcome.ended:
             raise ConflictError(
-                f"base_version {request.base_version} is stale: the checkpoint is at version "
-                f"{outcome.version}. Read it (GET), apply your change to it and write again "
-                f"with base_version {outcome.version}",
-                current_version=outcome.version,
+                f"session {p.where.session!r} has ended; its checkpoint is final. Start a "
+                "new session to keep working", current_version=outcome.version,
             )
-        return Checkpoint.model_validate(
-            {**doc, "state": clean, "updated_at": now}
+        raise ConflictError(
+            f"base_version {p.base} is stale: the checkpoint is at version "
+            f"{outcome.version}. Read it (GET), apply your change to it and write again "
+            f"with base_version {outcome.version}",
+            current_version=outcome.version,
         )
 
     def get(self, scope: Scope | Mapping[str, Any]) -> Checkpoint:

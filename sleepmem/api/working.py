@@ -23,8 +23,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
+from sleepmem.adapters.redis.checkpoints import AsyncCheckpointStore
 from sleepmem.api.auth import CallerTenant
+from sleepmem.api.state import api_state
 from sleepmem.core.errors import ForbiddenError, ValidationError
+from sleepmem.core.keys import scope_digest
 from sleepmem.models import Scope
 from sleepmem.models.working import (
     Checkpoint,
@@ -36,7 +39,7 @@ from sleepmem.models.working import (
     EventsAccepted,
     EvictRequest,
 )
-from sleepmem.working import WorkingMemory
+from sleepmem.working import WorkingMemory, session_scope
 
 
 class _Route(APIRoute):
@@ -94,6 +97,17 @@ def _working(request: Request) -> WorkingMemory:
     return wm
 
 
+def _async_store(request: Request) -> AsyncCheckpointStore:
+    # The request path awaits Redis on the loop's own client: no thread hop per request.
+    store: AsyncCheckpointStore | None = getattr(request.app.state, "checkpoints", None)
+    if store is None:
+        state = api_state(request)
+        store = request.app.state.checkpoints = AsyncCheckpointStore(
+            state.redis, state.keys, history=state.resources.settings.checkpoint_history
+        )
+    return store
+
+
 def _own(tenant: str | None, scope_tenant: str) -> None:
     if tenant is not None and scope_tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only use tenant {tenant!r}")
@@ -121,10 +135,14 @@ def _scope_param(scope: str, tenant: str | None) -> Scope:
 async def put_checkpoint(body: CheckpointPut, request: Request, tenant: CallerTenant) -> Response:
     _own(tenant, body.scope.tenant)
     wm = _working(request)
-    checkpoint = await run_in_threadpool(
-        wm.put, body.scope, body.state, base_version=body.base_version
+    prepared = wm.prepare(body.scope, body.state, base_version=body.base_version)
+    outcome = await _async_store(request).put(
+        prepared.digest, base=prepared.base, doc=prepared.doc, at=prepared.at
     )
-    return Response(checkpoint.model_dump_json(), media_type="application/json")
+    if not outcome.written:
+        # Stale, ended, or lost from Redis (re-seeded from SQL): the rare path, in a thread.
+        await run_in_threadpool(wm.commit, prepared, outcome)
+    return Response(prepared.doc, media_type="application/json")
 
 
 @router.get(
@@ -138,7 +156,10 @@ async def get_checkpoint(
     tenant: CallerTenant,
     scope: str = Query(description="scope key with a session: 't=…/a=…/u=…/p=…/s=SESSION'"),
 ) -> Response:
-    where = _scope_param(scope, tenant)
+    where = session_scope(_scope_param(scope, tenant))
+    stored = await _async_store(request).get(scope_digest(where.key))
+    if stored is not None and stored.ended is None:
+        return Response(stored.doc, media_type="application/json")
     wm = _working(request)
     return Response(await run_in_threadpool(wm.raw, where), media_type="application/json")
 

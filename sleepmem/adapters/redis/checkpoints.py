@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import redis
+import redis.asyncio as aioredis
 
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
@@ -150,3 +151,35 @@ class CheckpointStore:
         if v is not None and doc is not None:
             stored = Stored(version=int(v), doc=doc, ended=ended.decode() if ended else None)
         return stored, list(docs)
+
+
+class AsyncCheckpointStore:
+    """The request-path half of :class:`CheckpointStore` for an event loop (the API)."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys, *, history: int) -> None:
+        self._redis = client
+        self._keys = keys
+        self._history = max(1, history)
+        self._put = client.register_script(_PUT)
+
+    async def put(self, digest: str, *, base: int, doc: bytes, at: float) -> PutOutcome:
+        k = self._keys
+        try:
+            ok, version = await self._put(
+                keys=[k.checkpoint(digest), k.checkpoint_history(digest), k.checkpoints_dirty],
+                args=[base, doc, self._history, repr(at), digest],
+            )
+        except redis.RedisError as exc:
+            raise TransientError(f"checkpoint store unavailable: {exc}") from exc
+        return PutOutcome(written=ok == 1, version=int(version), ended=ok == -1)
+
+    async def get(self, digest: str) -> Stored | None:
+        try:
+            v, doc, ended = await self._redis.hmget(
+                self._keys.checkpoint(digest), "v", "doc", "ended"
+            )
+        except redis.RedisError as exc:
+            raise TransientError(f"checkpoint store unavailable: {exc}") from exc
+        if v is None or doc is None:
+            return None
+        return Stored(version=int(v), doc=doc, ended=ended.decode() if ended else None)
