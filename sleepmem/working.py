@@ -335,7 +335,10 @@ def _final_events(
             events.append({
                 **base, "event_id": f"{prefix}-v{version}-summary",
                 "kind": EventKind.observation.value, "role": Role.assistant.value,
-                "content": summary, "meta": {**provenance, "source": "checkpoint"},
+                "content": summary,
+                # The agent reports its own work: an observation it is sure of, not a
+                # guess (below 0.6 the gate would drop it as an inference).
+                "meta": {**provenance, "source": "checkpoint", "confidence": 0.9},
             })
         for i, fact in enumerate(state.verified):
             if fact.strip():
