@@ -383,3 +383,29 @@ class TestCrash:
             assert WorkingMemory(res).get(SCOPE).version == 3
         finally:
             res.close()
+
+
+class TestErasure:
+    def test_erasing_a_scope_removes_its_checkpoints_from_redis_and_sql(
+        self, wm: WorkingMemory, resources: Resources, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        from sleepmem.services import create_erase_job, run_erasure
+
+        bob = {**SCOPE, "user": "bob"}
+        wm.put(SCOPE, state(), base_version=0)
+        wm.put(bob, state(), base_version=0)
+        mirror_checkpoints(resources)  # one version in SQL and Redis ...
+        wm.put(SCOPE, state(current_step="x"), base_version=1)  # ... one in Redis only
+        ann = Scope(tenant="acme", agent="bot", user="ann").key
+        job = create_erase_job(resources, tenant="acme", scope_key=ann)
+        done = run_erasure(resources, job.id)
+        assert done.result["removed"]["checkpoints"] == 1
+        assert done.result["removed"]["checkpoint_versions"] == 1
+        with pytest.raises(NotFoundError):
+            wm.get(SCOPE)
+        digest = scope_digest(KEY)
+        assert not redis.exists(keys.checkpoint(digest), keys.checkpoint_history(digest))
+        assert redis.zscore(keys.checkpoints_dirty, digest) is None
+        assert wm.get(bob).version == 1  # a sibling's session is untouched
+        with Session(resources.engine) as s:
+            assert {r.user for r in s.exec(select(SessionCheckpoint))} == {"bob"}
