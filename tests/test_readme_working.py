@@ -64,7 +64,7 @@ def test_the_readme_agent_loop_checkpoints_every_step_and_ends_the_session(
             "user_message": "Book me the 9:14 to Vienna on Friday.",
         }
         source = loop_source().replace("import httpx\n", "")
-        exec(compile(source, str(README), "exec"), namespace)  # noqa: S102
+        exec(compile(source, str(README), "exec"), namespace)
         final = client.get("/v1/checkpoints",
                            params={"scope": "t=acme/a=travel/u=ann/p=/s=trip-42"}).json()
     assert ran == Counter({s.key: 1 for s in steps})
