@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
-from sqlalchemy import delete, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlmodel import Session, col
 
 from sleepmem.adapters.redis import stream
@@ -437,20 +437,15 @@ def retire_checkpoints(res: Resources, *, now: datetime | None = None) -> dict[s
     ended_before = now - timedelta(seconds=s.checkpoint_keep_s)
     idle_before = now - timedelta(seconds=s.checkpoint_idle_s)
     with Session(res.engine) as session:
-        latest = session.execute(
-            select(col(SessionCheckpoint.scope_key), col(SessionCheckpoint.status),
-                   col(SessionCheckpoint.ended_at), col(SessionCheckpoint.written_at))
+        # One row per session: its latest write and its end, judged in SQL.
+        written, ended = func.max(SessionCheckpoint.written_at), func.max(
+            SessionCheckpoint.ended_at)
+        doomed = sorted(session.execute(
+            select(col(SessionCheckpoint.scope_key))
             .where(col(SessionCheckpoint.status) != CheckpointStatus.archived.value)
-            .order_by(col(SessionCheckpoint.scope_key), col(SessionCheckpoint.version).desc())
-        ).all()
-        newest: dict[str, tuple[str, datetime | None, datetime]] = {}
-        for key, status, ended_at, written_at in latest:
-            newest.setdefault(key, (status, ended_at, written_at))
-        doomed = sorted(
-            key for key, (_status, ended_at, written_at) in newest.items()
-            if (ended_at is not None and _aware(ended_at) <= ended_before)
-            or (ended_at is None and _aware(written_at) <= idle_before)
-        )
+            .group_by(col(SessionCheckpoint.scope_key))
+            .having(or_(ended <= ended_before, and_(ended.is_(None), written <= idle_before)))
+        ).scalars())
         for start in range(0, len(doomed), MIRROR_PAGE):
             chunk = doomed[start:start + MIRROR_PAGE]
             session.execute(
@@ -469,10 +464,6 @@ def retire_checkpoints(res: Resources, *, now: datetime | None = None) -> dict[s
     for key in doomed:
         store.delete(scope_digest(key))
     return {"archived": len(doomed), "deleted": int(getattr(gone, "rowcount", 0) or 0)}
-
-
-def _aware(t: datetime) -> datetime:
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
 
 
 def checkpoint_job(res: Resources, task_id: str) -> dict[str, int]:

@@ -22,6 +22,7 @@ import pytest
 import redis as redis_lib
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy import delete as sa_delete
 from sqlmodel import Session, col, select
 from support import all_at_once, wait_for
 
@@ -409,3 +410,33 @@ class TestErasure:
         assert wm.get(bob).version == 1  # a sibling's session is untouched
         with Session(resources.engine) as s:
             assert {r.user for r in s.exec(select(SessionCheckpoint))} == {"bob"}
+
+
+class TestPostgres:
+    def test_mirror_reseed_and_retirement_work_on_postgresql(
+        self, settings: Settings, pg_database: str, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        res = build_resources(settings.model_copy(update={"database_url": pg_database}))
+        try:
+            wm = WorkingMemory(res)
+            wm.put(SCOPE, state(), base_version=0)
+            wm.put(SCOPE, state(current_step="send the ticket"), base_version=1)
+            assert mirror_checkpoints(res) == {"sessions": 1, "versions": 2}
+            digest = scope_digest(KEY)
+            redis.delete(keys.checkpoint(digest), keys.checkpoint_history(digest))
+            assert wm.get(SCOPE).state.current_step == "send the ticket"
+            assert [v.version for v in wm.history(SCOPE).versions] == [2, 1]
+            wm.end_session({"scope": SCOPE})
+            t0 = datetime.now(UTC)
+            checkpoint_job(res, "t")
+            res.clock = lambda: t0 + timedelta(seconds=res.settings.checkpoint_keep_s + 1)
+            assert checkpoint_job(res, "t")["archived"] == 1
+            res.clock = lambda: t0 + timedelta(
+                seconds=res.settings.checkpoint_keep_s + res.settings.checkpoint_delete_after_s
+                + 2)
+            assert checkpoint_job(res, "t")["deleted"] == 2
+        finally:
+            with Session(res.engine) as s:
+                s.execute(sa_delete(SessionCheckpoint))
+                s.commit()
+            res.close()
