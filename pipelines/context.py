@@ -67,12 +67,17 @@ class Line:
 
 
 def prefix_memories(*, engine: Engine, scope: Scope, now: datetime, limit: int) -> list[Line]:
-    """Current identity, preference and procedure memories the scope sees, in prefix order."""
+    """Current identity, preference and procedure memories the scope sees, in prefix order.
+
+    Standing ones only: a session's own ("just this time") memories are left to the
+    dynamic part, so the prefix does not change from one session to the next.
+    """
+    standing = scope.model_copy(update={"session": ""})
     rank = case({t: i for i, t in enumerate(PREFIX_TYPES)}, value=col(Memory.type))
     stmt = (
         select(col(Memory.id), col(Memory.type), col(Memory.statement), col(Memory.details))
         .where(
-            col(Memory.scope_key).in_(visible_scope_keys(scope)),
+            col(Memory.scope_key).in_(visible_scope_keys(standing)),
             col(Memory.type).in_(PREFIX_TYPES),
             col(Memory.status) == MemoryStatus.active.value,
             or_(col(Memory.expires_at).is_(None), col(Memory.expires_at) > now),
