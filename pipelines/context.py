@@ -48,11 +48,13 @@ def ref(memory_id: str) -> str:
 
 
 def visible_scope_keys(scope: Scope) -> list[str]:
-    """Every scope key a search in ``scope`` sees: each set level, or unset (DESIGN rule 10)."""
+    """Every consolidation scope key a search in ``scope`` sees: each level set or unset
+    (DESIGN rule 10). Memories keep their session in a column of its own, not in the key."""
+    levels = LEVELS[1:-1]
     choices = [("",) if not getattr(scope, lvl) else ("", getattr(scope, lvl))
-               for lvl in LEVELS[1:]]
+               for lvl in levels]
     return [
-        Scope(tenant=scope.tenant, **dict(zip(LEVELS[1:], combo, strict=True))).key
+        Scope(tenant=scope.tenant, **dict(zip(levels, combo, strict=True))).key
         for combo in itertools.product(*choices)
     ]
 
@@ -72,12 +74,12 @@ def prefix_memories(*, engine: Engine, scope: Scope, now: datetime, limit: int) 
     Standing ones only: a session's own ("just this time") memories are left to the
     dynamic part, so the prefix does not change from one session to the next.
     """
-    standing = scope.model_copy(update={"session": ""})
     rank = case({t: i for i, t in enumerate(PREFIX_TYPES)}, value=col(Memory.type))
     stmt = (
         select(col(Memory.id), col(Memory.type), col(Memory.statement), col(Memory.details))
         .where(
-            col(Memory.scope_key).in_(visible_scope_keys(standing)),
+            col(Memory.scope_key).in_(visible_scope_keys(scope)),
+            col(Memory.session) == "",
             col(Memory.type).in_(PREFIX_TYPES),
             col(Memory.status) == MemoryStatus.active.value,
             or_(col(Memory.expires_at).is_(None), col(Memory.expires_at) > now),
@@ -104,6 +106,7 @@ def open_conflicts(
         select(Memory)
         .where(
             col(Memory.scope_key).in_(visible_scope_keys(scope)),
+            col(Memory.session).in_(("", scope.session)),
             col(Memory.status) == MemoryStatus.pending_confirmation.value,
             col(Memory.conflict_set).is_not(None),
             or_(col(Memory.expires_at).is_(None), col(Memory.expires_at) > now),

@@ -105,6 +105,18 @@ class TestStablePrefix:
         assert "peanuts" not in erased.prefix.text
         assert erased.prefix_digest not in (before.prefix_digest, added.prefix_digest)
 
+    def test_a_just_this_time_instruction_stays_out_of_the_prefix(
+        self, res: Resources, builder: ContextBuilder
+    ) -> None:
+        before = turn(builder, "hello")
+        say(res, "Just this time, answer in French.", who=TURN)
+        with Session(res.engine) as s:
+            scoped = s.exec(select(Memory).where(col(Memory.session) == "s1")).all()
+        assert scoped, "the extractor kept the instruction at session scope"
+        after = turn(builder, "How should you answer?")
+        assert after.prefix.text == before.prefix.text
+        assert any("French" in i.statement for i in after.dynamic.items)
+
     def test_another_users_standing_memories_never_appear(
         self, res: Resources, builder: ContextBuilder
     ) -> None:
