@@ -155,6 +155,8 @@ class WorkingMemory:
         if not outcome.written and outcome.version == 0 and self._reseed(p.where, p.digest):
             # Redis had lost the session (no AOF, flushed): it is back from the SQL mirror.
             outcome = self.store.put(p.digest, base=p.base, doc=p.doc, at=p.at)
+        log.debug("checkpoint_put", tenant=p.where.tenant, scope=p.digest, base=p.base,
+                  written=outcome.written, version=outcome.version, bytes=len(p.doc))
         if outcome.written:
             return
         if outcome.ended:
@@ -171,17 +173,17 @@ class WorkingMemory:
 
     def get(self, scope: Scope | Mapping[str, Any]) -> Checkpoint:
         """The current version; NotFoundError when the session has none."""
-        where = session_scope(scope)
-        digest = scope_digest(where.key)
-        stored = self.store.get(digest)
-        if stored is None and self._reseed(where, digest):
-            stored = self.store.get(digest)
-        if stored is None:
-            raise NotFoundError(f"no checkpoint for session {where.session!r} in this scope")
+        stored = self._current(scope)
         return _checkpoint(stored.doc, stored.ended)
 
     def raw(self, scope: Scope | Mapping[str, Any]) -> bytes:
         """The current version as the JSON bytes :meth:`get` would return (no re-encoding)."""
+        stored = self._current(scope)
+        if stored.ended is None:
+            return stored.doc
+        return orjson.dumps({**orjson.loads(stored.doc), "ended_at": stored.ended})
+
+    def _current(self, scope: Scope | Mapping[str, Any]) -> Stored:
         where = session_scope(scope)
         digest = scope_digest(where.key)
         stored = self.store.get(digest)
@@ -189,9 +191,7 @@ class WorkingMemory:
             stored = self.store.get(digest)
         if stored is None:
             raise NotFoundError(f"no checkpoint for session {where.session!r} in this scope")
-        if stored.ended is None:
-            return stored.doc
-        return orjson.dumps({**orjson.loads(stored.doc), "ended_at": stored.ended})
+        return stored
 
     def history(self, scope: Scope | Mapping[str, Any], *, limit: int = 20) -> CheckpointHistory:
         """Versions newest first: the recent ones from Redis, older ones from the SQL mirror."""

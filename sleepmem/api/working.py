@@ -15,6 +15,7 @@ Checkpoint reads and writes are one Redis call each.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -28,6 +29,7 @@ from sleepmem.api.auth import CallerTenant
 from sleepmem.api.state import api_state
 from sleepmem.core.errors import ForbiddenError, ValidationError
 from sleepmem.core.keys import scope_digest
+from sleepmem.core.logs import get_logger
 from sleepmem.models import Scope
 from sleepmem.models.working import (
     Checkpoint,
@@ -61,6 +63,7 @@ class _Route(APIRoute):
         return run
 
 
+log = get_logger("sleepmem.api.working")
 router = APIRouter(prefix="/v1", tags=["working memory"], route_class=_Route)
 
 _ERROR = {
@@ -133,6 +136,7 @@ def _scope_param(scope: str, tenant: str | None) -> Scope:
     responses={**_COMMON, 409: _err("Stale base_version, or the session has ended")},
 )
 async def put_checkpoint(body: CheckpointPut, request: Request, tenant: CallerTenant) -> Response:
+    started = time.perf_counter()
     _own(tenant, body.scope.tenant)
     wm = _working(request)
     prepared = wm.prepare(body.scope, body.state, base_version=body.base_version)
@@ -142,6 +146,9 @@ async def put_checkpoint(body: CheckpointPut, request: Request, tenant: CallerTe
     if not outcome.written:
         # Stale, ended, or lost from Redis (re-seeded from SQL): the rare path, in a thread.
         await run_in_threadpool(wm.commit, prepared, outcome)
+    log.info("checkpoint.put", tenant=prepared.where.tenant, scope=prepared.digest,
+             version=prepared.base + 1, bytes=len(prepared.doc),
+             ms=round((time.perf_counter() - started) * 1000, 3))
     return Response(prepared.doc, media_type="application/json")
 
 

@@ -102,8 +102,8 @@ class RedisHotStore:
         for key in self._redis.scan_iter(match=f"{self._keys.namespace}:ckpt:*", count=1000):
             name = key.decode()
             digest = name.rsplit(":", 1)[-1]
-            if name != self._keys.checkpoint(digest):
-                continue  # a history list or the dirty set: judged with their hash
+            if name == self._keys.checkpoints_dirty or name != self._keys.checkpoint(digest):
+                continue  # the dirty set, or a history list (it goes with its hash)
             doc = self._redis.hget(key, "doc")
             try:
                 levels = orjson.loads(doc)["scope"] if doc else None
