@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import random
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,9 @@ from sleepmem.resources import Resources
 from sleepmem.working import WorkingMemory
 
 KEY = "langgraph"
-RETRIES = 3
+# LangGraph writes a super-step's task results from several threads at once; a saver
+# serialises its own writes, and re-reads on a conflict with another process's saver.
+RETRIES = 20
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
 
@@ -79,6 +82,7 @@ class SleepmemSaver(BaseCheckpointSaver[str]):
         self.wm = WorkingMemory(resources)
         self.base = {k: v for k, v in scope.items() if k != "session"}
         self.keep = max(1, keep)
+        self._writing = threading.Lock()
 
     # -- where a thread lives ------------------------------------------------------------
 
@@ -96,16 +100,17 @@ class SleepmemSaver(BaseCheckpointSaver[str]):
     def _update(self, scope: Scope, change: Any) -> None:
         """Apply ``change(graph_doc)`` and write it, re-reading on a version conflict: the
         change is keyed by checkpoint id, so re-applying it to a newer document is safe."""
-        for attempt in range(RETRIES):
-            version, doc = self._load(scope)
-            step = change(doc)
-            state = CheckpointState(current_step=step, variables={KEY: doc})
-            try:
-                self.wm.put(scope, state, base_version=version)
-                return
-            except ConflictError:
-                if attempt == RETRIES - 1:
-                    raise
+        with self._writing:
+            for attempt in range(RETRIES):
+                version, doc = self._load(scope)
+                step = change(doc)
+                state = CheckpointState(current_step=step, variables={KEY: doc})
+                try:
+                    self.wm.put(scope, state, base_version=version)
+                    return
+                except ConflictError:
+                    if attempt == RETRIES - 1:
+                        raise
 
     # -- BaseCheckpointSaver -------------------------------------------------------------
 
