@@ -39,7 +39,7 @@ PREFIX_SECTIONS: tuple[tuple[str, str], ...] = (
     ("procedure", "Procedures to follow"),
 )
 PREFIX_TYPES = tuple(t for t, _ in PREFIX_SECTIONS)
-REF_CHARS = 8  # "[#1a2b3c4d]": enough to tell a scope's memories apart, cheap in tokens
+REF_CHARS = 6  # "[#1a2b3c]": tells the memories of one context apart, ~6 cl100k tokens
 MAX_VALUE_CHARS = 400
 
 

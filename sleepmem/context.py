@@ -38,6 +38,7 @@ MAX_CONFLICT_SETS = 5
 # Prefix memories also match queries; ask search for a few more than k so that, once they
 # are left out of the dynamic part, k relevant ones remain.
 SEARCH_HEADROOM = 5
+MIN_LINE_TOKENS = 6
 
 
 class ContextBuilder:
@@ -54,11 +55,12 @@ class ContextBuilder:
         scope = req.scope
         budget = req.budget_tokens
 
-        lines = prefix_memories(engine=res.engine, scope=scope, now=now,
-                                limit=settings.context_prefix_max_items)
-        prefix, dropped_prefix = pack_prefix(
-            lines, budget=int(budget * settings.context_prefix_share), count=count_tokens
-        )
+        prefix_budget = int(budget * settings.context_prefix_share)
+        # A rendered line costs at least MIN_LINE_TOKENS (its id reference alone does):
+        # rows past what the budget could ever hold are not worth loading.
+        wanted = min(settings.context_prefix_max_items, prefix_budget // MIN_LINE_TOKENS + 1)
+        lines = prefix_memories(engine=res.engine, scope=scope, now=now, limit=wanted)
+        prefix, dropped_prefix = pack_prefix(lines, budget=prefix_budget, count=count_tokens)
         in_prefix = {i.id for i in prefix.items}
 
         checkpoint: Checkpoint | None = None

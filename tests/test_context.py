@@ -23,6 +23,7 @@ from sleepmem.core.tokens import count_tokens
 from sleepmem.evals.harness import ingest
 from sleepmem.models import Memory
 from sleepmem.models.working import ContextResult
+from sleepmem.pipelines.context import ref
 from sleepmem.resources import Resources
 from sleepmem.services import create_erase_job, run_erasure
 from sleepmem.working import WorkingMemory
@@ -70,7 +71,7 @@ class TestStablePrefix:
         assert "lives in Berlin" not in text  # a fact is not standing context
         assert {i.section for i in ctx.prefix.items} == {"identity", "preference"}
         for item in ctx.prefix.items:
-            assert f"[#{item.id[:8]}]" in text
+            assert ref(item.id) in text and item.id.startswith(ref(item.id)[2:-1])
 
     def test_the_prefix_is_byte_identical_across_turns_while_its_memories_stay(
         self, res: Resources, builder: ContextBuilder
