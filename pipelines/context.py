@@ -75,14 +75,20 @@ def prefix_memories(*, engine: Engine, scope: Scope, now: datetime, limit: int) 
     dynamic part, so the prefix does not change from one session to the next.
     """
     rank = case({t: i for i, t in enumerate(PREFIX_TYPES)}, value=col(Memory.type))
+    hidden = col(Memory.details)["hidden"].as_boolean()
     stmt = (
-        select(col(Memory.id), col(Memory.type), col(Memory.statement), col(Memory.details))
+        select(col(Memory.id), col(Memory.type), col(Memory.statement))
         .where(
             col(Memory.scope_key).in_(visible_scope_keys(scope)),
             col(Memory.session) == "",
             col(Memory.type).in_(PREFIX_TYPES),
-            col(Memory.status) == MemoryStatus.active.value,
+            # Written so that no index on status can serve it: SQLite otherwise walks the
+            # (status, expires_at) index over every active memory of every tenant (26 ms
+            # at 30k memories, measured) instead of the few hundred rows of these scopes.
+            col(Memory.status).op("||")("") == MemoryStatus.active.value,
             or_(col(Memory.expires_at).is_(None), col(Memory.expires_at) > now),
+            # Procedures below their minimum sample are hidden from search; here too.
+            or_(hidden.is_(None), hidden.is_(False)),
         )
         .order_by(rank, col(Memory.recorded_at).desc(), col(Memory.id))
         .limit(limit)
@@ -92,9 +98,7 @@ def prefix_memories(*, engine: Engine, scope: Scope, now: datetime, limit: int) 
     return [
         Line(id=mid, section=mtype, type=mtype, statement=statement,
              text=f"- {_one_line(statement)} {ref(mid)}")
-        for mid, mtype, statement, details in rows
-        # Procedures below their minimum sample are hidden from search; here too.
-        if not (details or {}).get("hidden")
+        for mid, mtype, statement in rows
     ]
 
 

@@ -217,3 +217,49 @@ class TestHttp:
         resp = http.post("/v1/context", json={"scope": TURN, "budget_tokens": 300})
         assert resp.status_code == 422
         assert resp.json()["error"]["field"] == "query"
+
+
+class TestProcedures:
+    def test_a_procedure_seen_too_few_times_stays_out_and_a_proven_one_is_in(
+        self, res: Resources, builder: ContextBuilder
+    ) -> None:
+        outcome = "deploying the api: run the migrations first -> success"
+        ingest(res, [{**ANN, "kind": "outcome", "content": outcome}])
+        assert "migrations" not in turn(builder, "hello").prefix.text  # 1 of 3 samples
+        ingest(res, [{**ANN, "kind": "outcome", "content": outcome} for _ in range(2)])
+        ctx = turn(builder, "hello")
+        assert "## Procedures to follow" in ctx.prefix.text and "migrations" in ctx.prefix.text
+
+
+def test_the_prefix_query_filters_hidden_procedures_on_postgresql(pg_database: str) -> None:
+    from datetime import UTC, datetime
+
+    from sleepmem.adapters.sql import make_engine
+    from sleepmem.models import Scope
+    from sleepmem.pipelines.context import prefix_memories
+    from sleepmem.pipelines.memories import new_memory
+    from sleepmem.pipelines.types import Candidate
+
+    engine = make_engine(pg_database)
+    owner = Scope(tenant="pgctx", agent="bot", user="ann")
+    now = datetime.now(UTC)
+    rows = []
+    for i, hidden in enumerate((True, False, None)):
+        details = {} if hidden is None else {"hidden": hidden}
+        rows.append(new_memory(Candidate(
+            type="procedure", statement=f"rule {i}", provenance=[f"pg-{i}"], valid_from=now,
+            scope=owner, attribute=f"r{i}", details=details,
+        ), scope_key=owner.key, now=now, ttl=None, extractor="test"))
+    try:
+        with Session(engine) as s:
+            s.add_all(rows)
+            s.commit()
+        shown = {line.statement for line in
+                 prefix_memories(engine=engine, scope=owner, now=now, limit=10)}
+        assert shown == {"rule 1", "rule 2"}
+    finally:
+        with Session(engine) as s:
+            for m in s.exec(select(Memory).where(col(Memory.tenant) == "pgctx")):
+                s.delete(m)
+            s.commit()
+        engine.dispose()
