@@ -13,6 +13,7 @@ from sleepmem.models.tables import (
     CURRENT_STATUSES,
     Audit,
     AuditMemory,
+    CheckpointStatus,
     DeadLetter,
     IndexState,
     Job,
@@ -21,6 +22,7 @@ from sleepmem.models.tables import (
     MemoryStatus,
     RawEvent,
     ScopeState,
+    SessionCheckpoint,
     Trust,
 )
 
@@ -31,6 +33,7 @@ __all__ = [
     "MEMORY_TYPES",
     "Audit",
     "AuditMemory",
+    "CheckpointStatus",
     "ConflictGroup",
     "DeadLetter",
     "Event",
@@ -48,5 +51,6 @@ __all__ = [
     "ScopeState",
     "SearchRequest",
     "SearchResult",
+    "SessionCheckpoint",
     "Trust",
 ]

@@ -229,3 +229,31 @@ class Job(SQLModel, table=True):
     created_at: datetime = _ts(nullable=False, default=_now)
     started_at: datetime | None = _ts(nullable=True)
     finished_at: datetime | None = _ts(nullable=True)
+
+
+class CheckpointStatus(StrEnum):
+    live = "live"
+    ended = "ended"
+    archived = "archived"
+
+
+class SessionCheckpoint(ScopeColumns, table=True):
+    """One mirrored version of a session's working-memory checkpoint.
+
+    Written at sleep time from Redis (where the request path writes); the newest version
+    is what a session resumes from if Redis lost it. Kept ``checkpoint_keep_s`` after the
+    session ends, then archived, then deleted after ``checkpoint_delete_after_s``.
+    """
+
+    __tablename__ = "session_checkpoint"
+    __table_args__ = (Index("ix_session_checkpoint_status", "status", "written_at"),)
+
+    scope_key: str = Field(primary_key=True, max_length=700)
+    version: int = Field(primary_key=True)
+    state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    size_bytes: int = 0
+    written_at: datetime = _ts(nullable=False)
+    mirrored_at: datetime = _ts(nullable=False, default=_now)
+    ended_at: datetime | None = _ts(nullable=True)
+    archived_at: datetime | None = _ts(nullable=True)
+    status: str = Field(default=CheckpointStatus.live.value, max_length=16)

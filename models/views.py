@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sleepmem.models.cards import ConflictGroup, MemoryCard
 from sleepmem.models.tables import Memory
 
 Verdict = Literal["helpful", "wrong"]
@@ -74,14 +73,6 @@ class FeedbackBody(BaseModel):
 
     verdict: Verdict = Field(description="helpful: importance up; wrong: the memory is invalidated")
     note: str = Field(default="", max_length=500, description="kept in the audit row")
-
-
-class ContextResult(BaseModel):
-    """Cards rendered as prompt text within a token budget."""
-
-    text: str
-    tokens: int
-    cards: list[MemoryCard | ConflictGroup]
 
 
 class JobView(BaseModel):

@@ -140,6 +140,11 @@ class HotStore(Protocol):
 
     def erase_scope_markers(self, scope_keys: Sequence[str]) -> int: ...
 
+    def erase_checkpoints(self, covers: Callable[[dict[str, str]], bool]) -> int:
+        """Drop the session checkpoints (and their history) whose scope ``covers`` accepts,
+        mirrored to SQL or not yet; the count of sessions."""
+        ...
+
 
 class LeaseGuard(Protocol):
     """The lease a run holds (one scope's consolidation lease)."""

@@ -127,6 +127,14 @@ def lifecycle_jobs(settings: Settings) -> list[Periodic]:
             misfire_grace_s=300,
             dedup_ttl_s=600,
         ),
+        # Session checkpoints: mirror new versions to SQL, retire ended and idle sessions.
+        Periodic(
+            names.CHECKPOINTS,
+            IntervalTrigger(minutes=1, start_date=GRID_ORIGIN, timezone=UTC),
+            _every(60),
+            misfire_grace_s=60,
+            dedup_ttl_s=120,
+        ),
     ]
 
 

@@ -33,7 +33,8 @@ from sleepmem.core.errors import (
 )
 from sleepmem.core.localkey import read_local_key
 from sleepmem.models import LEVELS, Scope, SearchResult
-from sleepmem.models.views import ContextResult, JobView, MemoryPage, MemoryView
+from sleepmem.models.views import JobView, MemoryPage, MemoryView
+from sleepmem.models.working import ContextResult
 from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
 from sleepmem.pipelines.lifecycle.explain import Explanation
 
@@ -173,9 +174,9 @@ class _Calls:
                 "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
         return Call("POST", "/v1/search", json=body, parse=SearchResult)
 
-    def _context(self, query: str, scope: Any, max_tokens: int, k: int) -> Call:
+    def _context(self, query: str, scope: Any, budget_tokens: int, k: int) -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
-                "max_tokens": max_tokens}
+                "budget_tokens": budget_tokens}
         return Call("POST", "/v1/context", json=body, parse=ContextResult)
 
     def _list(self, scope: Any, type: str | Sequence[str] | None,
@@ -265,9 +266,11 @@ class Client(_Calls):
         return result
 
     def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
-                max_tokens: int = 800, k: int = 10) -> ContextResult:
-        """Memory cards rendered as prompt text, within ``max_tokens``."""
-        result: ContextResult = self._send(self._context(query, scope, max_tokens, k))
+                budget_tokens: int = 800, k: int = 10) -> ContextResult:
+        """What memory knows for this turn, within ``budget_tokens``: a stable prefix
+        (identity, standing preferences, procedures) and the part relevant to ``query``
+        (with the session's checkpoint when the scope names a session); ``.text`` is both."""
+        result: ContextResult = self._send(self._context(query, scope, budget_tokens, k))
         return result
 
     def get(self, memory_id: str) -> MemoryView:
@@ -407,8 +410,8 @@ class AsyncClient(_Calls):
         return result
 
     async def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
-                      max_tokens: int = 800, k: int = 10) -> ContextResult:
-        result: ContextResult = await self._send(self._context(query, scope, max_tokens, k))
+                      budget_tokens: int = 800, k: int = 10) -> ContextResult:
+        result: ContextResult = await self._send(self._context(query, scope, budget_tokens, k))
         return result
 
     async def get(self, memory_id: str) -> MemoryView:

@@ -57,12 +57,12 @@ def build_server(
 
     @server.tool(description="Recall what memory holds about a question: short cards, "
                              "best first, within a token budget.")
-    async def recall(query: str, ctx: Context, k: int = 5, max_tokens: int = 600,
+    async def recall(query: str, ctx: Context, k: int = 5, budget_tokens: int = 600,
                      agent: str = "", user: str = "") -> str:
         client = await client_for(ctx)
         async with client:
             result = await client.context(query, scope(agent, user) or None,
-                                          max_tokens=max_tokens, k=k)
+                                          budget_tokens=budget_tokens, k=k)
         return result.text or "(nothing remembered about this yet)"
 
     @server.tool(description="Erase one memory from every store, for good.")

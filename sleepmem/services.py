@@ -46,7 +46,6 @@ from sleepmem.models import (
     LEVELS,
     MEMORY_TYPES,
     Audit,
-    ConflictGroup,
     IndexState,
     Job,
     JobStatus,
@@ -54,10 +53,9 @@ from sleepmem.models import (
     MemoryStatus,
     Scope,
     ScopeState,
-    SearchResult,
     Trust,
 )
-from sleepmem.models.views import ContextResult, MemoryPage, MemoryView
+from sleepmem.models.views import MemoryPage, MemoryView
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.consolidate import ConsolidationReport
 from sleepmem.pipelines.index import apply_to_index, reconcile
@@ -704,16 +702,3 @@ def memory_history(res: Resources, *, memory_id: str, tenant: str | None) -> lis
             .order_by(col(Memory.version), col(Memory.recorded_at))
         ).all()
         return [MemoryView.of(m) for m in rows]
-
-
-def render_context(result: SearchResult) -> ContextResult:
-    """Cards as prompt lines, in rank order: what an agent pastes under 'What you know'."""
-    lines: list[str] = []
-    for card in result.cards:
-        if isinstance(card, ConflictGroup):
-            sides = " | ".join(s.statement for s in card.sides)
-            lines.append(f"- [unresolved conflict] {sides}")
-        else:
-            lines.append(f"- [{card.type}, since {card.valid_from:%Y-%m-%d}] {card.statement}")
-    text = "\n".join(lines)
-    return ContextResult(text=text, tokens=result.tokens, cards=result.cards)

@@ -1,6 +1,7 @@
 """Lifecycle tasks, all on the maintenance queue.
 
-- ``sleepmem.sweep``, ``sleepmem.refresh``, ``sleepmem.reconcile``: scheduled maintenance
+- ``sleepmem.sweep``, ``sleepmem.refresh``, ``sleepmem.reconcile``, ``sleepmem.checkpoints``
+  (mirror session checkpoints to SQL, retire old ones): scheduled maintenance
   jobs, wrapped by :func:`sleepmem.tasks.maintenance.maintenance_task` (one run at a time,
   retries).
 - ``sleepmem.reconsolidate(job_id)`` and ``sleepmem.erase(job_id)``: operator jobs whose
@@ -28,11 +29,13 @@ from sleepmem.services import (
 )
 from sleepmem.tasks import maintenance, names, retry
 from sleepmem.tasks.context import current_resources
+from sleepmem.working import checkpoint_job
 
 MAINTENANCE_JOBS: dict[str, MaintenanceJob] = {
     names.SWEEP: sweep_job,
     names.REFRESH: refresh_job,
     names.RECONCILE: reconcile_job,
+    names.CHECKPOINTS: checkpoint_job,
 }
 
 

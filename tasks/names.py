@@ -14,6 +14,7 @@ RECONCILE = "sleepmem.reconcile"
 INDEX_MAINTENANCE = "sleepmem.index_maintenance"
 RECONSOLIDATE = "sleepmem.reconsolidate"
 ERASE = "sleepmem.erase"
+CHECKPOINTS = "sleepmem.checkpoints"
 
 QUEUE_DRAIN = "drain"
 QUEUE_CONSOLIDATE = "consolidate"

@@ -287,7 +287,8 @@ class TestTwoSchedulers:
             available=(names.REFRESH,),
         )
         assert [j.task for j in s.periodic] == [names.REFRESH]
-        assert s.skipped == sorted((names.SWEEP, names.RECONCILE, names.INDEX_MAINTENANCE))
+        assert s.skipped == sorted((names.SWEEP, names.RECONCILE, names.INDEX_MAINTENANCE,
+                                    names.CHECKPOINTS))
 
 
 CHILD = """

@@ -31,7 +31,17 @@ from sqlmodel import col
 from sleepmem.core.errors import ConfigurationError, NotFoundError
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import get_logger
-from sleepmem.models import LEVELS, Audit, DeadLetter, Job, Memory, RawEvent, Scope, ScopeState
+from sleepmem.models import (
+    LEVELS,
+    Audit,
+    DeadLetter,
+    Job,
+    Memory,
+    RawEvent,
+    Scope,
+    ScopeState,
+    SessionCheckpoint,
+)
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.ports import HotStore, Ports, VectorIndex
 from sleepmem.pipelines.store import audit_row
@@ -133,6 +143,10 @@ def erase_scope(
                     conn.execute(sa.delete(ScopeState).where(within(ScopeState, target)))
                 )
                 removed["jobs"] = _erase_jobs(conn, target, keep_job)
+                removed["checkpoint_versions"] = _rowcount(conn.execute(
+                    sa.delete(SessionCheckpoint).where(within(SessionCheckpoint, target))
+                ))
+            removed["checkpoints"] = hot.erase_checkpoints(lambda levels: covers(target, levels))
             removed["hit_entries"] = hot.erase_hits(set(ids))
             removed["redis_keys"] = hot.erase_scope_markers(scope_keys)
         receipt = DeletionReceipt(

@@ -15,13 +15,14 @@ from starlette.concurrency import run_in_threadpool
 
 from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
-from sleepmem.api import health, ingest, inspect, jobs, memories, metrics, search, ui
+from sleepmem.api import health, ingest, inspect, jobs, memories, metrics, search, ui, working
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.state import ApiState
 from sleepmem.api.tracing import TracingMiddleware
 from sleepmem.core import tracing
 from sleepmem.core.errors import (
     AuthError,
+    ConflictError,
     ForbiddenError,
     NotFoundError,
     SleepmemError,
@@ -39,7 +40,7 @@ log = get_logger("sleepmem.api")
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
     health.router, ingest.router, search.router, jobs.router, memories.router, metrics.router,
-    inspect.router, ui.router,
+    inspect.router, ui.router, working.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
@@ -47,6 +48,7 @@ _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
     (AuthError, 401),
     (ForbiddenError, 403),
     (NotFoundError, 404),
+    (ConflictError, 409),
     (TransientError, 503),
 )
 
@@ -144,6 +146,8 @@ async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
     else:
         message = str(exc) if status < 500 or status == 503 else "internal error"
         body = {"error": {"message": message}}
+        if isinstance(exc, ConflictError):
+            body["error"]["current_version"] = exc.current_version
     headers = {}
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"

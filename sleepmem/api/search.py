@@ -13,7 +13,6 @@ from sleepmem.api.auth import CallerTenant
 from sleepmem.api.errors import ERROR_RESPONSES
 from sleepmem.core.errors import ForbiddenError
 from sleepmem.models import SearchResult
-from sleepmem.models.views import ContextResult
 from sleepmem.reader import Reader, build_request
 
 router = APIRouter(prefix="/v1", tags=["search"], responses=ERROR_RESPONSES)
@@ -49,26 +48,3 @@ async def search(body: SearchBody, request: Request, tenant: CallerTenant) -> Se
     reader = Reader(request.app.state.resources)
     # The embedded index and the embedder are blocking calls: keep them off the loop.
     return await run_in_threadpool(reader.search, req)
-
-
-class ContextBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    query: Any = Field(description="what the agent is about to answer")
-    scope: dict[str, Any] = Field(description="tenant, agent, user, project, session")
-    max_tokens: int = Field(default=800, description="token budget for the rendered cards")
-    k: Any = Field(default=10, description="most cards to consider, 1..100")
-    types: list[str] | None = Field(default=None, description="memory types to keep")
-
-
-@router.post("/context", response_model=ContextResult,
-             summary="Memory cards rendered as prompt text within a token budget")
-async def context(body: ContextBody, request: Request, tenant: CallerTenant) -> ContextResult:
-    from sleepmem.services import render_context
-
-    req = build_request(body.query, scope=body.scope, k=body.k, types=body.types,
-                        max_tokens=body.max_tokens)
-    if tenant is not None and req.scope.tenant != tenant:
-        raise ForbiddenError(f"scope.tenant: this API key may only read tenant {tenant!r}")
-    reader = Reader(request.app.state.resources)
-    return render_context(await run_in_threadpool(reader.search, req))

@@ -33,6 +33,17 @@ class NotFoundError(SleepmemError):
     """The named memory, job or scope does not exist (HTTP 404)."""
 
 
+class ConflictError(SleepmemError):
+    """A write named a version that is no longer current (HTTP 409); nothing was written.
+
+    ``current_version`` is what the writer must read (and merge with) before it retries.
+    """
+
+    def __init__(self, message: str, *, current_version: int) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
 class ConfigurationError(SleepmemError):
     """Settings that cannot work together; raised at start-up, never mid-request."""
 

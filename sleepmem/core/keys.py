@@ -61,5 +61,19 @@ class Keys:
         """Dedup key for a scheduled enqueue, so a double fire is harmless."""
         return f"{self.namespace}:once:{name}:{slot}"
 
+    def checkpoint(self, digest: str) -> str:
+        """Hash of a session's working-memory checkpoint (by ``scope_digest`` of the session's
+        scope key): version, document, end time."""
+        return f"{self.namespace}:ckpt:{digest}"
+
+    def checkpoint_history(self, digest: str) -> str:
+        """List of a session's latest checkpoint documents, newest first (trimmed)."""
+        return f"{self.namespace}:ckpt:h:{digest}"
+
+    @property
+    def checkpoints_dirty(self) -> str:
+        """Sorted set: digests of checkpoints written since their last SQL mirror."""
+        return f"{self.namespace}:ckpt:dirty"
+
     def pattern(self) -> str:
         return f"{self.namespace}:*"

@@ -147,6 +147,17 @@ class Settings(BaseSettings):
     recency_half_life_s: float = 30 * DAY
     candidates: int = 50
 
+    # -- working memory (session checkpoints, per-turn context) -------------------------
+    checkpoint_max_bytes: int = 256 * 1024
+    checkpoint_history: int = 20
+    checkpoint_keep_s: float = 7 * DAY
+    checkpoint_idle_s: float = 30 * DAY
+    checkpoint_delete_after_s: float = 30 * DAY
+    context_prefix_share: float = 0.4
+    context_checkpoint_share: float = 0.3
+    context_k: int = 10
+    context_prefix_max_items: int = 200
+
     log_level: str = "INFO"
     log_json: bool = True
     # Each process upgrades the schema at start (under a lock on PostgreSQL). Off: a

@@ -1,7 +1,8 @@
 """The Redis side of erasure: what the request path keeps outside SQL for a scope.
 
 Implements :class:`sleepmem.pipelines.ports.HotStore` over the ingest stream, the
-retrieval-hit stream, the consolidation leases and the per-scope queued markers.
+retrieval-hit stream, the consolidation leases, the per-scope queued markers and the
+session checkpoints.
 """
 
 from __future__ import annotations
@@ -93,6 +94,28 @@ class RedisHotStore:
         """Queued markers now; the leases go when the erasure releases them."""
         doomed = [self._keys.queued(k) for k in scope_keys]
         return int(self._redis.delete(*doomed)) if doomed else 0
+
+    def erase_checkpoints(self, covers: Callable[[dict[str, str]], bool]) -> int:
+        """Session checkpoints live under a hash of their scope; the document names it."""
+        doomed: list[str] = []
+        erased = 0
+        for key in self._redis.scan_iter(match=f"{self._keys.namespace}:ckpt:*", count=1000):
+            name = key.decode()
+            digest = name.rsplit(":", 1)[-1]
+            if name == self._keys.checkpoints_dirty or name != self._keys.checkpoint(digest):
+                continue  # the dirty set, or a history list (it goes with its hash)
+            doc = self._redis.hget(key, "doc")
+            try:
+                levels = orjson.loads(doc)["scope"] if doc else None
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                levels = None
+            if levels is not None and covers(levels):
+                doomed += [self._keys.checkpoint(digest), self._keys.checkpoint_history(digest)]
+                self._redis.zrem(self._keys.checkpoints_dirty, digest)
+                erased += 1
+        if doomed:
+            self._redis.delete(*doomed)
+        return erased
 
     def _entries(self, key: str) -> Iterator[tuple[bytes, dict[bytes, bytes]]]:
         start = "-"
