@@ -38,7 +38,9 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('scope_key', 'version')
     )
     with op.batch_alter_table('session_checkpoint', schema=None) as batch_op:
-        batch_op.create_index('ix_session_checkpoint_status', ['status', 'written_at'], unique=False)
+        batch_op.create_index(
+            'ix_session_checkpoint_status', ['status', 'written_at'], unique=False
+        )
         batch_op.create_index(batch_op.f('ix_session_checkpoint_tenant'), ['tenant'], unique=False)
 
     # ### end Alembic commands ###
