@@ -59,11 +59,32 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_NUL = "\x00"
+NUL_RULE = (
+    "holds a NUL character (\\x00), which PostgreSQL cannot store; remove it or escape it "
+    "(for example as \\u0000 inside the text)"
+)
+SURROGATE_RULE = (
+    "holds a lone surrogate (a code point in U+D800-U+DFFF), which is not valid UTF-8; "
+    "decode the text with errors='replace' before sending it"
+)
+
+
 def _content_size(v: str, info: ValidationInfo) -> str:
+    # Refused here, before the 202: every backend must be able to store what was accepted.
+    if _NUL in v:
+        raise ValueError("content " + NUL_RULE)
+    if not v.isascii():
+        try:
+            encoded = v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("content " + SURROGATE_RULE) from None
+    else:
+        encoded = b""
     limit = _limits(info).content_max_bytes
     if len(v) * 4 <= limit:  # UTF-8 spends at most 4 bytes a character
         return v
-    size = len(v.encode("utf-8"))
+    size = len(encoded or v.encode("utf-8"))
     if size > limit:
         raise ValueError(
             f"content is {size} bytes, over the limit of {limit}; split it into several "
@@ -74,15 +95,23 @@ def _content_size(v: str, info: ValidationInfo) -> str:
 
 def _aware(v: datetime) -> datetime:
     # A naive time is taken as UTC: agents mostly log in UTC and refusing would lose data.
-    return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    try:
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+05:00 is before year 1 in UTC
+        raise ValueError(
+            "is outside the supported range: give a UTC time between 0001-01-02 and 9999-12-30"
+        ) from None
 
 
 def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
     limit = _limits(info).meta_max_bytes
     try:
-        size = len(orjson.dumps(v))
+        dumped = orjson.dumps(v)
     except TypeError as exc:
         raise ValueError(f"meta must be a JSON object of plain values: {exc}") from None
+    size = len(dumped)
+    if b"\\u0000" in dumped:  # orjson writes a NUL, in a key or a value, as \u0000
+        raise ValueError("meta " + NUL_RULE)
     if size > limit:
         raise ValueError(
             f"meta is {size} bytes of JSON, over the limit of {limit}; keep meta small "

@@ -26,10 +26,10 @@ B64 = ALNUM + "+/"
 B64URL = ALNUM + "-_"
 HEX = "0123456789abcdef"
 LOWER_ALNUM = string.ascii_lowercase + string.digits
-WORDS = (
+WORDS = tuple(
     "correct horse battery staple orange river violet marble canyon lantern pepper "
-    "thunder willow copper meadow falcon harbor velvet quartz saddle"
-).split()
+    "thunder willow copper meadow falcon harbor velvet quartz saddle".split(" ")
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +178,8 @@ for _name, (_en, _zh, _make) in _TOKENS.items():
 @_kind("basic_auth_url")
 def _basic_url(r: random.Random) -> Phrase:
     s = _password(r)
-    return f"db is postgres://app:{s}@db.internal:5432/prod", f"数据库 mysql://root:{s}@10.0.0.5/app", s
+    en = f"db is postgres://app:{s}@db.internal:5432/prod"
+    return en, f"数据库 mysql://root:{s}@10.0.0.5/app", s
 
 
 @_kind("basic_auth_header")
@@ -234,14 +235,17 @@ _LABELLED: dict[str, tuple[list[str], list[str], Callable[[random.Random], str]]
                  lambda r: _pick(r, string.digits, 8)),
     "pin": (["my PIN is {s}", "PIN: {s}", "card pin {s}"], ["银行卡 PIN {s}", "pin 是 {s}"],
             lambda r: _pick(r, "123456789", 6)),
-    "zh_payment_password": (["payment password: {s}"], ["支付密码 {s}", "支付密码是{s}", "支付密码为：{s}"],
+    "zh_payment_password": (["payment password: {s}"],
+                            ["支付密码 {s}", "支付密码是{s}", "支付密码为：{s}"],
                             lambda r: _pick(r, "123456789", 6)),
-    "zh_new_password": (["new password is {s}"], ["新密码是{s}", "新密码设置为{s}", "新密码改成了 {s}"],
+    "zh_new_password": (["new password is {s}"],
+                        ["新密码是{s}", "新密码设置为{s}", "新密码改成了 {s}"],
                         _password),
     "verification_code": (["your verification code is {s}", "OTP: {s}", "{s} is your login code"],
                           ["验证码：{s}", "您的验证码为 {s}，5分钟内有效", "{s}是您的验证码"],
                           lambda r: _pick(r, "123456789", 6)),
-    "card_spaces": (["card {s} exp 12/29", "charge {s} please"], ["卡号{s}，谢谢", "我的银行卡是 {s}"],
+    "card_spaces": (["card {s} exp 12/29", "charge {s} please"],
+                    ["卡号{s}，谢谢", "我的银行卡是 {s}"],
                     lambda r: _grouped(_luhn_complete("4", 16, r), " ")),
     "card_dashes": (["my visa is {s}"], ["信用卡 {s} 到期 2029"],
                     lambda r: _grouped(_luhn_complete("5", 16, r), "-")),
@@ -270,10 +274,8 @@ def secret_corpus(*, per_kind: int = 7, seed: int = 11) -> list[SecretCase]:
             language = ("en", "zh", "mixed")[i % 3]
             en, zh, secret = make(rng)
             phrase = zh if language == "zh" else en
-            if "\n" in phrase:
-                template = "{p}"  # a key block stands alone
-            else:
-                template = rng.choice(_SENTENCES[language])
+            # A key block stands alone.
+            template = "{p}" if "\n" in phrase else rng.choice(_SENTENCES[language])
             cases.append(SecretCase(kind, language, template.format(p=phrase), secret))
     return cases
 

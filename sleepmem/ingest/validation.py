@@ -16,9 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pydantic
 
 from sleepmem.core.errors import ValidationError
+from sleepmem.core.redaction import contains_secret, redact, redact_json
 from sleepmem.core.settings import Settings
 from sleepmem.models.events import (
     DEFAULT_LIMITS,
@@ -194,18 +196,27 @@ def validate_events(
     """
     given = defaults or {}
     batch: list[object] = []
+    named: list[bool] = []  # whether the caller chose the event id (ours hold no secret)
     with gc_paused():
         for item in items:
             if max_events is not None and len(batch) >= max_events:
                 raise EventValidationError(
                     [FieldProblem("events", f"at most {max_events} events per batch; split it")]
                 )
+            named.append(_names_its_id(item))
             batch.append(_normalise(item, given))
         try:
             events = _BATCH.validate_python(batch, context=_context(limits))
         except pydantic.ValidationError as exc:
             raise EventValidationError(field_problems(exc, indexed=True)) from None
-    return [_timed(e) for e in events]
+        problems: list[FieldProblem] = []
+        sealed = [
+            _sealed(e, limits, own_id=not n, problems=problems, prefix=f"events[{i}].")
+            for i, (e, n) in enumerate(zip(events, named, strict=True))
+        ]
+        if problems:
+            raise EventValidationError(problems)
+    return sealed
 
 
 def validate_event(
@@ -215,18 +226,81 @@ def validate_event(
     defaults: Mapping[str, str] | None = None,
 ) -> EventFields:
     """Validate one event, as :func:`validate_events` does; problems name bare fields."""
+    own_id = not _names_its_id(item)
     data = _normalise(item, defaults or {})
     try:
         event = _SINGLE.validate_python(data, context=_context(limits))
     except pydantic.ValidationError as exc:
         raise EventValidationError(field_problems(exc)) from None
-    return _timed(event)
+    problems: list[FieldProblem] = []
+    event = _sealed(event, limits, own_id=own_id, problems=problems, prefix="")
+    if problems:
+        raise EventValidationError(problems)
+    return event
 
 
-def _timed(event: EventFields) -> EventFields:
+def _names_its_id(item: object) -> bool:
+    if type(item) is dict:
+        return "event_id" in item
+    return isinstance(item, Event | Mapping)
+
+
+_ID_FIELDS = ("tenant", "agent", "user", "project", "session")
+
+
+def _sealed(
+    event: EventFields, limits: Limits, *, own_id: bool, problems: list[FieldProblem], prefix: str
+) -> EventFields:
+    """The event as it will be stored: timed, secrets redacted, still within the limits.
+
+    Redaction happens here, before the caller's 202, so that what was accepted is exactly
+    what is written: a marker may be longer than the secret it replaces, and an event that
+    no longer fits is refused now rather than dead-lettered later. Ids are stored and
+    logged as they are, so a secret in one is refused, never rewritten.
+    """
     # After validation, not as a default: a time made here is already valid.
     if "at" not in event:
         event["at"] = utcnow()
+    for name in _ID_FIELDS if own_id else ("event_id", *_ID_FIELDS):
+        value = event.get(name)
+        if value and (kind := contains_secret(str(value))) is not None:
+            problems.append(
+                FieldProblem(
+                    prefix + name,
+                    f"looks like a secret ({kind}); ids are stored and logged as they are, "
+                    "so use an opaque name and put nothing secret in it",
+                )
+            )
+    content = event.get("content")
+    if content:
+        clean = redact(content)
+        if clean.kinds:
+            size = len(clean.text.encode("utf-8"))
+            if size > limits.content_max_bytes:
+                problems.append(
+                    FieldProblem(
+                        prefix + "content",
+                        f"content is {size} bytes after its secrets were replaced by "
+                        f"[REDACTED:kind] markers, over the limit of {limits.content_max_bytes}; "
+                        "split it into several events or raise SLEEPMEM_CONTENT_MAX_BYTES",
+                    )
+                )
+            event["content"] = clean.text
+    meta = event.get("meta")
+    if meta:
+        clean_meta = redact_json(meta)
+        if clean_meta is not meta:
+            size = len(orjson.dumps(clean_meta))
+            if size > limits.meta_max_bytes:
+                problems.append(
+                    FieldProblem(
+                        prefix + "meta",
+                        f"meta is {size} bytes of JSON after its secrets were replaced by "
+                        f"[REDACTED:kind] markers, over the limit of {limits.meta_max_bytes}; "
+                        "keep meta small and put text in content",
+                    )
+                )
+            event["meta"] = clean_meta
     return event
 
 
