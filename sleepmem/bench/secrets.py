@@ -27,8 +27,28 @@ B64URL = ALNUM + "-_"
 HEX = "0123456789abcdef"
 LOWER_ALNUM = string.ascii_lowercase + string.digits
 WORDS = tuple(
-    "correct horse battery staple orange river violet marble canyon lantern pepper "
-    "thunder willow copper meadow falcon harbor velvet quartz saddle".split(" ")
+    [
+        "correct",
+        "horse",
+        "battery",
+        "staple",
+        "orange",
+        "river",
+        "violet",
+        "marble",
+        "canyon",
+        "lantern",
+        "pepper",
+        "thunder",
+        "willow",
+        "copper",
+        "meadow",
+        "falcon",
+        "harbor",
+        "velvet",
+        "quartz",
+        "saddle",
+    ]
 )
 
 
