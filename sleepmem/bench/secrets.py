@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import random
-import re
 import string
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -304,14 +303,25 @@ def kinds() -> list[str]:
     return list(_KINDS)
 
 
-def needle(secret: str) -> re.Pattern[bytes]:
-    """The secret's bytes with no letter or digit either side (a code inside a longer
-    number, such as a stream id, is not a leak)."""
-    return re.compile(rb"(?<![0-9A-Za-z])" + re.escape(secret.encode()) + rb"(?![0-9A-Za-z])")
+def leaked(secret: str, blob: bytes) -> bool:
+    """Whether ``blob`` holds the secret's bytes with no letter or digit either side (a code
+    inside a longer number, such as a stream id, is not a leak)."""
+    raw = secret.encode()
+    start = blob.find(raw)
+    while start >= 0:
+        end = start + len(raw)
+        before = blob[start - 1 : start] if start else b""
+        after = blob[end : end + 1]
+        if not (before.isalnum() and before.isascii()) and not (
+            after.isalnum() and after.isascii()
+        ):
+            return True
+        start = blob.find(raw, start + 1)
+    return False
 
 
 def found_in(blob: bytes, cases: Iterable[SecretCase]) -> list[SecretCase]:
-    return [c for c in cases if needle(c.secret).search(blob)]
+    return [c for c in cases if leaked(c.secret, blob)]
 
 
 def locomo_turns(path: Path) -> Iterator[str]:

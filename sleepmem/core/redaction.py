@@ -712,9 +712,10 @@ def _ids_redact(text: str) -> RedactionResult:
 
 # Keys whose value is a secret whatever it looks like ({"password": "x"}).
 _SECRET_KEY_NAME = re.compile(
-    r"(?i)^(?:.*[_\-.\s])?(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|"
-    r"access[_\-]?key(?:[_\-]?id)?|private[_\-]?key|authorization|cookie|otp|pin|cvv|cvc|"
-    r"card[_\-]?number|密码|验证码|密钥|令牌)$"
+    r"(?i)^(?:.*[_\-.\s])?(?:password|passwd|passphrase|passcode|pwd|pw|pass|secret|token|"
+    r"api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|private[_\-]?key|authorization|cookie|"
+    r"credentials?|otp|pin|cvv|cvc|card[_\-]?(?:number|no)|iban|sig|signature|"
+    r".*密码|验证码|密钥|秘钥|令牌|卡号)$"
 )
 
 
