@@ -69,7 +69,7 @@ class ScopeColumns(SQLModel):
 
 
 class RawEvent(ScopeColumns, table=True):
-    """An accepted event after redaction. Inserted once per (tenant, event_id) (idempotent drain)."""
+    """An accepted event after redaction, stored once per (tenant, event_id): idempotent drain."""
 
     __tablename__ = "raw_event"
     __table_args__ = (Index("ix_raw_event_scope_status", "scope_key", "consolidated"),)
