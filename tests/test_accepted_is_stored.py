@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 import redis as redis_lib
 import sqlalchemy as sa
@@ -18,8 +19,10 @@ from sqlalchemy.engine import Engine
 from test_drain import drain_all, rows
 
 from sleepmem.adapters.redis import stream
+from sleepmem.bench.secrets import secret_corpus
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.keys import Keys
+from sleepmem.core.redaction import MAX_GROWTH, redact, redact_json
 from sleepmem.core.settings import Settings
 from sleepmem.sdk import MemoryClient
 
@@ -135,3 +138,28 @@ class TestEverythingAcceptedIsStored:
         drain_all(redis, keys, engine, cfg)
         (row,) = [r for r in rows(engine) if r["event_id"] == event_id]
         assert row["content"] == "card [REDACTED:card_number], https://u:[REDACTED:password]@h/x"
+
+
+class TestRedactionGrowthIsBounded:
+    """Small events skip the size re-check because redaction grows text by MAX_GROWTH at most."""
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "pw:x " * 50,
+            "pin 1234 " * 50,
+            "a://:x@h " * 50,
+            '{"pw": 1} ' * 50,
+            "验证码1234，" * 50,
+            "code 1234. " * 50,
+            *(case.text for case in secret_corpus(per_kind=1)),
+        ],
+    )
+    def test_no_text_grows_past_the_bound(self, text: str) -> None:
+        grown = len(redact(text).text.encode()) / len(text.encode())
+        assert grown <= MAX_GROWTH
+
+    def test_a_meta_of_secret_named_keys_stays_within_the_bound(self) -> None:
+        meta = {f"pw{i}": i for i in range(10)} | {"pin": 1, "otp": 2}
+        before = len(orjson.dumps(meta))
+        assert len(orjson.dumps(redact_json(meta))) <= MAX_GROWTH * before

@@ -20,7 +20,13 @@ import orjson
 import pydantic
 
 from sleepmem.core.errors import ValidationError
-from sleepmem.core.redaction import contains_secret, redact, redact_json
+from sleepmem.core.redaction import (
+    MAX_GROWTH,
+    contains_secret,
+    redact,
+    redact_json,
+    secret_in_ids,
+)
 from sleepmem.core.settings import Settings
 from sleepmem.models.events import (
     DEFAULT_LIMITS,
@@ -251,28 +257,40 @@ _ID_FIELDS = ("tenant", "agent", "user", "project", "session")
 def _sealed(
     event: EventFields, limits: Limits, *, own_id: bool, problems: list[FieldProblem], prefix: str
 ) -> EventFields:
-    """The event as it will be stored: timed, secrets redacted, still within the limits.
+    """The event timed, its ids checked, and proved to fit the limits once redacted.
 
-    Redaction happens here, before the caller's 202, so that what was accepted is exactly
-    what is written: a marker may be longer than the secret it replaces, and an event that
-    no longer fits is refused now rather than dead-lettered later. Ids are stored and
-    logged as they are, so a secret in one is refused, never rewritten.
+    A marker may be longer than the secret it replaces: an event that would no longer fit is
+    refused now, before anything of its batch is written and before the caller's 202,
+    rather than dead-lettered later. Ids are stored and logged as they are, so a secret in
+    one is refused, never rewritten.
     """
     # After validation, not as a default: a time made here is already valid.
     if "at" not in event:
         event["at"] = utcnow()
-    for name in _ID_FIELDS if own_id else ("event_id", *_ID_FIELDS):
-        value = event.get(name)
-        if value and (kind := contains_secret(str(value))) is not None:
-            problems.append(
-                FieldProblem(
-                    prefix + name,
-                    f"looks like a secret ({kind}); ids are stored and logged as they are, "
-                    "so use an opaque name and put nothing secret in it",
-                )
+    ids = (
+        event["tenant"],
+        event["agent"],
+        event.get("user", ""),
+        event.get("project", ""),
+        event.get("session", ""),
+    )
+    found = secret_in_ids(ids)
+    if not own_id and found is None and (kind := contains_secret(event["event_id"])):
+        found = (-1, kind)
+    if found is not None:
+        index, kind = found
+        problems.append(
+            FieldProblem(
+                prefix + (_ID_FIELDS[index] if index >= 0 else "event_id"),
+                f"looks like a secret ({kind}); ids are stored and logged as they are, "
+                "so use an opaque name and put nothing secret in it",
             )
+        )
+    # Only an event near the limit can outgrow it: a marker is at most 8 times the span it
+    # replaces (see MAX_GROWTH), so smaller ones are redacted by encode(), overlapped with
+    # Redis, where the request path spent its time before.
     content = event.get("content")
-    if content:
+    if content and len(content) * 4 * MAX_GROWTH > limits.content_max_bytes:
         clean = redact(content)
         if clean.kinds:
             size = len(clean.text.encode("utf-8"))
@@ -287,7 +305,7 @@ def _sealed(
                 )
             event["content"] = clean.text
     meta = event.get("meta")
-    if meta:
+    if meta and len(orjson.dumps(meta)) * MAX_GROWTH > limits.meta_max_bytes:
         clean_meta = redact_json(meta)
         if clean_meta is not meta:
             size = len(orjson.dumps(clean_meta))

@@ -1,6 +1,6 @@
 """The Redis stream adapter: the ingest stream every emit appends to and the drain reads.
 
-Event content is redacted by the edge's validation before XADD, so no secret ever sits in
+Event content is redacted before XADD, so no secret ever sits in
 Redis. Entries are
 acknowledged and deleted only after the drain's SQL commit; an entry left pending by a
 dead consumer is claimed (XAUTOCLAIM) once it has been idle for ``claim_idle_ms``.
@@ -64,11 +64,17 @@ def redact_event(event: Event) -> tuple[Event, tuple[str, ...]]:
 
 
 def encode(event: EventFields) -> bytes:
-    """The stream payload of a validated event. Read back with ``Event.from_stream``.
+    """The stream payload of a validated event, redacted. Read back with ``Event.from_stream``.
 
-    The edge's validation (sleepmem.ingest.validation) already redacted the event and
-    checked that the redacted form fits; nothing here can fail for an accepted event.
+    Validation (sleepmem.ingest.validation) already proved that the redacted event fits the
+    limits, so nothing here can fail for an accepted event: a batch is written whole.
     """
+    content = event.get("content")
+    meta = event.get("meta")
+    clean_content = redact(content).text if content else content
+    clean_meta = redact_json(meta) if meta else meta
+    if clean_content is not content or clean_meta is not meta:
+        event = {**event, "content": clean_content or "", "meta": clean_meta or {}}
     # Every value is a str, enum, datetime or the meta that validation proved orjson dumps.
     return orjson.dumps(event)
 
