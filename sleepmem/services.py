@@ -169,6 +169,7 @@ def reconcile_job(res: Resources, task_id: str) -> Mapping[str, Any]:
 
 def cancel_job(res: Resources, job_id: str) -> Job:
     job = recon.get_job(engine=res.engine, job_id=job_id)
+    job_id = job.id  # the row id, if it was called by the name its client gave
     res.redis.set(res.keys.job_cancel(job_id), "1", ex=CANCEL_TTL_S)
     return job
 
@@ -183,6 +184,7 @@ def run_reconsolidation(
     worker: str = "",
 ) -> Job:
     job = recon.get_job(engine=res.engine, job_id=job_id)
+    job_id = job.id  # the row id, if it was called by the name its client gave
     if resume:
         res.redis.delete(res.keys.job_cancel(job_id))
     ttl = res.settings.lease_seconds
@@ -231,6 +233,7 @@ def create_erase_job(
 def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str = "") -> Job:
     """Erase what the job names; the receipt becomes the job's result. Done stays done."""
     job = recon.get_job(engine=res.engine, job_id=job_id)
+    job_id = job.id  # the row id, if it was called by the name its client gave
     if job.kind != ERASE_KIND:
         raise ValidationError("job", f"{job_id} is a {job.kind} job, not {ERASE_KIND}")
     if job.status == JobStatus.done.value:

@@ -53,9 +53,9 @@ class JobView(BaseModel):
 
 
 def job_view(job: Job) -> JobView:
-    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds
+    from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, job_name
 
-    return JobView(eta_s=eta_seconds(job), **job.model_dump())
+    return JobView(eta_s=eta_seconds(job), **(job.model_dump() | {"id": job_name(job)}))
 
 
 def send_task(request: Request, name: str, job_id: str) -> None:
@@ -83,7 +83,7 @@ def _scope_key(scope: str | dict[str, str]) -> Scope:
 def _owned(job: Job, tenant: str | None) -> Job:
     # Another tenant's job is reported missing, not forbidden: ids do not leak.
     if tenant is not None and job.tenant != tenant:
-        raise NotFoundError(f"no job {job.id}")
+        raise NotFoundError("no such job for this tenant")
     return job
 
 
@@ -116,8 +116,9 @@ async def reconsolidate(
     _owned(job, tenant)
     if job.status == "queued":
         await run_in_threadpool(send_task, request, names.RECONSOLIDATE, job.id)
-    response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return job_view(job)
+    view = job_view(job)
+    response.headers["Location"] = f"/v1/jobs/{view.id}"
+    return view
 
 
 @router.get("/{job_id}", response_model=JobView, summary="A job's status, progress and result")
@@ -125,7 +126,7 @@ async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobVie
     from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
 
     res: Resources = request.app.state.resources
-    job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id))
+    job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id, tenant=tenant))
     return job_view(_owned(job, tenant))
 
 
@@ -140,5 +141,6 @@ async def cancel(job_id: str, request: Request, tenant: CallerTenant) -> JobView
     from sleepmem.services import cancel_job
 
     res: Resources = request.app.state.resources
-    _owned(await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id)), tenant)
-    return job_view(await run_in_threadpool(cancel_job, res, job_id))
+    job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id, tenant=tenant))
+    _owned(job, tenant)
+    return job_view(await run_in_threadpool(cancel_job, res, job.id))
