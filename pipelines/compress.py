@@ -128,7 +128,9 @@ def _clause(statement: str) -> str:
 
 
 def _scope_of(mem: Memory) -> Scope:
-    return Scope(tenant=mem.tenant, agent=mem.agent, user=mem.user, project=mem.project, session="")
+    return Scope(
+        tenant=mem.tenant, agent=mem.agent, user=mem.user, project=mem.project, session=""
+    )
 
 
 __all__ = ["AuditDraft", "CompressPolicy", "Compression", "compress", "memory_id"]

@@ -84,15 +84,8 @@ def consolidate_scope(
     extractor = make_extractor(settings, ports)
     while True:
         n = _consolidate_batch(
-            engine=engine,
-            ports=ports,
-            settings=settings,
-            scope=scope,
-            scope_key=scope_key,
-            extractor=extractor,
-            task_id=task_id,
-            worker=worker,
-            limit=max_events,
+            engine=engine, ports=ports, settings=settings, scope=scope, scope_key=scope_key,
+            extractor=extractor, task_id=task_id, worker=worker, limit=max_events,
             report=report,
         )
         if n < max_events:
@@ -124,48 +117,28 @@ def _consolidate_batch(
     events = [
         EventView(
             event_id=r.event_id,
-            scope=Scope(
-                tenant=r.tenant, agent=r.agent, user=r.user, project=r.project, session=r.session
-            ),
-            kind=r.kind,
-            role=r.role,
-            content=r.content,
-            at=r.at,
-            meta=dict(r.meta),
+            scope=Scope(tenant=r.tenant, agent=r.agent, user=r.user, project=r.project,
+                        session=r.session),
+            kind=r.kind, role=r.role, content=r.content, at=r.at, meta=dict(r.meta),
         )
         for r in rows
     ]
     policy = Policy.from_settings(settings, extractor=extractor.name)
     resolver = Resolver(
-        scope_key=scope_key,
-        existing=versions,
-        all_versions=versions,
-        now=now,
+        scope_key=scope_key, existing=versions, all_versions=versions, now=now,
         policy=policy.resolve,
     )
     try:
         judged = judge(
-            events,
-            extractor=extractor,
-            resolver=resolver,
-            policy=policy,
+            events, extractor=extractor, resolver=resolver, policy=policy,
             event_sessions={e.event_id: e.scope.session for e in events},
             # Sessions behind older episodes are only needed to summarise an ended one.
             older_sessions=lambda r: _provenance_sessions(engine, scope.tenant, r),
             stage=report.stage,
         )
     except ExtractionError as exc:
-        _audit_failure(
-            engine,
-            scope,
-            scope_key,
-            events,
-            exc,
-            extractor.name,
-            task_id,
-            worker,
-            reason="extraction refused",
-        )
+        _audit_failure(engine, scope, scope_key, events, exc, extractor.name, task_id, worker,
+                       reason="extraction refused")
         raise
     extraction, comp = judged.extraction, judged.compression
     plan = resolver.plan
@@ -173,45 +146,23 @@ def _consolidate_batch(
     try:
         with report.stage("persist"), session_scope(engine) as session:
             _persist_checked(
-                session,
-                plan,
-                ports=ports,
-                scope_key=scope_key,
-                now=now,
+                session, plan, ports=ports, scope_key=scope_key, now=now,
                 ctx=AuditContext(
-                    tenant=scope.tenant,
-                    task_id=task_id,
-                    worker=worker,
-                    extractor=extraction.extractor,
-                    model=extraction.model,
-                    llm_calls=extraction.llm_calls,
-                    llm_tokens=extraction.llm_tokens,
+                    tenant=scope.tenant, task_id=task_id, worker=worker,
+                    extractor=extraction.extractor, model=extraction.model,
+                    llm_calls=extraction.llm_calls, llm_tokens=extraction.llm_tokens,
                 ),
                 consumed_events=[e.event_id for e in events],
             )
     except LeaseLostError as exc:
-        _audit_failure(
-            engine,
-            scope,
-            scope_key,
-            events,
-            exc,
-            extractor.name,
-            task_id,
-            worker,
-            reason="rolled back, the lease was lost before the commit",
-        )
+        _audit_failure(engine, scope, scope_key, events, exc, extractor.name, task_id, worker,
+                       reason="rolled back, the lease was lost before the commit")
         raise
     with report.stage("index"):
-        restate = [
-            m
-            for m in plan.changed.values()
-            if m.id in before and before[m.id].statement != m.statement
-        ]
+        restate = [m for m in plan.changed.values()
+                   if m.id in before and before[m.id].statement != m.statement]
         apply_to_index(
-            engine=engine,
-            index=ports.index,
-            embedder=ports.embedder,
+            engine=engine, index=ports.index, embedder=ports.embedder,
             upsert=[*plan.new.values(), *restate],
             payload_only=[m for m in plan.changed.values() if m not in restate],
             delete=list(plan.deleted),
@@ -275,15 +226,9 @@ def _archive_compressed(
                 session.add(mem)
             session.add(
                 Audit(
-                    at=now,
-                    op="ARCHIVE",
-                    tenant=summary.tenant,
-                    scope_key=summary.scope_key,
-                    memory_ids_before=sorted(rows),
-                    memory_ids_after=[sid],
-                    reason="compressed into a summary",
-                    task_id=task_id,
-                    worker=worker,
+                    at=now, op="ARCHIVE", tenant=summary.tenant, scope_key=summary.scope_key,
+                    memory_ids_before=sorted(rows), memory_ids_after=[sid],
+                    reason="compressed into a summary", task_id=task_id, worker=worker,
                     pipeline_version=PIPELINE_VERSION,
                 )
             )
@@ -306,14 +251,10 @@ def _audit_failure(
     with session_scope(engine) as session:
         session.add(
             Audit(
-                op="ERROR",
-                tenant=scope.tenant,
-                scope_key=scope_key,
+                op="ERROR", tenant=scope.tenant, scope_key=scope_key,
                 reason=f"{reason}: {type(exc).__name__}: {str(exc)[:300]}",
-                task_id=task_id,
-                worker=worker,
-                pipeline_version=PIPELINE_VERSION,
-                extractor=extractor,
-                input_event_ids=[e.event_id for e in events],
+                task_id=task_id, worker=worker, pipeline_version=PIPELINE_VERSION,
+                extractor=extractor, input_event_ids=[e.event_id for e in events],
             )
         )
+

@@ -47,10 +47,10 @@ def survival_array(
 
 
 def half_life_array(settings: Settings, types: Sequence[str]) -> FloatArray:
-    table = {
-        t: (math.inf if s is None or s <= 0 else float(s)) for t, s in settings.half_life_s.items()
-    }
-    return np.fromiter((table.get(t, math.inf) for t in types), dtype=np.float64, count=len(types))
+    table = {t: (math.inf if s is None or s <= 0 else float(s))
+             for t, s in settings.half_life_s.items()}
+    return np.fromiter((table.get(t, math.inf) for t in types), dtype=np.float64,
+                       count=len(types))
 
 
 def falls_below_at(

@@ -67,9 +67,7 @@ def upsert_memories(
         index.upsert(
             [
                 IndexPoint(
-                    id=m.id,
-                    vector=vectors[j],
-                    sparse=sparse_document(texts[j]),
+                    id=m.id, vector=vectors[j], sparse=sparse_document(texts[j]),
                     payload=payload_for(m),
                 )
                 for j, m in enumerate(chunk)

@@ -29,7 +29,9 @@ def norm_text(text: str) -> str:
     return _SPACE.sub(" ", _PUNCT.sub(" ", text.casefold())).strip()
 
 
-def expiry(*, memory_type: str, base: datetime, ttl: timedelta | None) -> datetime | None:
+def expiry(
+    *, memory_type: str, base: datetime, ttl: timedelta | None
+) -> datetime | None:
     return None if ttl is None else base + ttl
 
 

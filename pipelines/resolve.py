@@ -206,7 +206,9 @@ class Resolver:
                 )
                 return
             mem = self._add(self._new(cand))
-            self.plan.audits.append(AuditDraft(Op.ADD, [], [mem.id], "new memory", cand.provenance))
+            self.plan.audits.append(
+                AuditDraft(Op.ADD, [], [mem.id], "new memory", cand.provenance)
+            )
             return
 
         same = [m for m in members if _value(m) == value and not cand.negated]
@@ -251,7 +253,9 @@ class Resolver:
 
     def _supersede(self, members: list[Memory], cand: Candidate) -> None:
         head = max(members, key=lambda m: m.version)
-        new = self._new(cand, lineage=head.lineage, version=head.version + 1, supersedes=head.id)
+        new = self._new(
+            cand, lineage=head.lineage, version=head.version + 1, supersedes=head.id
+        )
         new = self._add(new)
         for m in members:
             self._retire(m, at=cand.valid_from, by=new.id, status=MemoryStatus.superseded.value)
@@ -270,7 +274,9 @@ class Resolver:
         set_id = members[0].conflict_set or memory_id(
             "conflict", self.plan.scope_key, *sorted(m.id for m in members)
         )
-        new = self._add(self._new(cand, status=MemoryStatus.pending_confirmation.value))
+        new = self._add(
+            self._new(cand, status=MemoryStatus.pending_confirmation.value)
+        )
         new.conflict_set = set_id
         for m in members:
             row = self.plan.touch(m)
@@ -308,8 +314,7 @@ class Resolver:
     def _forget(self, cand: Candidate) -> None:
         topic = norm_text(cand.forget_topic or "")
         matched = [
-            m
-            for m in self._versions.values()
+            m for m in self._versions.values()
             if m.id not in self.plan.deleted and topic and _mentions(m.statement, topic)
         ]
         # A reply remembered with the turn before it: when only that context names the
@@ -327,7 +332,7 @@ class Resolver:
         for m in stripped:
             row = self.plan.touch(m)
             context_event = str(row.details.pop("context_event", ""))
-            row.statement = row.statement[int(row.details.pop("reply_offset", 0)) :]
+            row.statement = row.statement[int(row.details.pop("reply_offset", 0)):]
             row.provenance = [e for e in row.provenance if e != context_event]
             self.plan.deleted_events.add(context_event)
         # The request itself names the topic: its raw event goes too.
@@ -378,12 +383,8 @@ class Resolver:
             op, before = Op.NOOP, [row.id]
         else:
             row = self._add(self._new(cand))
-            row.details = {
-                "successes": 0,
-                "failures": 0,
-                "trigger": cand.subject,
-                "action": cand.attribute,
-            }
+            row.details = {"successes": 0, "failures": 0, "trigger": cand.subject,
+                           "action": cand.attribute}
             op, before = Op.ADD, []
         details = dict(row.details)
         details["successes" if success else "failures"] = (

@@ -62,9 +62,7 @@ def search(
 ) -> SearchResult:
     now = ports.clock()
     where = IndexFilter(
-        scope=request.scope,
-        now=now,
-        types=tuple(request.types) if request.types else None,
+        scope=request.scope, now=now, types=tuple(request.types) if request.types else None,
         as_of=request.as_of,
     )
     query = _as_user(request.query, _names(engine, request.scope))
@@ -78,7 +76,8 @@ def search(
         return SearchResult(cards=[])
     with Session(engine) as session:
         rows = {
-            m.id: m for m in session.exec(select(Memory).where(col(Memory.id).in_(list(relevance))))
+            m.id: m
+            for m in session.exec(select(Memory).where(col(Memory.id).in_(list(relevance))))
         }
         rows = {mid: m for mid, m in rows.items() if _visible(m, request, now)}
         sets = {m.conflict_set for m in rows.values() if m.conflict_set and request.as_of is None}
@@ -140,7 +139,8 @@ def _as_user(query: str, names: list[str]) -> str:
     """Statements call the person "the user"; a query naming them means the same person."""
     for name in names:
         if len(name) >= 2:
-            query = re.sub(rf"\b{re.escape(name)}(?:'s)?\b", "the user", query, flags=re.IGNORECASE)
+            query = re.sub(rf"\b{re.escape(name)}(?:'s)?\b", "the user", query,
+                           flags=re.IGNORECASE)
     return query
 
 

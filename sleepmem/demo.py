@@ -181,9 +181,7 @@ def _lifecycle(report: DemoReport, res: Any, owner: str, settings: Settings) -> 
         k: int(v)
         for k, v in sweep(
             engine=res.engine, ports=res.ports(clock=lambda: later), settings=settings
-        )
-        .counts()
-        .items()
+        ).counts().items()
         if v
     }
     with Session(res.engine) as s:
@@ -213,9 +211,8 @@ def render(report: DemoReport) -> list[str]:
         f"{len(report.memories)} active memories",
     ]
     # A reply remembered with the turn it answers spans two lines; show it on one.
-    lines += [
-        f"    [{kind}] {statement.replace(chr(10), ' / ')}" for kind, statement in report.memories
-    ]
+    lines += [f"    [{kind}] {statement.replace(chr(10), ' / ')}"
+              for kind, statement in report.memories]
     lines.append(f"search over HTTP: {report.question!r}")
     lines += [f"    {i}. {a}" for i, a in enumerate(report.answers, 1)]
     if report.why:

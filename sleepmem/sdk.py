@@ -71,7 +71,9 @@ class MemoryClient:
         # Reading needs the index, which lives with the API process: search goes over
         # HTTP unless this process holds the resources itself (embedded tests, evals).
         self._reader = Reader(resources) if resources is not None else None
-        self._api_url = (api_url or f"http://{self.settings.host}:{self.settings.port}").rstrip("/")
+        self._api_url = (api_url or f"http://{self.settings.host}:{self.settings.port}").rstrip(
+            "/"
+        )
         self._api_key = api_key
         self._owns_client = client is None
         if client is not None:
@@ -115,18 +117,11 @@ class MemoryClient:
         with_provenance: bool = False,
     ) -> SearchResult:
         """Ranked memory cards for ``query`` in ``scope`` (default: the client's scope)."""
-        where = (
-            scope
-            if scope is not None
-            else {k_: v for k_, v in self.defaults.items() if k_ in LEVELS}
-        )
+        where = scope if scope is not None else {
+            k_: v for k_, v in self.defaults.items() if k_ in LEVELS
+        }
         request = build_request(
-            query,
-            scope=where,
-            k=k,
-            types=types,
-            as_of=as_of,
-            max_tokens=max_tokens,
+            query, scope=where, k=k, types=types, as_of=as_of, max_tokens=max_tokens,
             with_provenance=with_provenance,
         )
         if self._reader is not None:
@@ -134,9 +129,8 @@ class MemoryClient:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         body = request.model_dump(mode="json")
         try:
-            response = httpx.post(
-                f"{self._api_url}/v1/search", json=body, headers=headers, timeout=30.0
-            )
+            response = httpx.post(f"{self._api_url}/v1/search", json=body, headers=headers,
+                                  timeout=30.0)
         except httpx.HTTPError as exc:
             raise TransientError(f"search API at {self._api_url} unreachable: {exc}") from exc
         if response.status_code == 401:

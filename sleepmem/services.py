@@ -131,9 +131,8 @@ def run_consolidation(
 
 
 def sweep_job(res: Resources, task_id: str) -> Mapping[str, Any]:
-    counts = dict(
-        sweep(engine=res.engine, ports=res.ports(), settings=res.settings, task_id=task_id).counts()
-    )
+    counts = dict(sweep(engine=res.engine, ports=res.ports(), settings=res.settings,
+                        task_id=task_id).counts())
     # The nightly slot is also when the embedded engine compacts its segments (dropping
     # deleted points), off the hot path.
     counts["index_optimized"] = int(res.index.maintain())
@@ -146,9 +145,8 @@ def refresh_job(res: Resources, task_id: str) -> Mapping[str, Any]:
     ports = res.ports()
     while True:
         hits = read_hits(res.redis, res.keys, count=HITS_PER_REFRESH)
-        report = refresh(
-            engine=res.engine, ports=ports, settings=res.settings, hits=hits, task_id=task_id
-        )
+        report = refresh(engine=res.engine, ports=ports, settings=res.settings, hits=hits,
+                         task_id=task_id)
         for name, value in report.counts().items():
             setattr(total, name, getattr(total, name) + value)
         if not hits:
@@ -162,6 +160,7 @@ def refresh_job(res: Resources, task_id: str) -> Mapping[str, Any]:
 def reconcile_job(res: Resources, task_id: str) -> Mapping[str, Any]:
     report = reconcile(engine=res.engine, index=res.index, embedder=res.embedder)
     return {"upserted": report.upserted, "deleted": report.deleted}
+
 
 
 # -- operator jobs ---------------------------------------------------------------------
@@ -188,28 +187,17 @@ def run_reconsolidation(
     if resume:
         res.redis.delete(res.keys.job_cancel(job_id))
     ttl = res.settings.lease_seconds
-    with (
-        Lease(res.redis, res.keys.job_lease(job_id), ttl_s=ttl),
-        Lease(res.redis, res.keys.lease(job.scope_key), ttl_s=ttl),
-    ):
+    with Lease(res.redis, res.keys.job_lease(job_id), ttl_s=ttl), \
+            Lease(res.redis, res.keys.lease(job.scope_key), ttl_s=ttl):
         return recon.run_job(
-            engine=res.engine,
-            ports=res.ports(),
-            settings=res.settings,
-            job_id=job_id,
+            engine=res.engine, ports=res.ports(), settings=res.settings, job_id=job_id,
             should_cancel=lambda: bool(res.redis.exists(res.keys.job_cancel(job_id))),
-            on_progress=on_progress,
-            resume=resume,
-            task_id=task_id,
-            worker=worker,
+            on_progress=on_progress, resume=resume, task_id=task_id, worker=worker,
         )
 
 
 def create_erase_job(
-    res: Resources,
-    *,
-    tenant: str,
-    scope_key: str | None = None,
+    res: Resources, *, tenant: str, scope_key: str | None = None,
     memory_id: str | None = None,
 ) -> Job:
     if (scope_key is None) == (memory_id is None):
@@ -217,10 +205,7 @@ def create_erase_job(
     if scope_key is not None:
         erasure.check_scope(scope_key)
     job = Job(
-        id=uuid.uuid4().hex,
-        kind=ERASE_KIND,
-        tenant=tenant,
-        scope_key=scope_key or "",
+        id=uuid.uuid4().hex, kind=ERASE_KIND, tenant=tenant, scope_key=scope_key or "",
         params={"scope": scope_key, "memory_id": memory_id},
         created_at=datetime.now(UTC),
     )
@@ -244,19 +229,14 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
         with Lease(res.redis, res.keys.job_lease(job_id), ttl_s=res.settings.lease_seconds):
             if job.params.get("memory_id"):
                 receipt = erasure.erase_memory(
-                    engine=res.engine,
-                    ports=ports,
-                    memory_id=str(job.params["memory_id"]),
-                    task_id=task_id or job_id,
+                    engine=res.engine, ports=ports,
+                    memory_id=str(job.params["memory_id"]), task_id=task_id or job_id,
                     worker=worker,
                 )
             else:
                 receipt = erasure.erase_scope(
-                    engine=res.engine,
-                    ports=ports,
-                    scope=str(job.params["scope"]),
-                    task_id=task_id or job_id,
-                    worker=worker,
+                    engine=res.engine, ports=ports,
+                    scope=str(job.params["scope"]), task_id=task_id or job_id, worker=worker,
                     keep_job=job_id,
                 )
     except NotFoundError as exc:
@@ -277,3 +257,5 @@ def _finish(
         session.add(job)
         session.commit()
         return job
+
+

@@ -39,12 +39,9 @@ _LIVE = re.compile(
 )
 _BASED = re.compile(
     r"(?i:\b(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:(?:now|currently|still|also|actually)\s+)*"
-    r"(?:based|located|settled|living)\s+(?:in|out\s+of)\s+)"
-    + _PLACE
-    + r"|(?i:\bmy\s+(?:home|place|house|flat|apartment)\s+is\s+in\s+)"
-    + _PLACE.replace("v>", "v2>")
-    + r"|(?i:\b(?:i|we)\s+(?:call|now\s+call)\s+)"
-    + _PLACE.replace("v>", "v3>")
+    r"(?:based|located|settled|living)\s+(?:in|out\s+of)\s+)" + _PLACE
+    + r"|(?i:\bmy\s+(?:home|place|house|flat|apartment)\s+is\s+in\s+)" + _PLACE.replace("v>", "v2>")
+    + r"|(?i:\b(?:i|we)\s+(?:call|now\s+call)\s+)" + _PLACE.replace("v>", "v3>")
     + r"(?i:\s+home)"
 )
 _MOVE = re.compile(
@@ -53,7 +50,9 @@ _MOVE = re.compile(
     r"(?:\s+(?:back|over|all\s+the\s+way|house))?\s+(?:from\s+[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*"
     r"\s+)?(?:to|into)\s+)" + _PLACE
 )
-_NOT_LIVE = re.compile(r"(?i:\bi\s+(?:don'?t|do\s+not|no\s+longer)\s+live\s+in\s+)" + _PLACE)
+_NOT_LIVE = re.compile(
+    r"(?i:\bi\s+(?:don'?t|do\s+not|no\s+longer)\s+live\s+in\s+)" + _PLACE
+)
 _FROM = re.compile(
     r"(?i:\b(?:i(?:'m|\s+am)|i\s+come|i\s+grew\s+up|i\s+was\s+raised)\s+(?:originally\s+)?"
     r"(?:from|in)\s+)" + _PLACE
@@ -71,28 +70,18 @@ def _place_ok(place: str) -> bool:
 def m_residence(c: Clause) -> list[Slot]:
     m = _NOT_LIVE.search(c.text)
     if m and _place_ok(m.group("v")):
-        return [
-            clause_slot(
-                c,
-                "residence",
-                "",
-                negated=True,
-                change=True,
-                importance=0.6,
-                details={"not": norm_value(m.group("v"))},
-            )
-        ]
+        return [clause_slot(c, "residence", "", negated=True, change=True, importance=0.6,
+                             details={"not": norm_value(m.group("v"))})]
     m = _MOVE.search(c.text)
     if m and _place_ok(m.group("v")):
         place = m.group("v").strip()
-        tail = clean_end(third_person_en(c.text[m.end() :]))
+        tail = clean_end(third_person_en(c.text[m.end():]))
         head = f"The user lives in {place} (moved there{' ' + tail.strip() if tail else ''})"
         return [make_slot("residence", norm_value(place), head, change=True, importance=0.65)]
     m = _LIVE.search(c.text)
     if m and _place_ok(m.group("v")):
         if re.search(r"(?i)\blived\b", m.group(0)) and not re.search(
-            r"(?i)\b(?:have|'ve)\b", m.group(0)
-        ):
+                r"(?i)\b(?:have|'ve)\b", m.group(0)):
             return []  # "I lived in Paris" is the past, not where the user lives
         if _PAST_WORDS.search(c.text):
             return []
@@ -101,7 +90,7 @@ def m_residence(c: Clause) -> list[Slot]:
     if m:
         place = (m.group("v") or m.group("v2") or m.group("v3") or "").strip()
         if _place_ok(place):
-            tail = clean_end(third_person_en(c.text[m.end() :]))
+            tail = clean_end(third_person_en(c.text[m.end():]))
             head = f"The user lives in {place}" + (f" {tail}" if tail else "")
             return [make_slot("residence", norm_value(place), head, importance=0.65)]
     m = _FROM.search(c.text)
@@ -139,8 +128,7 @@ _WORK_AT = re.compile(
 _JOINED = re.compile(
     r"(?i)\bi\s+(?:(?:just|recently|finally)\s+)*(?:joined|started\s+(?:a\s+new\s+job\s+|"
     r"working\s+)?(?:at|with|for)|got\s+a\s+(?:new\s+)?job\s+(?:at|with)|switched\s+(?:jobs\s+)?to|"
-    r"accepted\s+an?\s+(?:offer|job|position)\s+(?:at|from|with))\s+"
-    + _ORG
+    r"accepted\s+an?\s+(?:offer|job|position)\s+(?:at|from|with))\s+" + _ORG
     + r"(?:\s+as\s+(?:an?\s+)?(?P<occ2>[\w\s-]{2,40}?))?(?=\s*(?:[,.;!?]|$))"
 )
 _MY_JOB = re.compile(
@@ -171,7 +159,8 @@ def m_employment(c: Clause) -> list[Slot]:
     else:
         m = _SELF_EMPLOYED.search(c.text) or _MY_JOB.search(c.text)
         if m and m.groupdict().get("occ"):
-            out.append(clause_slot(c, "occupation", _occupation(m.group("occ")), importance=0.65))
+            out.append(clause_slot(c, "occupation", _occupation(m.group("occ")),
+                                    importance=0.65))
         elif m:
             org = m.group("org")
     change = False
@@ -181,27 +170,16 @@ def m_employment(c: Clause) -> list[Slot]:
             org = m.group("org")
             change = m.re is _JOINED
             if m.groupdict().get("occ2"):
-                out.append(
-                    clause_slot(
-                        c, "occupation", _occupation(m.group("occ2")), change=True, importance=0.65
-                    )
-                )
+                out.append(clause_slot(c, "occupation", _occupation(m.group("occ2")),
+                                        change=True, importance=0.65))
     if org:
         name = org.strip(STRIP_CHARS)
         if re.match(r"(?i)(?:myself|home|a\s+living)$", name):
             return out
         # Both slots keep the whole clause: "works as a nurse at X" answers "where does
         # the user work?" better than a bare "works at X".
-        out.append(
-            make_slot(
-                "employer",
-                norm_value(name),
-                c.third(),
-                change=change,
-                from_clause=True,
-                importance=0.6,
-            )
-        )
+        out.append(make_slot("employer", norm_value(name), c.third(), change=change,
+                             from_clause=True, importance=0.6))
     return out
 
 
@@ -230,22 +208,13 @@ _ADDRESS = re.compile(
 def m_contact(c: Clause) -> list[Slot]:
     m = _EMAIL.search(c.text)
     if m:
-        return [
-            make_slot(
-                "email", m.group("v").lower(), f"The user's email is {m.group('v')}", importance=0.6
-            )
-        ]
+        return [make_slot("email", m.group("v").lower(), f"The user's email is {m.group('v')}",
+                      importance=0.6)]
     m = _PHONE.search(c.text)
     if m:
         digits = re.sub(r"[^\d+]", "", m.group("v"))
-        return [
-            make_slot(
-                "phone",
-                digits,
-                f"The user's phone number is {m.group('v').strip()}",
-                importance=0.6,
-            )
-        ]
+        return [make_slot("phone", digits, f"The user's phone number is {m.group('v').strip()}",
+                      importance=0.6)]
     m = _ADDRESS.search(c.text)
     if m:
         raw = m.group("v") or m.group("v2") or m.group("v3")
@@ -253,24 +222,14 @@ def m_contact(c: Clause) -> list[Slot]:
         if REDACTED.search(address) or not re.search(r"\d|[A-Z]", address):
             return []
         kind = (m.group("kind") or "").strip().lower()
-        attr = (
-            "billing_address"
-            if kind == "billing"
-            else ("work_address" if kind in ("work", "office") else "address")
-        )
-        label = {
-            "billing": "billing address",
-            "work": "work address",
-            "office": "work address",
-        }.get(
-            kind,
-            "shipping address"
-            if (m.group("ship") or kind == "shipping")
-            else f"{kind} address".strip(),
-        )
-        return [
-            make_slot(attr, norm_value(address), f"The user's {label} is {address}", importance=0.6)
-        ]
+        attr = "billing_address" if kind == "billing" else (
+            "work_address" if kind in ("work", "office") else "address")
+        label = {"billing": "billing address", "work": "work address",
+                 "office": "work address"}.get(kind, "shipping address"
+                                               if (m.group("ship") or kind == "shipping")
+                                               else f"{kind} address".strip())
+        return [make_slot(attr, norm_value(address), f"The user's {label} is {address}",
+                      importance=0.6)]
     return []
 
 
@@ -306,8 +265,10 @@ def m_tools(c: Clause) -> list[Slot]:
     if purpose:
         p = norm_value(re.sub(r"(?i)^(?:my|our)\s+", "", purpose.strip()))
         p = OBJECT_STOP.sub("", p)
-        return [clause_slot(c, f"tool_for:{p}", norm_value(tool), change=change, importance=0.55)]
+        return [clause_slot(c, f"tool_for:{p}", norm_value(tool), change=change,
+                             importance=0.55)]
     return [clause_slot(c, f"uses:{norm_value(tool)}", norm_value(tool), importance=0.5)]
+
 
 
 _ENTITY = r"(?P<subj>(?:the\s+|our\s+|my\s+)?[\w.-]+(?:\s+[\w.-]+){0,3}?)"
@@ -318,8 +279,7 @@ _PORT = re.compile(
     r"(?:on|at|to)\s+(?:port\s+|:)(?P<v>\d{2,5})\b"
     r"|" + _ENTITY.replace("subj>", "subj2>") + r"(?:'s|’s)?\s+port\s+(?:is|=|:)\s+(?:now\s+)?"
     r"(?P<v2>\d{2,5})\b"
-    r"|\bthe\s+port\s+(?:of|for)\s+"
-    + _ENTITY.replace("subj>", "subj3>")
+    r"|\bthe\s+port\s+(?:of|for)\s+" + _ENTITY.replace("subj>", "subj3>")
     + r"\s+is\s+(?:now\s+)?(?P<v3>\d{2,5})\b"
 )
 _HOST = re.compile(
@@ -330,8 +290,7 @@ _HOST = re.compile(
 _VERSION = re.compile(
     r"(?i)" + _ENTITY + r"\s+(?:is\s+)?(?:(?:now|currently)\s+)?(?:on|at|uses|running|runs)\s+"
     r"version\s+(?P<v>v?\d+(?:\.\d+)*)\b|\bwe(?:'re|\s+are)\s+(?:now\s+)?(?:on|using|running)\s+"
-    + _ENTITY.replace("subj>", "subj2>")
-    + r"\s+(?P<v2>v?\d+(?:\.\d+)+)\b"
+    + _ENTITY.replace("subj>", "subj2>") + r"\s+(?P<v2>v?\d+(?:\.\d+)+)\b"
 )
 _SUBJ_STOP = re.compile(
     r"(?i)^(?:it|this|that|which|who|he|she|they|i|we|you|everything|something|there|"
@@ -357,11 +316,8 @@ def m_project(c: Clause) -> list[Slot]:
         if not subj or _SUBJ_STOP.match(subj):
             continue
         change = bool(re.search(r"(?i)\b(?:now|moved|changed|switched)\b", c.text))
-        return [
-            clause_slot(
-                c, attr, value.lower(), subject=subj, type="fact", change=change, importance=0.6
-            )
-        ]
+        return [clause_slot(c, attr, value.lower(), subject=subj, type="fact",
+                             change=change, importance=0.6)]
     return []
 
 
@@ -400,29 +356,15 @@ def m_task(c: Clause) -> list[Slot]:
         if REDACTED.search(ref) or ref.isalpha():
             continue
         label = kind.replace("_", " ")
-        out.append(
-            make_slot(
-                f"{kind}_number",
-                ref.lower(),
-                f"The user's {label} number is {ref}",
-                type="task",
-                importance=0.5,
-            )
-        )
+        out.append(make_slot(f"{kind}_number", ref.lower(),
+                         f"The user's {label} number is {ref}", type="task", importance=0.5))
     if out:
         return out
     m = _APPOINTMENT.search(c.text)
     if m:
         what = norm_value(m.group("what")) or m.group("kind").lower()
-        return [
-            clause_slot(
-                c,
-                f"{m.group('kind').lower()}:{what}",
-                norm_value(m.group("when")),
-                type="task",
-                importance=0.5,
-            )
-        ]
+        return [clause_slot(c, f"{m.group('kind').lower()}:{what}",
+                             norm_value(m.group("when")), type="task", importance=0.5)]
     m = _DEADLINE.search(c.text)
     if m:
         what = norm_value(m.group("what") or m.group("what2") or m.group("what3") or "")
@@ -439,57 +381,12 @@ _MY_X_IS = re.compile(
     r"(?P<v>[^,;!?]{1,60})$"
 )
 _MY_X_STOP = frozenset(
-    {
-        "question",
-        "problem",
-        "issue",
-        "point",
-        "concern",
-        "guess",
-        "plan",
-        "goal",
-        "idea",
-        "hope",
-        "understanding",
-        "bad",
-        "fault",
-        "pleasure",
-        "turn",
-        "opinion",
-        "worry",
-        "excuse",
-        "reason",
-        "answer",
-        "request",
-        "situation",
-        "feeling",
-        "bet",
-        "advice",
-        "dream",
-        "life",
-        "day",
-        "week",
-        "head",
-        "mind",
-        "heart",
-        "computer",
-        "internet",
-        "connection",
-        "order",
-        "ticket",
-        "code",
-        "account",
-        "favourite",
-        "favorite",
-        "job",
-        "work",
-        "schedule",
-        "family",
-        "stomach",
-        "back",
-        "suggestion",
-        "main concern",
-    }
+    {"question", "problem", "issue", "point", "concern", "guess", "plan", "goal", "idea",
+     "hope", "understanding", "bad", "fault", "pleasure", "turn", "opinion", "worry",
+     "excuse", "reason", "answer", "request", "situation", "feeling", "bet", "advice",
+     "dream", "life", "day", "week", "head", "mind", "heart", "computer", "internet",
+     "connection", "order", "ticket", "code", "account", "favourite", "favorite", "job",
+     "work", "schedule", "family", "stomach", "back", "suggestion", "main concern"}
 )
 
 
@@ -499,13 +396,8 @@ def m_my_x_is(c: Clause) -> list[Slot]:
         return []
     key = norm_value(m.group("k"))
     value = norm_value(m.group("v"))
-    if (
-        not key
-        or key in _MY_X_STOP
-        or key.split()[-1] in _MY_X_STOP
-        or SECRET_WORDS.search(key)
-        or REDACTED.search(m.group("v"))
-    ):
+    if (not key or key in _MY_X_STOP or key.split()[-1] in _MY_X_STOP
+            or SECRET_WORDS.search(key) or REDACTED.search(m.group("v"))):
         return []
     if re.match(r"(?i)(?:that|to|not|the one|so|very|really|too|kind of|a bit|pretty)\b", value):
         return []

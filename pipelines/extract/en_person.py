@@ -45,7 +45,9 @@ _BIRTHDAY = re.compile(
     r"(?i)\bmy\s+(?:birthday|date\s+of\s+birth|bday)\s+is\s+(?:on\s+)?(?P<v>[^,.;]+)"
     r"|\bi\s+was\s+born\s+(?:on|in)\s+(?P<v2>[^,.;]+)"
 )
-_MONTHY = re.compile(r"(?i)\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b")
+_MONTHY = re.compile(
+    r"(?i)\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b"
+)
 
 
 _NATIONALITY = re.compile(
@@ -53,32 +55,9 @@ _NATIONALITY = re.compile(
     r"|\bi(?:'m|\s+am|\s+have)\s+(?:an?\s+)?(?P<v2>[a-z]+)\s+(?:citizen|national|passport)"
 )
 _NOT_NATIONALITIES = frozenset(
-    {
-        "new",
-        "fine",
-        "good",
-        "here",
-        "back",
-        "sorry",
-        "happy",
-        "glad",
-        "sure",
-        "done",
-        "ready",
-        "vegan",
-        "vegetarian",
-        "not",
-        "so",
-        "just",
-        "also",
-        "still",
-        "really",
-        "very",
-        "allergic",
-        "based",
-        "from",
-        "afraid",
-    }
+    {"new", "fine", "good", "here", "back", "sorry", "happy", "glad", "sure", "done", "ready",
+     "vegan", "vegetarian", "not", "so", "just", "also", "still", "really", "very",
+     "allergic", "based", "from", "afraid"}
 )
 
 
@@ -100,7 +79,7 @@ def m_name(c: Clause) -> list[Slot]:
     if name.lower().split()[0] in NATIONALITIES:
         return []
     called = "call" in m.group(0).lower() or "go by" in m.group(0).lower()
-    head = f"The user wants to be called {name}" if called else f"The user's name is {name}"
+    head = (f"The user wants to be called {name}" if called else f"The user's name is {name}")
     return [make_slot("name", norm_value(name), head, importance=0.95)]
 
 
@@ -111,15 +90,8 @@ def m_age(c: Clause) -> list[Slot]:
     age = m.group("v") or m.group("v2") or m.group("v3")
     if not age or not 1 <= int(age) <= 120:
         return []
-    return [
-        make_slot(
-            "age",
-            age,
-            f"The user is {age} years old",
-            importance=0.8,
-            details={"as_of_event": True},
-        )
-    ]
+    return [make_slot("age", age, f"The user is {age} years old", importance=0.8,
+                  details={"as_of_event": True})]
 
 
 def m_birthday(c: Clause) -> list[Slot]:
@@ -155,7 +127,7 @@ def m_allergy(c: Clause) -> list[Slot]:
     m = _ALLERGY.search(c.text)
     neg = False
     if m:
-        neg = bool(m.group("neg")) or bool(re.search(r"(?i)\bany\s*more\b", c.text[m.end() :]))
+        neg = bool(m.group("neg")) or bool(re.search(r"(?i)\bany\s*more\b", c.text[m.end():]))
     else:
         m = _ALLERGY_HAVE.search(c.text)
     if not m:
@@ -169,9 +141,8 @@ def m_allergy(c: Clause) -> list[Slot]:
             continue
         allergen = " ".join([*words[:-1], singular(words[-1])])
         if neg:
-            out.append(
-                clause_slot(c, f"allergy:{allergen}", "", negated=True, change=True, importance=0.9)
-            )
+            out.append(clause_slot(c, f"allergy:{allergen}", "", negated=True, change=True,
+                                    importance=0.9))
         else:
             out.append(clause_slot(c, f"allergy:{allergen}", allergen, importance=0.95))
     return out
@@ -219,43 +190,9 @@ _FAMILY_IS = re.compile(
     r"(?P<rel>" + _REL_EN + r"))\b"
 )
 _NOT_NAMES = frozenset(
-    {
-        "is",
-        "was",
-        "has",
-        "and",
-        "the",
-        "a",
-        "an",
-        "i",
-        "he",
-        "she",
-        "it",
-        "they",
-        "we",
-        "who",
-        "which",
-        "that",
-        "this",
-        "in",
-        "on",
-        "at",
-        "to",
-        "from",
-        "with",
-        "for",
-        "of",
-        "my",
-        "will",
-        "can",
-        "just",
-        "also",
-        "loves",
-        "likes",
-        "turns",
-        "lives",
-        "works",
-    }
+    {"is", "was", "has", "and", "the", "a", "an", "i", "he", "she", "it", "they", "we",
+     "who", "which", "that", "this", "in", "on", "at", "to", "from", "with", "for", "of",
+     "my", "will", "can", "just", "also", "loves", "likes", "turns", "lives", "works"}
 )
 
 
@@ -280,9 +217,8 @@ def m_family(c: Clause) -> list[Slot]:
         for m in pat.finditer(c.text):
             rel = _relation(m.group("rel"))
             name = m.groupdict().get("name") or ""
-            if name and (
-                name.split()[0].lower() in _NOT_NAMES or name.split()[0].lower() in NATIONALITIES
-            ):
+            if name and (name.split()[0].lower() in _NOT_NAMES
+                         or name.split()[0].lower() in NATIONALITIES):
                 name = ""
             if pat is _FAMILY_HAVE and not name:
                 count = m.group("count").lower()
@@ -338,11 +274,8 @@ def m_diet(c: Clause) -> list[Slot]:
     m = _DIET_NEG.search(c.text)
     if m:
         d = _diet(m.group("d") or m.group("d2") or m.group("d3"))
-        return [
-            clause_slot(
-                c, "diet", "", negated=True, change=True, importance=0.7, details={"not": d}
-            )
-        ]
+        return [clause_slot(c, "diet", "", negated=True, change=True, importance=0.7,
+                             details={"not": d})]
     m = _DIET.search(c.text)
     if m:
         d = _diet(next(g for g in m.groups() if g))
@@ -373,10 +306,7 @@ _ANSWER_LANG = re.compile(
 )
 _CONCISE = re.compile(
     r"(?i)\b(?:short|shorter|brief|briefer|concise|succinct|terse|compact|quick)\b"
-    r"(?:\s+\w+){0,2}?\s+"
-    + _ANSWER_NOUN
-    + r"|\b(?:"
-    + _ANSWER_NOUN
+    r"(?:\s+\w+){0,2}?\s+" + _ANSWER_NOUN + r"|\b(?:" + _ANSWER_NOUN
     + r"|it|them|things)\s+(?:\w+\s+){0,2}?(?:short|shorter|brief|concise|succinct|"
     r"to\s+the\s+point|snappy)\b|\bbe\s+(?:more\s+)?(?:brief|concise|succinct|terse)\b"
     r"|\b(?:less|not\s+so|not\s+too)\s+(?:verbose|wordy|long)\b|\bjust\s+the\s+"
@@ -385,11 +315,8 @@ _CONCISE = re.compile(
 )
 _DETAILED = re.compile(
     r"(?i)\b(?:detailed|thorough|in-depth|in\s+depth|long|longer|comprehensive|elaborate|"
-    r"exhaustive|full|fuller|extensive|step-by-step)\b(?:\s+\w+){0,2}?\s+"
-    + _ANSWER_NOUN
-    + r"|\b(?:"
-    + _ANSWER_NOUN
-    + r"|it|them|things)\s+(?:\w+\s+){0,2}?"
+    r"exhaustive|full|fuller|extensive|step-by-step)\b(?:\s+\w+){0,2}?\s+" + _ANSWER_NOUN
+    + r"|\b(?:" + _ANSWER_NOUN + r"|it|them|things)\s+(?:\w+\s+){0,2}?"
     r"(?:detailed|thorough|longer|in\s+depth|comprehensive)\b|\b(?:go|going)\s+into\s+"
     r"(?:more\s+|a\s+lot\s+of\s+|great\s+)?detail|\bmore\s+detail(?:s|ed)?\b|\bin\s+"
     r"(?:more\s+|great\s+|full\s+)?detail\b|\breasoning\s+spelled\s+out\b|\bspell\s+out\b"
@@ -431,57 +358,29 @@ def m_answer_style(c: Clause) -> list[Slot]:
     m = _ANSWER_LANG.search(c.text)
     if m:
         lang = LANGS_EN[next(g for g in m.groups() if g).lower()]
-        return [
-            make_slot(
-                "answer_language",
-                lang,
-                _answer_head(c, f"answers in {lang.capitalize()}"),
-                from_clause=True,
-                importance=0.7,
-            )
-        ]
+        return [make_slot("answer_language", lang,
+                      _answer_head(c, f"answers in {lang.capitalize()}"),
+                      from_clause=True, importance=0.7)]
     text = _NOT_JUST.sub("", c.text)
     detailed = bool(_DETAILED.search(text))
     concise = bool(_CONCISE.search(text))
     if detailed != concise:
         value = "detailed" if detailed else "concise"
-        return [
-            make_slot(
-                "answer_length",
-                value,
-                _answer_head(c, f"{value} answers"),
-                from_clause=True,
-                importance=0.6,
-            )
-        ]
+        return [make_slot("answer_length", value, _answer_head(c, f"{value} answers"),
+                      from_clause=True, importance=0.6)]
     m = _FORMAT.search(c.text)
-    if m and re.search(
-        r"(?i)\b(?:use|prefer|want|give|format|answer|repl|respon|please|like)", c.text
-    ):
+    if m and re.search(r"(?i)\b(?:use|prefer|want|give|format|answer|repl|respon|please|like)",
+                       c.text):
         fmt = norm_value(m.group("f")).replace("bulleted", "bullet").replace("-", " ")
         if fmt in ("bullets", "bullet point", "bullet list", "bullet lists"):
             fmt = "bullet points"
-        return [
-            make_slot(
-                "answer_format",
-                fmt,
-                _answer_head(c, f"answers formatted as {fmt}"),
-                from_clause=True,
-                importance=0.55,
-            )
-        ]
+        return [make_slot("answer_format", fmt, _answer_head(c, f"answers formatted as {fmt}"),
+                      from_clause=True, importance=0.55)]
     m = _TONE.search(c.text)
     if m:
         tone = m.group("t").lower()
-        return [
-            make_slot(
-                "answer_tone",
-                tone,
-                _answer_head(c, f"a {tone} tone"),
-                from_clause=True,
-                importance=0.55,
-            )
-        ]
+        return [make_slot("answer_tone", tone, _answer_head(c, f"a {tone} tone"),
+                      from_clause=True, importance=0.55)]
     return []
 
 
@@ -491,24 +390,12 @@ def m_instruction(c: Clause) -> list[Slot]:
         return []
     if not (_LASTING.search(c.text) or ONE_OFF_EN.search(c.raw)):
         return []
-    body = re.sub(
-        r"(?i)^(?:(?:please|from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|"
-        r"by\s+default|from\s+today)[\s,]+)+",
-        "",
-        c.text.strip(STRIP_CHARS),
-    )
+    body = re.sub(r"(?i)^(?:(?:please|from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|"
+                  r"by\s+default|from\s+today)[\s,]+)+", "", c.text.strip(STRIP_CHARS))
     body = third_person_en(body)
-    return [
-        make_slot(
-            "",
-            "",
-            f"The user asks the assistant to {body[0].lower()}{body[1:]}",
-            type="preference",
-            importance=0.6,
-            from_clause=True,
-            details={"instruction": True},
-        )
-    ]
+    return [make_slot("", "", f"The user asks the assistant to {body[0].lower()}{body[1:]}",
+                  type="preference", importance=0.6, from_clause=True,
+                  details={"instruction": True})]
 
 
 _LIKE = re.compile(
@@ -558,11 +445,8 @@ def _topic_of(obj: str) -> tuple[str, bool]:
     if consumed != obj:
         return norm_value(consumed), False
     first = obj.split()[0].lower() if obj.split() else ""
-    if (
-        first.endswith("ing")
-        and len(first) > 4
-        and first not in ("thing", "things", "king", "spring", "evening")
-    ):
+    if first.endswith("ing") and len(first) > 4 and first not in ("thing", "things", "king",
+                                                                   "spring", "evening"):
         return first, True
     return norm_value(obj), False
 
@@ -583,19 +467,14 @@ def m_likes(c: Clause) -> list[Slot]:
         if not m:
             continue
         # "I prefer X" only counts as a taste when X is a thing, not a way of answering.
-        if (
-            polarity == "likes"
-            and re.match(r"(?i)prefer", m.group("verb"))
-            and re.search(_ANSWER_NOUN, m.group("obj"), re.I)
-        ):
+        if (polarity == "likes" and re.match(r"(?i)prefer", m.group("verb"))
+                and re.search(_ANSWER_NOUN, m.group("obj"), re.I)):
             return []
-        if re.match(
-            r"(?i)(?:to\s+)?(?:it|that|this|them|you|the\s+idea|when|how|what)\b", m.group("obj")
-        ):
+        if re.match(r"(?i)(?:to\s+)?(?:it|that|this|them|you|the\s+idea|when|how|what)\b",
+                     m.group("obj")):
             return []
         if re.match(r"(?i)to\s+", m.group("obj")) and not re.match(
-            r"(?i)to\s+(?:listen|watch|read|play|cook|eat|drink|go|visit)", m.group("obj")
-        ):
+                r"(?i)to\s+(?:listen|watch|read|play|cook|eat|drink|go|visit)", m.group("obj")):
             obj = re.sub(r"(?i)^to\s+", "", m.group("obj"))
             topic, activity = obj.split()[0].lower() + "ing" if obj.split() else "", True
             topic = re.sub(r"eing$", "ing", topic)

@@ -74,9 +74,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 "required": ["event_ids", "type", "statement"],
                 "properties": {
                     "event_ids": {"type": "array", "items": {"type": "string"}},
-                    "type": {
-                        "enum": ["identity", "preference", "fact", "task", "event", "procedure"]
-                    },
+                    "type": {"enum": ["identity", "preference", "fact", "task", "event",
+                                      "procedure"]},
                     "statement": {"type": "string"},
                     "subject": {"type": "string"},
                     "attribute": {"type": "string"},
@@ -250,11 +249,8 @@ def _weakest(events: list[EventView]) -> Speaker:
     speakers = [speaker_of(e) for e in events]
     direct = [s for s in speakers if s.source in ("user", "system")]
     if direct:
-        speakers = [
-            s
-            for s, e in zip(speakers, events, strict=True)
-            if s.source in ("user", "system") or e.kind != "message"
-        ]
+        speakers = [s for s, e in zip(speakers, events, strict=True)
+                    if s.source in ("user", "system") or e.kind != "message"]
     return min(speakers, key=lambda s: (s.trust == "high", not s.inferred, s.confidence))
 
 

@@ -115,278 +115,48 @@ from sleepmem.pipelines.types import Candidate, EventView, Extraction
 
 # Priority order: the first matcher that yields slots for a clause wins it.
 EN_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
-    (
-        (
-            "forget",
-            "delete",
-            "erase",
-            "remove",
-            "wipe",
-            "purge",
-            "scrub",
-            "clear",
-            "drop",
-            "discard",
-            "get rid",
-        ),
-        m_forget,
-    ),
+    (("forget", "delete", "erase", "remove", "wipe", "purge", "scrub", "clear", "drop",
+      "discard", "get rid"), m_forget),
     (("allergic", "allerg"), m_allergy),
-    (
-        (
-            "vegan",
-            "vegetarian",
-            "veggie",
-            "pesc",
-            "keto",
-            "paleo",
-            "halal",
-            "kosher",
-            "free",
-            "plant",
-            "carb",
-            "flexitarian",
-            "carnivore",
-            "omnivore",
-            "eat",
-            "meat",
-            "fish",
-            "dairy",
-            "diet",
-            "fruitarian",
-        ),
-        m_diet,
-    ),
-    (("have", "got", "suffer", "diagnos", "struggle", "i'm", "i am", "live with"), m_condition),
+    (("vegan", "vegetarian", "veggie", "pesc", "keto", "paleo", "halal", "kosher", "free",
+      "plant", "carb", "flexitarian", "carnivore", "omnivore", "eat", "meat", "fish",
+      "dairy", "diet", "fruitarian"), m_diet),
+    (("have", "got", "suffer", "diagnos", "struggle", "i'm", "i am", "live with"),
+     m_condition),
     (("name", "call me", "called", "go by", "i'm", "i am", "this is"), m_name),
     (("i'm", "i am", "i have", "citizen", "national", "passport"), m_nationality),
     (("i'm", "i am", "turned", "age", "im "), m_age),
     (("birthday", "born", "bday", "date of birth"), m_birthday),
     (tuple(FAMILY_EN), m_family),
-    (
-        (
-            "@",
-            "phone",
-            "mobile",
-            "cell",
-            "number",
-            "call me",
-            "text me",
-            "reach me",
-            "address",
-            "ship",
-            "send",
-            "deliver",
-            "mail",
-            "post",
-            "live at",
-        ),
-        m_contact,
-    ),
-    (
-        (
-            "move",
-            "moved",
-            "relocat",
-            "live",
-            "living",
-            "reside",
-            "based",
-            "located",
-            "settled",
-            "from",
-            "grew up",
-            "raised",
-            "home",
-            "emigrat",
-            "immigrat",
-        ),
-        m_residence,
-    ),
-    (
-        (
-            "answer",
-            "repl",
-            "respon",
-            "explanation",
-            "message",
-            "write",
-            "talk",
-            "speak",
-            "communicate",
-            "english",
-            "chinese",
-            "french",
-            "german",
-            "spanish",
-            "japanese",
-            "short",
-            "brief",
-            "concise",
-            "succinct",
-            "terse",
-            "detail",
-            "thorough",
-            "depth",
-            "long",
-            "verbose",
-            "wordy",
-            "conclusion",
-            "tl;dr",
-            "tldr",
-            "bullet",
-            "table",
-            "markdown",
-            "list",
-            "formal",
-            "casual",
-            "friendly",
-            "professional",
-            "tone",
-            "direct",
-            "blunt",
-            "spell",
-            "summar",
-            "gist",
-            "point",
-            "output",
-        ),
-        m_answer_style,
-    ),
-    (
-        (
-            "work",
-            "job",
-            "employ",
-            "joined",
-            "occupation",
-            "profession",
-            "role",
-            "title",
-            "position",
-            "retired",
-            "freelanc",
-            "intern",
-            "i'm a",
-            "i am a",
-            "i'm an",
-            "i am an",
-            "i'm the",
-            "i am the",
-            "company",
-            "started",
-        ),
-        m_employment,
-    ),
+    (("@", "phone", "mobile", "cell", "number", "call me", "text me", "reach me", "address",
+      "ship", "send", "deliver", "mail", "post", "live at"), m_contact),
+    (("move", "moved", "relocat", "live", "living", "reside", "based", "located", "settled",
+      "from", "grew up", "raised", "home", "emigrat", "immigrat"), m_residence),
+    (("answer", "repl", "respon", "explanation", "message", "write", "talk", "speak",
+      "communicate", "english", "chinese", "french", "german", "spanish", "japanese",
+      "short", "brief", "concise", "succinct", "terse", "detail", "thorough", "depth",
+      "long", "verbose", "wordy", "conclusion", "tl;dr", "tldr", "bullet", "table",
+      "markdown", "list", "formal", "casual", "friendly", "professional", "tone", "direct",
+      "blunt", "spell", "summar", "gist", "point", "output"), m_answer_style),
+    (("work", "job", "employ", "joined", "occupation", "profession", "role", "title",
+      "position", "retired", "freelanc", "intern", "i'm a", "i am a", "i'm an", "i am an",
+      "i'm the", "i am the", "company", "started"), m_employment),
     (tuple(sorted({a.split()[0] for a in TECH_ALIASES} | {"k8s"})), m_tech),
     (("port", "hosted", "deployed", "version", "running", "reachable", "runs"), m_project),
-    (
-        (
-            "order",
-            "ticket",
-            "booking",
-            "tracking",
-            "confirmation",
-            "reservation",
-            "case",
-            "invoice",
-            "flight",
-            "policy",
-            "claim",
-            "shipment",
-            "parcel",
-            "package",
-            "refund",
-            "return",
-            "rma",
-            "incident",
-            "issue",
-            "pr",
-            "pull request",
-            "reference",
-            "account",
-            "appointment",
-            "meeting",
-            "interview",
-            "call",
-            "exam",
-            "due",
-            "deadline",
-            "surgery",
-            "check",
-            "presentation",
-            "membership",
-            "customer",
-            "application",
-        ),
-        m_task,
-    ),
-    (
-        (
-            "favourite",
-            "favorite",
-            "hobby",
-            "hobbies",
-            "pastime",
-            "passion",
-            "free time",
-            "spare time",
-            "love",
-            "like",
-            "enjoy",
-            "adore",
-            "into",
-            "fan of",
-            "dig",
-            "prefer",
-            "hate",
-            "dislike",
-            "detest",
-            "loathe",
-            "stand",
-            "bear",
-            "care for",
-            "sick of",
-            "tired of",
-        ),
-        m_likes,
-    ),
-    (
-        (
-            "use",
-            "using",
-            "rely on",
-            "work with",
-            "code in",
-            "write in",
-            "program in",
-            "switched",
-            "moved to",
-            "my ",
-        ),
-        m_tools,
-    ),
-    (
-        (
-            "always",
-            "never",
-            "from now on",
-            "going forward",
-            "future",
-            "every time",
-            "each time",
-            "whenever",
-            "by default",
-            "from today",
-            "just",
-            "only",
-            "once",
-            "for this",
-            "for today",
-            "this time",
-        ),
-        m_instruction,
-    ),
+    (("order", "ticket", "booking", "tracking", "confirmation", "reservation", "case",
+      "invoice", "flight", "policy", "claim", "shipment", "parcel", "package", "refund",
+      "return", "rma", "incident", "issue", "pr", "pull request", "reference", "account",
+      "appointment", "meeting", "interview", "call", "exam", "due", "deadline",
+      "surgery", "check", "presentation", "membership", "customer", "application"), m_task),
+    (("favourite", "favorite", "hobby", "hobbies", "pastime", "passion", "free time",
+      "spare time", "love", "like", "enjoy", "adore", "into", "fan of", "dig", "prefer",
+      "hate", "dislike", "detest", "loathe", "stand", "bear", "care for", "sick of",
+      "tired of"), m_likes),
+    (("use", "using", "rely on", "work with", "code in", "write in", "program in",
+      "switched", "moved to", "my "), m_tools),
+    (("always", "never", "from now on", "going forward", "future", "every time",
+      "each time", "whenever", "by default", "from today", "just", "only", "once",
+      "for this", "for today", "this time"), m_instruction),
     (("my ",), m_my_x_is),
 )
 ZH_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
@@ -399,66 +169,22 @@ ZH_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
     (("生日", "出生"), mz_birthday),
     (tuple(FAMILY_ZH), mz_family),
     (("搬", "迁", "移居", "住", "生活在", "定居", "安家", "老家", "家乡", "人"), mz_residence),
-    (
-        (
-            "回答",
-            "回复",
-            "答复",
-            "回应",
-            "交流",
-            "沟通",
-            "说",
-            "讲",
-            "写",
-            "聊",
-            "简",
-            "短",
-            "详细",
-            "具体",
-            "展开",
-            "深入",
-            "举例",
-            "清楚",
-            "结论",
-            "列表",
-            "要点",
-            "表格",
-            "markdown",
-            "Markdown",
-            "编号",
-            "代码",
-        ),
-        mz_answer_style,
-    ),
+    (("回答", "回复", "答复", "回应", "交流", "沟通", "说", "讲", "写", "聊", "简", "短", "详细",
+      "具体", "展开", "深入", "举例", "清楚", "结论", "列表", "要点", "表格", "markdown",
+      "Markdown", "编号", "代码"), mz_answer_style),
     (("是", "当", "做", "工作", "职业", "上班", "任职", "实习"), mz_employment),
     (tuple(sorted({a.split()[0] for a in TECH_ALIASES} | {"k8s", "K8s"})), m_tech),
     (("端口",), mz_project),
     (("号",), mz_task),
-    (
-        ("喜欢", "爱", "迷上", "钟爱", "偏爱", "讨厌", "受不了", "反感", "烦", "爱好", "兴趣"),
-        mz_likes,
-    ),
+    (("喜欢", "爱", "迷上", "钟爱", "偏爱", "讨厌", "受不了", "反感", "烦", "爱好", "兴趣"),
+     mz_likes),
     (("用",), mz_tools),
     (("我的",), mz_my_x_is),
-    (
-        (
-            "以后",
-            "今后",
-            "从现在",
-            "每次",
-            "总是",
-            "永远",
-            "务必",
-            "一律",
-            "这次",
-            "这一次",
-            "本次",
-            "暂时",
-            "临时",
-        ),
-        mz_instruction,
-    ),
+    (("以后", "今后", "从现在", "每次", "总是", "永远", "务必", "一律", "这次", "这一次", "本次",
+      "暂时", "临时"), mz_instruction),
 )
+
+
 
 
 # ---------------------------------------------------------------------------------------
@@ -504,33 +230,21 @@ def speaker_of(event: EventView) -> Speaker:
         trusted = _truthy(meta.get("trusted")) or _truthy(meta.get("verified"))
         label = str(meta.get("source") or meta.get("tool") or "").strip()
         prefix = named or (f"Tool ({label})" if label else "Tool")
-        return Speaker(
-            "tool",
-            "high" if trusted else "low",
-            _meta_float(meta, "confidence", 1.0 if trusted else 0.5),
-            False,
-            from_tool=True,
-            trusted_tool=trusted,
-            prefix=prefix,
-        )
+        return Speaker("tool", "high" if trusted else "low",
+                       _meta_float(meta, "confidence", 1.0 if trusted else 0.5), False,
+                       from_tool=True, trusted_tool=trusted, prefix=prefix)
     if event.kind == "observation":
         who = named or ("Assistant observation" if event.role != "user" else "Observation")
-        return Speaker(
-            event.role or "assistant", "low", _meta_float(meta, "confidence", 0.5), True, prefix=who
-        )
+        return Speaker(event.role or "assistant", "low", _meta_float(meta, "confidence", 0.5),
+                       True, prefix=who)
     if event.role == "assistant":
-        return Speaker(
-            "assistant",
-            "low",
-            _meta_float(meta, "confidence", 1.0),
-            False,
-            prefix=named or "Assistant",
-        )
+        return Speaker("assistant", "low", _meta_float(meta, "confidence", 1.0), False,
+                       prefix=named or "Assistant")
     if event.role == "system":
-        return Speaker(
-            "system", "high", _meta_float(meta, "confidence", 1.0), False, prefix=named or "System"
-        )
-    return Speaker("user", "high", _meta_float(meta, "confidence", 1.0), False, prefix=named)
+        return Speaker("system", "high", _meta_float(meta, "confidence", 1.0), False,
+                       prefix=named or "System")
+    return Speaker("user", "high", _meta_float(meta, "confidence", 1.0), False,
+                   prefix=named)
 
 
 class _Turn:
@@ -546,16 +260,10 @@ class _Turn:
         if isinstance(slot_or_type, Slot):
             s = slot_or_type
             fields: dict[str, Any] = {
-                "type": s.type,
-                "subject": s.subject,
-                "attribute": s.attribute,
-                "value": s.value,
-                "change": s.change,
-                "negated": s.negated,
-                "one_off": s.one_off,
-                "forget_topic": s.forget_topic,
-                "importance": s.importance
-                if s.importance is not None
+                "type": s.type, "subject": s.subject, "attribute": s.attribute,
+                "value": s.value, "change": s.change, "negated": s.negated,
+                "one_off": s.one_off, "forget_topic": s.forget_topic,
+                "importance": s.importance if s.importance is not None
                 else IMPORTANCE.get(s.type, 0.5),
                 "details": dict(s.details),
             }
@@ -634,9 +342,8 @@ class RulesExtractor:
 # -- turns, by who speaks -----------------------------------------------------------------
 
 
-def _statements(
-    turn: _Turn, text: str, *, feedback: bool = False, rewrite: Callable[[str], str] | None = None
-) -> list[Candidate]:
+def _statements(turn: _Turn, text: str, *, feedback: bool = False,
+                rewrite: Callable[[str], str] | None = None) -> list[Candidate]:
     """Structured candidates from a first-person turn, plus one event for the rest."""
     out: list[Candidate] = []
     remainder: list[str] = []
@@ -760,15 +467,12 @@ def _merge_same_slot(cands: list[Candidate]) -> list[Candidate]:
     return out
 
 
-def _event(
-    turn: _Turn, text: str, *, feedback: bool = False, importance: float | None = None
-) -> Candidate:
+def _event(turn: _Turn, text: str, *, feedback: bool = False,
+           importance: float | None = None) -> Candidate:
     text = text.strip()
-    chit = (
-        bool(CHITCHAT.search(text))
-        and len(text) < 160
-        and not re.search(r"(?i)\b(?:my|i'm|i am|i have|i've|我的)\b", text)
-    ) or (bool(CHITCHAT.search(text)) and len(text) < 60)
+    chit = (bool(CHITCHAT.search(text)) and len(text) < 160 and not re.search(
+        r"(?i)\b(?:my|i'm|i am|i have|i've|我的)\b", text)) or (bool(
+        CHITCHAT.search(text)) and len(text) < 60)
     details: dict[str, Any] = {}
     if chit:
         imp = 0.1
@@ -784,13 +488,8 @@ def _event(
         imp = min(1.0, imp + 0.15)
     if feedback:
         details["feedback"] = "negative" if NEGATIVE_FEEDBACK.search(text) else True
-    return turn.candidate(
-        "event",
-        _prefixed(turn.speaker.prefix, text),
-        importance=round(imp, 3),
-        emphasis=emphasis,
-        details=details,
-    )
+    return turn.candidate("event", _prefixed(turn.speaker.prefix, text),
+                          importance=round(imp, 3), emphasis=emphasis, details=details)
 
 
 def _assistant(turn: _Turn, text: str) -> list[Candidate]:
@@ -807,11 +506,8 @@ def _observation(turn: _Turn, text: str) -> list[Candidate]:
     for c in structured:
         c.inferred = True
         c.trust = "low"
-        c.statement = (
-            c.statement.replace("The user", "The user (observed)", 1)
-            if (c.statement.startswith("The user"))
-            else c.statement
-        )
+        c.statement = c.statement.replace("The user", "The user (observed)", 1) if (
+            c.statement.startswith("The user")) else c.statement
     # The observation itself is kept whole as an (inferred) episode.
     return [*structured, _event(turn, text)]
 
@@ -844,45 +540,23 @@ def _outcome(turn: _Turn) -> list[Candidate]:
     subject = norm_value(trigger)
     attribute = norm_value(action)
     details: dict[str, Any] = {"success": bool(success)}
-    return [
-        turn.candidate(
-            Slot(
-                type="procedure",
-                attribute=attribute,
-                value="",
-                head="",
-                subject=subject,
-                importance=0.6,
-                details=details,
-            ),
-            f"When {trigger}: {clean_end(action)}.",
-        )
-    ]
+    return [turn.candidate(
+        Slot(type="procedure", attribute=attribute, value="", head="", subject=subject,
+             importance=0.6, details=details),
+        f"When {trigger}: {clean_end(action)}.",
+    )]
 
 
 # -- tool output ---------------------------------------------------------------------------
 
 _PROFILE_KEYS = {k: v for k, v in ATTR_SYNONYMS.items() if "_" in k or " " not in k}
-_PROFILE_LABEL = {
-    "address": "address",
-    "billing_address": "billing address",
-    "residence": "city of residence",
-    "employer": "employer",
-    "occupation": "job title",
-    "name": "name",
-    "email": "email",
-    "phone": "phone number",
-    "birthday": "birthday",
-    "timezone": "timezone",
-    "age": "age",
-    "nationality": "nationality",
-    "hometown": "hometown",
-    "native_language": "native language",
-    "diet": "diet",
-    "gender": "gender",
-    "pronouns": "pronouns",
-    "nickname": "nickname",
-}
+_PROFILE_LABEL = {"address": "address", "billing_address": "billing address",
+                  "residence": "city of residence", "employer": "employer",
+                  "occupation": "job title", "name": "name", "email": "email",
+                  "phone": "phone number", "birthday": "birthday", "timezone": "timezone",
+                  "age": "age", "nationality": "nationality", "hometown": "hometown",
+                  "native_language": "native language", "diet": "diet",
+                  "gender": "gender", "pronouns": "pronouns", "nickname": "nickname"}
 _USER_KEYS = ("user", "user_id", "userid", "customer_id", "uid")
 
 
@@ -896,15 +570,8 @@ def _tool(turn: _Turn) -> list[Candidate]:
         facts: list[Candidate] = []
         if trusted:
             sp = turn.speaker
-            turn.speaker = Speaker(
-                sp.source,
-                "high",
-                sp.confidence if sp.trusted_tool else 1.0,
-                False,
-                from_tool=True,
-                trusted_tool=True,
-                prefix=sp.prefix,
-            )
+            turn.speaker = Speaker(sp.source, "high", sp.confidence if sp.trusted_tool else 1.0,
+                                   False, from_tool=True, trusted_tool=True, prefix=sp.prefix)
             facts = _profile_facts(turn, data)
         if facts:
             return facts
@@ -970,7 +637,8 @@ def _profile_facts(turn: _Turn, data: Any, depth: int = 0) -> list[Candidate]:
         return out
     if not isinstance(data, dict):
         return out
-    owner = next((str(data[k]) for k in _USER_KEYS if k in data and isinstance(data[k], str)), None)
+    owner = next((str(data[k]) for k in _USER_KEYS if k in data and isinstance(data[k], str)),
+                 None)
     if owner is not None and turn.event.scope.user and owner != turn.event.scope.user:
         return out  # a profile of somebody else
     source = turn.speaker.prefix.removeprefix("Tool").strip(" ()") or "a tool"
@@ -982,65 +650,34 @@ def _profile_facts(turn: _Turn, data: Any, depth: int = 0) -> list[Candidate]:
         if attr is None and key.lower() == "allergies" and isinstance(value, list):
             for item in value:
                 allergen = singular(norm_value(str(item)))
-                out.append(
-                    turn.candidate(
-                        Slot(
-                            type="identity",
-                            attribute=f"allergy:{allergen}",
-                            value=allergen,
-                            head="",
-                            importance=0.95,
-                        ),
-                        f"The user is allergic to {item} (according to {source}).",
-                    )
-                )
+                out.append(turn.candidate(
+                    Slot(type="identity", attribute=f"allergy:{allergen}", value=allergen,
+                         head="", importance=0.95),
+                    f"The user is allergic to {item} (according to {source}).",
+                ))
             continue
         if attr is None or value in (None, "", [], {}):
             continue
         text = _flat_value(value)
         if not text or REDACTED.search(text) or SECRET_WORDS.search(key):
             continue
-        label = (
-            "shipping address"
-            if "shipping" in key.lower() or "delivery" in key.lower()
+        label = "shipping address" if "shipping" in key.lower() or "delivery" in key.lower() \
             else _PROFILE_LABEL.get(attr, attr)
-        )
         norm = re.sub(r"[^\d+]", "", text) if attr == "phone" else norm_value(text)
         if attr == "residence":
             statement = f"The user lives in {text} (according to {source})."
         else:
             statement = f"The user's {label} is {text} (according to {source})."
-        out.append(
-            turn.candidate(
-                Slot(
-                    type=type_of(attr),
-                    attribute=attr,
-                    value=norm,
-                    head="",
-                    importance=0.6,
-                    details={"tool_key": key},
-                ),
-                statement,
-            )
-        )
+        out.append(turn.candidate(
+            Slot(type=type_of(attr), attribute=attr, value=norm, head="", importance=0.6,
+                 details={"tool_key": key}),
+            statement,
+        ))
     return out
 
 
-_BORING_KEYS = frozenset(
-    {
-        "status",
-        "ok",
-        "success",
-        "code",
-        "id",
-        "request_id",
-        "ts",
-        "timestamp",
-        "auth",
-        "token",
-        "error",
-    }
-)
+_BORING_KEYS = frozenset({"status", "ok", "success", "code", "id", "request_id", "ts",
+                          "timestamp", "auth", "token", "error"})
 
 
 def _json_summary(data: Any) -> str:

@@ -73,13 +73,8 @@ def type_of(attribute: str) -> str:
 
 
 def make_slot(attribute: str, value: str, head: str, **kw: Any) -> Slot:
-    return Slot(
-        type=kw.pop("type", None) or type_of(attribute),
-        attribute=attribute,
-        value=value,
-        head=head,
-        **kw,
-    )
+    return Slot(type=kw.pop("type", None) or type_of(attribute), attribute=attribute,
+                value=value, head=head, **kw)
 
 
 def clause_slot(c: Clause, attribute: str, value: str, **kw: Any) -> Slot:
@@ -144,28 +139,17 @@ def _topic(raw: str) -> str:
 
 
 def m_forget(c: Clause) -> list[Slot]:
-    patterns = (
-        (_FORGET_ZH, _FORGET_ZH_BA, _FORGET_ZH_MY, _FORGET_ZH_BA2)
-        if c.zh
-        else (_FORGET_EN_THAT, _FORGET_EN, _FORGET_EN_MY)
-    )
+    patterns = (_FORGET_ZH, _FORGET_ZH_BA, _FORGET_ZH_MY, _FORGET_ZH_BA2) if c.zh else (
+        _FORGET_EN_THAT, _FORGET_EN, _FORGET_EN_MY)
     for pat in patterns:
         m = pat.search(clean_end(c.text))
         if m:
             topic = _topic(m.group("topic"))
             if topic:
-                return [
-                    Slot(
-                        type="event",
-                        attribute="",
-                        value="",
-                        head=c.raw,
-                        forget_topic=topic,
-                        importance=0.5,
-                        details={"forget": True},
-                    )
-                ]
+                return [Slot(type="event", attribute="", value="", head=c.raw,
+                             forget_topic=topic, importance=0.5, details={"forget": True})]
     return []
+
 
 
 # -- environment and project facts -------------------------------------------------------
@@ -175,13 +159,13 @@ for _canon, (_comp, _names) in TECH.items():
     for _n in _names:
         TECH_ALIASES[_n] = _canon
 _TECH_RE = re.compile(
-    r"(?i)(?<![A-Za-z0-9_.])(?P<t>"
-    + "|".join(re.escape(n) for n in sorted(TECH_ALIASES, key=len, reverse=True))
+    r"(?i)(?<![A-Za-z0-9_.])(?P<t>" + "|".join(re.escape(n) for n in sorted(TECH_ALIASES, key=len,
+                                                                   reverse=True))
     + r")(?:\s*v?(?P<ver>\d+(?:\.\d+)*))?(?![A-Za-z0-9_])"
 )
 _COMPONENT_RE = re.compile(
-    r"(?i)(?<![A-Za-z0-9_])(?P<c>"
-    + "|".join(re.escape(w) for w in sorted(COMPONENT_WORDS, key=len, reverse=True))
+    r"(?i)(?<![A-Za-z0-9_])(?P<c>" + "|".join(re.escape(w) for w in sorted(COMPONENT_WORDS, key=len,
+                                                                  reverse=True))
     + r")(?![a-z])"
 )
 _ENV_CONTEXT = re.compile(
@@ -225,31 +209,10 @@ def m_tech(c: Clause) -> list[Slot]:
         display = m.group("t") + (f" {m.group('ver')}" if m.group("ver") else "")
         head = f"Tech stack — {comp}: {display}"
         if neg:
-            out.append(
-                make_slot(
-                    comp,
-                    "",
-                    head,
-                    subject="tech stack",
-                    type="fact",
-                    negated=True,
-                    change=True,
-                    importance=0.5,
-                    attach=False,
-                )
-            )
+            out.append(make_slot(comp, "", head, subject="tech stack", type="fact",
+                             negated=True, change=True, importance=0.5, attach=False))
         else:
-            out.append(
-                make_slot(
-                    comp,
-                    canon,
-                    head,
-                    subject="tech stack",
-                    type="fact",
-                    change=change,
-                    importance=0.55,
-                    attach=False,
-                    details={"version": m.group("ver")} if m.group("ver") else {},
-                )
-            )
+            out.append(make_slot(comp, canon, head, subject="tech stack", type="fact",
+                             change=change, importance=0.55, attach=False,
+                             details={"version": m.group("ver")} if m.group("ver") else {}))
     return out

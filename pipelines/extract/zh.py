@@ -47,49 +47,32 @@ _ZH_CONDITION = re.compile(
 _REL_ZH = "|".join(sorted(FAMILY_ZH, key=len, reverse=True))
 _ZH_PERSON = r"(?P<v>[A-Z][a-zA-Z]+|[\u4e00-\u9fff·]{1,4}?)"
 _ZH_FAMILY = re.compile(
-    r"我(?:的)?(?P<rel>"
-    + _REL_ZH
-    + r")(?:叫|名叫|的名字(?:是|叫)|名字叫|是)"
-    + _ZH_PERSON
+    r"我(?:的)?(?P<rel>" + _REL_ZH + r")(?:叫|名叫|的名字(?:是|叫)|名字叫|是)" + _ZH_PERSON
     + r"(?=[，,。！？!?\s]|$|今年|现在|已经|在|是|，)"
-    r"|我有(?:一个|两个|个|一位|位)?(?P<rel2>"
-    + _REL_ZH
-    + r")[，,]?(?:叫|名叫)"
-    + _ZH_PERSON.replace("v>", "v2>")
-    + r"(?=[，,。！？!?\s]|$|今年|现在|已经|在)"
+    r"|我有(?:一个|两个|个|一位|位)?(?P<rel2>" + _REL_ZH + r")[，,]?(?:叫|名叫)"
+    + _ZH_PERSON.replace("v>", "v2>") + r"(?=[，,。！？!?\s]|$|今年|现在|已经|在)"
 )
 _ZH_DIET = re.compile(
     r"(?P<neg>不再|不是|已经不|不)?(?:是)?(?:一个|一名|个)?(?P<d>纯素食者|纯素食主义者|纯素|吃全素|"
     r"素食者|素食主义者|吃素)"
 )
-_ZH_NO_FOOD = re.compile(
-    r"我(?:从来|一直|已经|现在)?(?:不|不再|不能|从不)吃(?P<f>"
-    + "|".join(sorted(FOODS_ZH, key=len, reverse=True))
-    + r")"
-)
-_ZH_EAT = re.compile(
-    r"(?:^|我)(?:现在|也|又|开始|只)?(?:吃|开始吃)(?P<f>(?:"
-    + "|".join(sorted(FOODS_ZH, key=len, reverse=True))
-    + r")(?:(?:和|、|跟)(?:"
-    + "|".join(sorted(FOODS_ZH, key=len, reverse=True))
-    + r"))*)"
-)
+_ZH_NO_FOOD = re.compile(r"我(?:从来|一直|已经|现在)?(?:不|不再|不能|从不)吃(?P<f>" + "|".join(
+    sorted(FOODS_ZH, key=len, reverse=True)) + r")")
+_ZH_EAT = re.compile(r"(?:^|我)(?:现在|也|又|开始|只)?(?:吃|开始吃)(?P<f>(?:" + "|".join(
+    sorted(FOODS_ZH, key=len, reverse=True)) + r")(?:(?:和|、|跟)(?:" + "|".join(
+    sorted(FOODS_ZH, key=len, reverse=True)) + r"))*)")
 _ZH_PLACE = r"(?P<v>[\u4e00-\u9fffA-Za-z]{2,10}?)"
 _ZH_LIVE = re.compile(
     r"我(?:们)?(?:现在|目前|一直|已经|还|仍然|平时)?(?:住在|住|居住在|生活在|定居在|定居于|安家在|常住)"
-    + _ZH_PLACE
-    + r"(?=[，,。！？!?\s]|$|了|的|附近|这边|那边|一带|市|，)"
+    + _ZH_PLACE + r"(?=[，,。！？!?\s]|$|了|的|附近|这边|那边|一带|市|，)"
 )
 _ZH_MOVE = re.compile(
-    r"我(?:们)?[^，,。]{0,8}?(?:搬到|搬去|搬家到|迁到|迁居到?|移居到?|搬回)(?:了)?"
-    + _ZH_PLACE
+    r"我(?:们)?[^，,。]{0,8}?(?:搬到|搬去|搬家到|迁到|迁居到?|移居到?|搬回)(?:了)?" + _ZH_PLACE
     + r"(?=[，,。！？!?\s]|$|了|去了|来了|市|住|生活)"
 )
 _ZH_HOMETOWN = re.compile(
     r"我是(?P<v>[\u4e00-\u9fff]{2,6}?)人(?=[，,。！？!?\s]|$)|我(?:的)?(?:老家|家乡)(?:在|是)"
-    + _ZH_PLACE.replace("v>", "v2>")
-    + _ZH_END
-)
+                          + _ZH_PLACE.replace("v>", "v2>") + _ZH_END)
 _ZH_JOB_SUFFIX = (
     r"医生|护士|工程师|程序员|老师|教师|律师|会计|经理|主管|总监|警察|司机|厨师|记者|作家|博士|研究员|"
     r"设计师|学生|大学生|研究生|店主|老板|创始人|产品经理|设计|销售|公务员|演员|歌手|画家|翻译|"
@@ -97,9 +80,7 @@ _ZH_JOB_SUFFIX = (
 )
 _ZH_JOB = re.compile(
     r"我(?:现在|目前)?(?:是|当|做)(?:一名|一个|一位|个|名)?(?P<v>(?:[\u4e00-\u9fffA-Za-z]{0,6}?)(?:"
-    + _ZH_JOB_SUFFIX
-    + r"))"
-    + _ZH_END
+    + _ZH_JOB_SUFFIX + r"))" + _ZH_END
     + r"|我(?:的)?(?:工作|职业)是(?P<v2>[^，。！？]{1,12})"
     + r"|我是做(?P<v3>[^，。！？]{1,10}?)的"
 )
@@ -135,18 +116,9 @@ _ZH_REF = re.compile(
     r"(?:是|为|：|:)?\s*(?P<v>[A-Za-z0-9-]{3,})"
 )
 _ZH_REF_KIND = {
-    "订单": "order",
-    "快递单": "tracking",
-    "快递": "tracking",
-    "运单": "tracking",
-    "物流单": "tracking",
-    "工单": "ticket",
-    "预订": "booking",
-    "预约": "appointment_ref",
-    "航班": "flight",
-    "发票": "invoice",
-    "票": "ticket",
-    "退款单": "refund",
+    "订单": "order", "快递单": "tracking", "快递": "tracking", "运单": "tracking",
+    "物流单": "tracking", "工单": "ticket", "预订": "booking", "预约": "appointment_ref",
+    "航班": "flight", "发票": "invoice", "票": "ticket", "退款单": "refund",
     "会员": "membership",
 }
 _ZH_MY_X_IS = re.compile(
@@ -251,11 +223,8 @@ def mz_residence(c: Clause) -> list[Slot]:
     if m:
         place = m.group("v")
         rest = third_person_zh(c.text).lstrip("用户")
-        return [
-            make_slot(
-                "residence", place, f"用户住在{place}（{rest}）", change=True, importance=0.65
-            )
-        ]
+        return [make_slot("residence", place, f"用户住在{place}（{rest}）", change=True,
+                      importance=0.65)]
     m = _ZH_LIVE.search(c.text)
     if m:
         return [_zh_slot(c, "residence", m.group("v"), importance=0.65)]
@@ -293,7 +262,8 @@ def mz_answer_style(c: Clause) -> list[Slot]:
             value = "concise" if concise else "detailed"
             word = "简洁" if concise else "详细"
             head = f"用户希望回答{word}（{third_person_zh(c.text)}）"
-            return [make_slot("answer_length", value, head, importance=0.6)]
+            return [make_slot("answer_length", value, head,
+                          importance=0.6)]
     m = _ZH_FORMAT.search(c.text)
     if m:
         return [_zh_slot(c, "answer_format", m.group("f").lower(), importance=0.55)]
@@ -318,15 +288,8 @@ def mz_task(c: Clause) -> list[Slot]:
     out = []
     for m in _ZH_REF.finditer(c.text):
         kind = _ZH_REF_KIND.get(m.group("k"), "reference")
-        out.append(
-            make_slot(
-                f"{kind}_number",
-                m.group("v").lower(),
-                f"用户的{m.group('k')}号是{m.group('v')}",
-                type="task",
-                importance=0.5,
-            )
-        )
+        out.append(make_slot(f"{kind}_number", m.group("v").lower(),
+                         f"用户的{m.group('k')}号是{m.group('v')}", type="task", importance=0.5))
     return out
 
 
@@ -338,11 +301,8 @@ def mz_project(c: Clause) -> list[Slot]:
     subj = re.sub(r"^(?:我们的?|现在|目前)", "", subj)
     if not subj:
         return []
-    return [
-        _zh_slot(
-            c, "port", m.group("v") or m.group("v2"), subject=subj, type="fact", importance=0.6
-        )
-    ]
+    return [_zh_slot(c, "port", m.group("v") or m.group("v2"), subject=subj, type="fact",
+                     importance=0.6)]
 
 
 def mz_tools(c: Clause) -> list[Slot]:
@@ -371,21 +331,10 @@ def mz_my_x_is(c: Clause) -> list[Slot]:
 def mz_instruction(c: Clause) -> list[Slot]:
     if not _ZH_INSTRUCTION.search(c.text) or len(c.text) < 4:
         return []
-    if not (
-        re.search(r"以后|今后|从现在起|从现在开始|每次|总是|永远|一律", c.text)
-        or ONE_OFF_ZH.search(c.raw)
-    ):
+    if not (re.search(r"以后|今后|从现在起|从现在开始|每次|总是|永远|一律", c.text)
+            or ONE_OFF_ZH.search(c.raw)):
         return []
     if not re.search(r"请|不要|别|给我|帮我|用|回答|回复|提醒|记得", c.text):
         return []
-    return [
-        make_slot(
-            "",
-            "",
-            f"用户要求助手：{third_person_zh(c.text)}",
-            type="preference",
-            importance=0.6,
-            from_clause=True,
-            details={"instruction": True},
-        )
-    ]
+    return [make_slot("", "", f"用户要求助手：{third_person_zh(c.text)}", type="preference",
+                  importance=0.6, from_clause=True, details={"instruction": True})]

@@ -95,10 +95,9 @@ def within(model: Any, scope: Scope) -> ColumnElement[bool]:
 
 def covers(scope: Scope, levels: dict[str, str]) -> bool:
     """True when a thing at ``levels`` is at ``scope`` or under it."""
-    return (
-        all(not getattr(scope, lvl) or levels.get(lvl, "") == getattr(scope, lvl) for lvl in LEVELS)
-        and levels.get("tenant") == scope.tenant
-    )
+    return all(
+        not getattr(scope, lvl) or levels.get(lvl, "") == getattr(scope, lvl) for lvl in LEVELS
+    ) and levels.get("tenant") == scope.tenant
 
 
 def erase_scope(
@@ -137,26 +136,14 @@ def erase_scope(
             removed["hit_entries"] = hot.erase_hits(set(ids))
             removed["redis_keys"] = hot.erase_scope_markers(scope_keys)
         receipt = DeletionReceipt(
-            receipt_id=uuid.uuid4().hex,
-            op="ERASE_SCOPE",
-            tenant=target.tenant,
-            scope_key=target.key,
-            at=aware(now),
-            removed=removed,
-            content_hash=hasher.hexdigest(),
-            seconds=round(time.perf_counter() - started, 3),
+            receipt_id=uuid.uuid4().hex, op="ERASE_SCOPE", tenant=target.tenant,
+            scope_key=target.key, at=aware(now), removed=removed,
+            content_hash=hasher.hexdigest(), seconds=round(time.perf_counter() - started, 3),
         )
         _audit(conn, receipt, ids, task_id=task_id, worker=worker)
-    log.info(
-        "erase",
-        kind="scope",
-        scope=scope_digest(target.key),
-        tenant=target.tenant,
-        receipt=receipt.receipt_id,
-        seconds=receipt.seconds,
-        task_id=task_id,
-        **removed,
-    )
+    log.info("erase", kind="scope", scope=scope_digest(target.key), tenant=target.tenant,
+             receipt=receipt.receipt_id, seconds=receipt.seconds, task_id=task_id,
+             **removed)
     return receipt
 
 
@@ -176,9 +163,8 @@ def erase_memory(
     with engine.connect() as conn:
         with conn.begin():
             row = conn.execute(
-                sa.select(col(Memory.lineage), col(Memory.tenant), col(Memory.scope_key)).where(
-                    col(Memory.id) == memory_id
-                )
+                sa.select(col(Memory.lineage), col(Memory.tenant), col(Memory.scope_key))
+                .where(col(Memory.id) == memory_id)
             ).first()
         if row is None:
             raise NotFoundError(f"no memory {memory_id}")
@@ -188,9 +174,8 @@ def erase_memory(
         with hot.hold_scopes([scope_key]):
             with conn.begin():
                 versions = conn.execute(
-                    sa.select(col(Memory.id), col(Memory.provenance)).where(
-                        col(Memory.lineage) == lineage
-                    )
+                    sa.select(col(Memory.id), col(Memory.provenance))
+                    .where(col(Memory.lineage) == lineage)
                 ).all()
             events = sorted({e for _mid, prov in versions for e in (prov or [])})
             quoting = _summaries_quoting(conn, scope_key, set(events))
@@ -198,43 +183,27 @@ def erase_memory(
             ids = _erase_memories(conn, index, col(Memory.id).in_(victims), hasher)
             removed["memories"] = len(ids)
             removed["vector_points"] = len(ids)
-            removed["raw_events"] = (
-                _erase_events(
-                    conn,
-                    sa.and_(col(RawEvent.tenant) == tenant, col(RawEvent.event_id).in_(events)),
-                    hasher,
-                )
-                if events
-                else 0
-            )
+            removed["raw_events"] = _erase_events(
+                conn,
+                sa.and_(col(RawEvent.tenant) == tenant, col(RawEvent.event_id).in_(events)),
+                hasher,
+            ) if events else 0
             removed["provenance_scrubbed"] = _scrub_provenance(conn, scope_key, set(events))
             wanted = set(events)
-            removed["dead_letters"] = _erase_dead_letters(conn, lambda _levels, eid: eid in wanted)
+            removed["dead_letters"] = _erase_dead_letters(
+                conn, lambda _levels, eid: eid in wanted
+            )
             with conn.begin():
                 removed["jobs_scrubbed"] = _scrub_jobs(conn, tenant, set(ids))
             removed["hit_entries"] = hot.erase_hits(set(ids))
         receipt = DeletionReceipt(
-            receipt_id=uuid.uuid4().hex,
-            op="ERASE_MEMORY",
-            tenant=tenant,
-            scope_key=scope_key,
-            memory_id=memory_id,
-            at=aware(now),
-            removed=removed,
-            content_hash=hasher.hexdigest(),
-            seconds=round(time.perf_counter() - started, 3),
+            receipt_id=uuid.uuid4().hex, op="ERASE_MEMORY", tenant=tenant, scope_key=scope_key,
+            memory_id=memory_id, at=aware(now), removed=removed,
+            content_hash=hasher.hexdigest(), seconds=round(time.perf_counter() - started, 3),
         )
         _audit(conn, receipt, ids, task_id=task_id, worker=worker)
-    log.info(
-        "erase",
-        kind="memory",
-        memory_id=memory_id,
-        tenant=tenant,
-        receipt=receipt.receipt_id,
-        seconds=receipt.seconds,
-        task_id=task_id,
-        **removed,
-    )
+    log.info("erase", kind="memory", memory_id=memory_id, tenant=tenant,
+             receipt=receipt.receipt_id, seconds=receipt.seconds, task_id=task_id, **removed)
     return receipt
 
 
@@ -247,9 +216,8 @@ def _scope_keys(conn: Connection, target: Scope) -> list[str]:
         found: set[str] = set()
         for model in (RawEvent, Memory, ScopeState):
             found.update(
-                conn.execute(
-                    sa.select(col(model.scope_key)).where(within(model, target)).distinct()
-                ).scalars()
+                conn.execute(sa.select(col(model.scope_key)).where(within(model, target))
+                             .distinct()).scalars()
             )
     found.add(target.owner.key)
     return sorted(found)
@@ -264,10 +232,8 @@ def _erase_memories(
     while True:
         with conn.begin():
             rows = conn.execute(
-                sa.select(col(Memory.id), col(Memory.statement))
-                .where(where)
-                .order_by(col(Memory.id))
-                .limit(BATCH)
+                sa.select(col(Memory.id), col(Memory.statement)).where(where)
+                .order_by(col(Memory.id)).limit(BATCH)
             ).all()
             if not rows:
                 return erased
@@ -286,8 +252,7 @@ def _erase_orphan_points(index: VectorIndex, target: Scope) -> int:
     for i in range(0, len(ids), BATCH):
         payloads = index.payloads(ids[i : i + BATCH])
         orphans.extend(
-            mid
-            for mid, p in payloads.items()
+            mid for mid, p in payloads.items()
             if covers(target, {lvl: str(p.get(lvl) or "") for lvl in LEVELS})
         )
     if orphans:
@@ -300,10 +265,8 @@ def _erase_events(conn: Connection, where: ColumnElement[bool], hasher: _Hasher)
     while True:
         with conn.begin():
             rows = conn.execute(
-                sa.select(col(RawEvent.event_id), col(RawEvent.content))
-                .where(where)
-                .order_by(col(RawEvent.event_id))
-                .limit(BATCH)
+                sa.select(col(RawEvent.event_id), col(RawEvent.content)).where(where)
+                .order_by(col(RawEvent.event_id)).limit(BATCH)
             ).all()
             if not rows:
                 return n
@@ -341,9 +304,7 @@ def _erase_dead_letters(conn: Connection, match: Any) -> int:
         with conn.begin():
             rows = conn.execute(
                 sa.select(col(DeadLetter.id), col(DeadLetter.payload))
-                .where(col(DeadLetter.id) > last)
-                .order_by(col(DeadLetter.id))
-                .limit(BATCH)
+                .where(col(DeadLetter.id) > last).order_by(col(DeadLetter.id)).limit(BATCH)
             ).all()
             if not rows:
                 return n
@@ -392,14 +353,12 @@ def _scrub_provenance(conn: Connection, scope_key: str, events: set[str]) -> int
     n = 0
     with conn.begin():
         for mid, prov in conn.execute(
-            sa.select(col(Memory.id), col(Memory.provenance)).where(
-                col(Memory.scope_key) == scope_key
-            )
+            sa.select(col(Memory.id), col(Memory.provenance))
+            .where(col(Memory.scope_key) == scope_key)
         ).all():
             if events & set(prov or []):
                 conn.execute(
-                    sa.update(Memory)
-                    .where(col(Memory.id) == mid)
+                    sa.update(Memory).where(col(Memory.id) == mid)
                     .values(provenance=[e for e in prov if e not in events])
                 )
                 n += 1
@@ -424,9 +383,8 @@ def _scrub_jobs(conn: Connection, tenant: str, ids: set[str]) -> int:
                 diff[kind] = kept
                 changed = True
         if changed:
-            conn.execute(
-                sa.update(Job).where(col(Job.id) == job_id).values(result={**result, "diff": diff})
-            )
+            conn.execute(sa.update(Job).where(col(Job.id) == job_id)
+                         .values(result={**result, "diff": diff}))
             n += 1
     return n
 
@@ -444,19 +402,13 @@ def _audit(
         for n, chunk in enumerate(chunks or [[]], start=1):
             conn.execute(
                 sa.insert(Audit).values(
-                    at=receipt.at,
-                    op="ERASE",
-                    tenant=receipt.tenant,
-                    scope_key=receipt.scope_key or "",
-                    memory_ids_before=chunk,
+                    at=receipt.at, op="ERASE", tenant=receipt.tenant,
+                    scope_key=receipt.scope_key or "", memory_ids_before=chunk,
                     memory_ids_after=[],
                     reason=f"explicit erasure {receipt.op}, receipt {receipt.receipt_id} "
-                    f"(part {n} of {max(1, len(chunks))}): {counts}",
-                    task_id=task_id,
-                    worker=worker,
-                    pipeline_version=PIPELINE_VERSION,
-                    input_event_ids=[],
-                    content_hash=receipt.content_hash,
+                           f"(part {n} of {max(1, len(chunks))}): {counts}",
+                    task_id=task_id, worker=worker, pipeline_version=PIPELINE_VERSION,
+                    input_event_ids=[], content_hash=receipt.content_hash,
                 )
             )
 

@@ -82,7 +82,9 @@ class Explanation(BaseModel):
     audits: list[AuditLine]
 
 
-def explain(*, engine: Engine, memory_id: str, settings: Settings, now: datetime) -> Explanation:
+def explain(
+    *, engine: Engine, memory_id: str, settings: Settings, now: datetime
+) -> Explanation:
     now = aware(now)
     with Session(engine) as session:
         mem = session.get(Memory, memory_id)
@@ -91,44 +93,24 @@ def explain(*, engine: Engine, memory_id: str, settings: Settings, now: datetime
         versions = repo.lineage_versions(session, lineage=mem.lineage)
         audits = audits_naming(session, [v.id for v in versions])
         event_ids = sorted({e for v in versions for e in v.provenance})
-        events = sorted(
-            repo.events_by_ids(session, tenant=mem.tenant, ids=event_ids),
-            key=lambda r: (aware(r.at), r.event_id),
-        )
+        events = sorted(repo.events_by_ids(session, tenant=mem.tenant, ids=event_ids),
+                        key=lambda r: (aware(r.at), r.event_id))
     surv, until = _survival(mem, settings, now)
     return Explanation(
-        memory_id=mem.id,
-        lineage=mem.lineage,
-        scope_key=mem.scope_key,
-        tenant=mem.tenant,
-        status=mem.status,
-        current=mem.status in CURRENT_STATUSES,
+        memory_id=mem.id, lineage=mem.lineage, scope_key=mem.scope_key, tenant=mem.tenant,
+        status=mem.status, current=mem.status in CURRENT_STATUSES,
         why=_why(mem, audits, settings, now, until),
-        survival=None if surv is None else round(surv, 4),
-        survives_until=until,
+        survival=None if surv is None else round(surv, 4), survives_until=until,
         versions=[_version(v) for v in versions],
         events=[
-            SourceEvent(
-                event_id=r.event_id,
-                at=aware(r.at),
-                kind=r.kind,
-                role=r.role,
-                session=r.session,
-                content=r.content[:MAX_EVENT_CHARS],
-            )
+            SourceEvent(event_id=r.event_id, at=aware(r.at), kind=r.kind, role=r.role,
+                        session=r.session, content=r.content[:MAX_EVENT_CHARS])
             for r in events
         ],
         audits=[
-            AuditLine(
-                at=aware(a.at),
-                op=a.op,
-                reason=a.reason,
-                before=a.memory_ids_before,
-                after=a.memory_ids_after,
-                task_id=a.task_id,
-                extractor=a.extractor,
-                pipeline_version=a.pipeline_version,
-            )
+            AuditLine(at=aware(a.at), op=a.op, reason=a.reason, before=a.memory_ids_before,
+                      after=a.memory_ids_after, task_id=a.task_id, extractor=a.extractor,
+                      pipeline_version=a.pipeline_version)
             for a in audits
         ],
     )
@@ -146,10 +128,8 @@ def audits_naming(session: Session, ids: list[str]) -> list[Audit]:
 def _gone_message(session: Session, memory_id: str) -> str:
     for audit in reversed(audits_naming(session, [memory_id])):
         if audit.op in _ERASING_OPS:
-            return (
-                f"memory {memory_id} was erased on {_day(audit.at)} ({audit.op}); "
-                "the audit keeps only its id and a content hash"
-            )
+            return (f"memory {memory_id} was erased on {_day(audit.at)} ({audit.op}); "
+                    "the audit keeps only its id and a content hash")
     return f"no memory {memory_id}"
 
 
@@ -161,41 +141,30 @@ def _survival(
     half_life = settings.half_life_s.get(mem.type)
     age = (now - aware(mem.last_access)).total_seconds()
     surv = survival(importance=mem.importance, age_s=age, half_life_s=half_life)
-    until = falls_below_at(
-        last_access=mem.last_access,
-        importance=mem.importance,
-        half_life_s=half_life,
-        threshold=settings.archive_below,
-    )
+    until = falls_below_at(last_access=mem.last_access, importance=mem.importance,
+                           half_life_s=half_life, threshold=settings.archive_below)
     if mem.expires_at is not None and (until is None or aware(mem.expires_at) < until):
         until = aware(mem.expires_at)
     return surv, until
 
 
 def _why(
-    mem: Memory,
-    audits: list[Audit],
-    settings: Settings,
-    now: datetime,
+    mem: Memory, audits: list[Audit], settings: Settings, now: datetime,
     until: datetime | None,
 ) -> str:
     status = mem.status
     if status == MemoryStatus.superseded.value:
         reason = _reason(audits, mem.id, ("UPDATE", "INVALIDATE", "MERGE", "COMPRESS"))
         by = f"by {mem.superseded_by} " if mem.superseded_by else ""
-        return f"superseded {by}on {_day(mem.invalidated_at)}" + (f" ({reason})" if reason else "")
+        return (f"superseded {by}on {_day(mem.invalidated_at)}"
+                + (f" ({reason})" if reason else ""))
     if status == MemoryStatus.archived.value:
         reason = _reason(audits, mem.id, ("ARCHIVE", "EVICT", "RECONSOLIDATE"))
-        return (
-            f"archived on {_day(mem.archived_at)}"
-            + (f" ({reason})" if reason else "")
-            + f"; out of default search, deleted after {_deletion(mem, settings)}"
-        )
+        return (f"archived on {_day(mem.archived_at)}" + (f" ({reason})" if reason else "")
+                + f"; out of default search, deleted after {_deletion(mem, settings)}")
     if status == MemoryStatus.expired.value:
-        return (
-            f"expired on {_day(mem.expires_at)} (not mentioned or retrieved since); "
-            f"deleted after {_deletion(mem, settings)}"
-        )
+        return (f"expired on {_day(mem.expires_at)} (not mentioned or retrieved since); "
+                f"deleted after {_deletion(mem, settings)}")
     parts = [
         f"{'in a conflict set awaiting confirmation' if mem.conflict_set else 'active'}: "
         f"stated by the {mem.source} on {_day(mem.valid_from)}",
@@ -238,28 +207,14 @@ def _day(t: datetime | None) -> str:
 
 def _version(v: Memory) -> Version:
     return Version(
-        id=v.id,
-        version=v.version,
-        status=v.status,
-        statement=v.statement,
-        type=v.type,
-        source=v.source,
-        trust=v.trust,
-        valid_from=aware(v.valid_from),
-        valid_to=_opt(v.valid_to),
-        recorded_at=aware(v.recorded_at),
-        invalidated_at=_opt(v.invalidated_at),
-        supersedes=v.supersedes,
-        superseded_by=v.superseded_by,
-        importance=v.importance,
-        confidence=v.confidence,
-        mention_count=v.mention_count,
-        access_count=v.access_count,
-        last_access=aware(v.last_access),
-        expires_at=_opt(v.expires_at),
-        demoted=v.demoted,
-        archived_at=_opt(v.archived_at),
-        needs_verification=v.needs_verification,
+        id=v.id, version=v.version, status=v.status, statement=v.statement, type=v.type,
+        source=v.source, trust=v.trust, valid_from=aware(v.valid_from),
+        valid_to=_opt(v.valid_to), recorded_at=aware(v.recorded_at),
+        invalidated_at=_opt(v.invalidated_at), supersedes=v.supersedes,
+        superseded_by=v.superseded_by, importance=v.importance, confidence=v.confidence,
+        mention_count=v.mention_count, access_count=v.access_count,
+        last_access=aware(v.last_access), expires_at=_opt(v.expires_at), demoted=v.demoted,
+        archived_at=_opt(v.archived_at), needs_verification=v.needs_verification,
     )
 
 

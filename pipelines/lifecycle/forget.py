@@ -99,39 +99,25 @@ class _Run:
             for i in range(0, len(ids), self.batch):
                 self.conn.execute(
                     sa.update(Memory)
-                    .where(
-                        col(Memory.id).in_(ids[i : i + self.batch]), col(Memory.status) == status
-                    )
+                    .where(col(Memory.id).in_(ids[i : i + self.batch]),
+                           col(Memory.status) == status)
                     .values(index_state=IndexState.indexed.value)
                 )
         self.unmarked = {}
 
     def audit(
-        self,
-        op: str,
-        groups: dict[tuple[str, str], list[str]],
-        reason: str,
+        self, op: str, groups: dict[tuple[str, str], list[str]], reason: str,
         hashes: dict[tuple[str, str], str] | None = None,
     ) -> list[dict[str, Any]]:
         # One row per (op, scope) per batch: ids stay findable by scope and by memory.
         return [
             {
-                "at": self.now,
-                "op": op,
-                "tenant": tenant,
-                "scope_key": scope_key,
-                "memory_ids_before": ids,
-                "memory_ids_after": [] if op == "DELETE" else ids,
-                "reason": reason,
-                "task_id": self.task_id,
-                "worker": self.worker,
-                "pipeline_version": PIPELINE_VERSION,
-                "extractor": "",
-                "model": "",
-                "input_event_ids": [],
-                "content_hash": (hashes or {}).get((tenant, scope_key), ""),
-                "llm_calls": 0,
-                "llm_tokens": 0,
+                "at": self.now, "op": op, "tenant": tenant, "scope_key": scope_key,
+                "memory_ids_before": ids, "memory_ids_after": [] if op == "DELETE" else ids,
+                "reason": reason, "task_id": self.task_id, "worker": self.worker,
+                "pipeline_version": PIPELINE_VERSION, "extractor": "", "model": "",
+                "input_event_ids": [], "content_hash": (hashes or {}).get((tenant, scope_key), ""),
+                "llm_calls": 0, "llm_tokens": 0,
             }
             for (tenant, scope_key), ids in sorted(groups.items())
         ]
@@ -155,15 +141,9 @@ def sweep(
     started = time.perf_counter()
     with engine.connect() as conn, _tuning(conn):
         run = _Run(
-            conn=conn,
-            index=ports.index,
-            settings=settings,
-            now=aware(ports.clock()),
-            batch=max(1, batch or settings.sweep_batch),
-            task_id=task_id,
-            worker=worker,
-            after_batch=after_batch,
-            report=SweepReport(),
+            conn=conn, index=ports.index, settings=settings, now=aware(ports.clock()),
+            batch=max(1, batch or settings.sweep_batch), task_id=task_id, worker=worker,
+            after_batch=after_batch, report=SweepReport(),
         )
         _delete_pass(run)
         _decay_pass(run)
@@ -172,9 +152,8 @@ def sweep(
             run.flush_marks()
     report = run.report
     report.seconds = round(time.perf_counter() - started, 3)
-    log.info(
-        "sweep", task_id=task_id, now=run.now.isoformat(), seconds=report.seconds, **report.counts()
-    )
+    log.info("sweep", task_id=task_id, now=run.now.isoformat(), seconds=report.seconds,
+             **report.counts())
     return report
 
 
@@ -187,13 +166,8 @@ def _delete_pass(run: _Run) -> None:
     n = 0
     while True:
         stmt = (
-            sa.select(
-                col(Memory.id),
-                col(Memory.tenant),
-                col(Memory.scope_key),
-                col(Memory.statement),
-                key,
-            )
+            sa.select(col(Memory.id), col(Memory.tenant), col(Memory.scope_key),
+                      col(Memory.statement), key)
             .where(
                 col(Memory.status).in_(_GONE),
                 col(Memory.archived_at).is_not(None),
@@ -219,9 +193,8 @@ def _delete_pass(run: _Run) -> None:
             conn.execute(sa.delete(Memory).where(col(Memory.id).in_(ids)))
             conn.execute(
                 sa.insert(Audit),
-                run.audit(
-                    "DELETE", groups, "archived or expired past the retention window", hashes
-                ),
+                run.audit("DELETE", groups, "archived or expired past the retention window",
+                          hashes),
             )
         # After the commit: a crash here leaves orphan points the reconciler drops.
         run.index.delete(ids)
@@ -242,16 +215,10 @@ def _decay_pass(run: _Run) -> None:
     while True:
         stmt = (
             sa.select(
-                col(Memory.id),
-                col(Memory.tenant),
-                col(Memory.scope_key),
-                col(Memory.type),
-                col(Memory.importance),
-                epoch_sql(col(Memory.last_access), run.dialect),
-                epoch_sql(col(Memory.expires_at), run.dialect),
-                col(Memory.demoted),
-                col(Memory.index_state),
-                key,
+                col(Memory.id), col(Memory.tenant), col(Memory.scope_key), col(Memory.type),
+                col(Memory.importance), epoch_sql(col(Memory.last_access), run.dialect),
+                epoch_sql(col(Memory.expires_at), run.dialect), col(Memory.demoted),
+                col(Memory.index_state), key,
             )
             .where(
                 col(Memory.status).in_(CURRENT_STATUSES),
@@ -284,11 +251,8 @@ def _decay_pass(run: _Run) -> None:
             continue
         chosen = {
             name: [ids[i] for i in np.flatnonzero(mask)]
-            for name, mask in (
-                ("expired", is_expired),
-                ("archived", is_archived),
-                ("demoted", is_demoted),
-            )
+            for name, mask in (("expired", is_expired), ("archived", is_archived),
+                               ("demoted", is_demoted))
         }
         scope_of = {r[0]: (r[1], r[2]) for r in rows}
         indexed = {r[0] for r in rows if r[8] == IndexState.indexed.value}
@@ -298,37 +262,30 @@ def _decay_pass(run: _Run) -> None:
             audits: list[dict[str, Any]] = []
             if chosen["expired"]:
                 _set_gone(conn, chosen["expired"], MemoryStatus.expired.value, run.now)
-                audits += run.audit(
-                    "EXPIRE", _by_scope(chosen["expired"], scope_of), "expires_at passed"
-                )
+                audits += run.audit("EXPIRE", _by_scope(chosen["expired"], scope_of),
+                                    "expires_at passed")
             if chosen["archived"]:
                 _set_gone(conn, chosen["archived"], MemoryStatus.archived.value, run.now)
                 audits += run.audit(
-                    "ARCHIVE",
-                    _by_scope(chosen["archived"], scope_of),
+                    "ARCHIVE", _by_scope(chosen["archived"], scope_of),
                     f"survival under archive_below={s.archive_below}",
                 )
             if chosen["demoted"]:
                 conn.execute(
                     sa.update(Memory)
-                    .where(
-                        col(Memory.id).in_(chosen["demoted"]),
-                        col(Memory.status).in_(CURRENT_STATUSES),
-                    )
+                    .where(col(Memory.id).in_(chosen["demoted"]),
+                           col(Memory.status).in_(CURRENT_STATUSES))
                     .values(demoted=True)
                 )
                 audits += run.audit(
-                    "DEMOTE",
-                    _by_scope(chosen["demoted"], scope_of),
+                    "DEMOTE", _by_scope(chosen["demoted"], scope_of),
                     f"survival under demote_below={s.demote_below}",
                 )
             conn.execute(sa.insert(Audit), audits)
-        _push_status(
-            run, [i for i in chosen["expired"] if i in indexed], MemoryStatus.expired.value
-        )
-        _push_status(
-            run, [i for i in chosen["archived"] if i in indexed], MemoryStatus.archived.value
-        )
+        _push_status(run, [i for i in chosen["expired"] if i in indexed],
+                     MemoryStatus.expired.value)
+        _push_status(run, [i for i in chosen["archived"] if i in indexed],
+                     MemoryStatus.archived.value)
         run.report.expired += len(chosen["expired"])
         run.report.archived += len(chosen["archived"])
         run.report.demoted += len(chosen["demoted"])
@@ -362,8 +319,7 @@ def _capacity_pass(run: _Run) -> None:
                 run.conn.execute(
                     sa.insert(Audit),
                     run.audit(
-                        "EVICT",
-                        {(chunk[0][1], scope_key): ids},
+                        "EVICT", {(chunk[0][1], scope_key): ids},
                         f"scope over capacity ({int(total)} current > {cap}): "
                         "lowest survival archived first",
                     ),
@@ -407,13 +363,8 @@ def _scope_rows(run: _Run, scope_key: str, last: Any) -> Sequence[Any]:
     key, _start = _keyset(run.dialect)
     stmt = (
         sa.select(
-            col(Memory.id),
-            col(Memory.tenant),
-            col(Memory.type),
-            col(Memory.importance),
-            epoch_sql(col(Memory.last_access), run.dialect),
-            col(Memory.index_state),
-            key,
+            col(Memory.id), col(Memory.tenant), col(Memory.type), col(Memory.importance),
+            epoch_sql(col(Memory.last_access), run.dialect), col(Memory.index_state), key,
         )
         .where(
             col(Memory.scope_key) == scope_key,
@@ -457,12 +408,8 @@ def _set_gone(conn: Connection, ids: list[str], status: str, now: datetime) -> N
     conn.execute(
         sa.update(Memory)
         .where(col(Memory.id).in_(ids), col(Memory.status).in_(CURRENT_STATUSES))
-        .values(
-            status=status,
-            archived_at=now,
-            index_state=IndexState.pending.value,
-            **({"demoted": True} if status == MemoryStatus.archived.value else {}),
-        )
+        .values(status=status, archived_at=now, index_state=IndexState.pending.value,
+                **({"demoted": True} if status == MemoryStatus.archived.value else {}))
     )
 
 
@@ -489,10 +436,8 @@ def _tuning(conn: Connection) -> Iterator[None]:
         wal = conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
         conn.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_PAGES}")
-        restore = [
-            f"PRAGMA cache_size={int(cache or -2000)}",
-            f"PRAGMA wal_autocheckpoint={int(wal or 1000)}",
-        ]
+        restore = [f"PRAGMA cache_size={int(cache or -2000)}",
+                   f"PRAGMA wal_autocheckpoint={int(wal or 1000)}"]
     elif conn.dialect.name == "postgresql":
         conn.exec_driver_sql("SET synchronous_commit TO off")
         restore = ["RESET synchronous_commit"]

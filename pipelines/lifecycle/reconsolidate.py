@@ -100,13 +100,9 @@ def create_job(
                 return existing
             params["name"] = job_id
         job = Job(
-            id=job_key(scope.tenant, job_id) if job_id else uuid.uuid4().hex,
-            kind=KIND,
-            tenant=scope.tenant,
-            scope_key=scope_key,
-            status=JobStatus.queued.value,
-            created_at=aware(now),
-            params=params,
+            id=job_key(scope.tenant, job_id) if job_id else uuid.uuid4().hex, kind=KIND,
+            tenant=scope.tenant, scope_key=scope_key, status=JobStatus.queued.value,
+            created_at=aware(now), params=params,
         )
         session.add(job)
         session.commit()
@@ -136,8 +132,7 @@ def get_job(*, engine: Engine, job_id: str, tenant: str | None = None) -> Job:
         if job is None and tenant is None:
             # Unauthenticated (a loopback dev server, an operator's CLI): by name, if unique.
             named = [
-                j
-                for j in session.exec(select(Job).where(col(Job.id).startswith("n")))
+                j for j in session.exec(select(Job).where(col(Job.id).startswith("n")))
                 if j.params.get("name") == job_id
             ]
             job = named[0] if len(named) == 1 else None
@@ -190,54 +185,32 @@ class Diff:
         return not (self.added or self.removed or self.changed)
 
     def counts(self) -> dict[str, int]:
-        return {
-            "added": len(self.added),
-            "removed": len(self.removed),
-            "changed": len(self.changed),
-            "unchanged": self.unchanged,
-        }
+        return {"added": len(self.added), "removed": len(self.removed),
+                "changed": len(self.changed), "unchanged": self.unchanged}
 
     def as_result(self, extractor: str) -> dict[str, Any]:
         def card(m: Memory) -> dict[str, Any]:
-            return {
-                "type": m.type,
-                "subject": m.subject,
-                "attribute": m.attribute,
-                "statement": m.statement[:MAX_STATEMENT_CHARS],
-                "status": m.status,
-            }
+            return {"type": m.type, "subject": m.subject, "attribute": m.attribute,
+                    "statement": m.statement[:MAX_STATEMENT_CHARS], "status": m.status}
 
-        not_derived = (
-            f"the current pipeline (extractor {extractor}, pipeline "
-            f"v{PIPELINE_VERSION}) no longer derives it from its events"
-        )
+        not_derived = (f"the current pipeline (extractor {extractor}, pipeline "
+                       f"v{PIPELINE_VERSION}) no longer derives it from its events")
         items = {
-            "added": [
-                {"id": m.id, **card(m), "reason": self.reasons.get(m.id, "new memory")}
-                for m in self.added
-            ],
-            "removed": [
-                {"id": m.id, **card(m), "reason": self.fates.get(match_key(m), not_derived)}
-                for m in self.removed
-            ],
+            "added": [{"id": m.id, **card(m), "reason": self.reasons.get(m.id, "new memory")}
+                      for m in self.added],
+            "removed": [{"id": m.id, **card(m),
+                         "reason": self.fates.get(match_key(m), not_derived)}
+                        for m in self.removed],
             "changed": [
-                {
-                    "old_id": old.id,
-                    "new_id": new.id,
-                    **card(new),
-                    "old_statement": old.statement[:MAX_STATEMENT_CHARS],
-                    "old_status": old.status,
-                    "reason": why,
-                }
+                {"old_id": old.id, "new_id": new.id, **card(new),
+                 "old_statement": old.statement[:MAX_STATEMENT_CHARS],
+                 "old_status": old.status, "reason": why}
                 for old, new, why in self.changed
             ],
         }
         truncated = any(len(v) > MAX_DIFF_ITEMS for v in items.values())
-        return {
-            "counts": self.counts(),
-            "truncated": truncated,
-            "diff": {k: v[:MAX_DIFF_ITEMS] for k, v in items.items()},
-        }
+        return {"counts": self.counts(), "truncated": truncated,
+                "diff": {k: v[:MAX_DIFF_ITEMS] for k, v in items.items()}}
 
 
 def run_job(
@@ -269,38 +242,20 @@ def run_job(
     started = time.perf_counter()
     since = _since(job)
     now = aware(ports.clock())
-    job = _update(
-        engine,
-        job_id,
-        status=JobStatus.running.value,
-        started_at=now,
-        done=0,
-        total=_count_events(engine, job.scope_key, since),
-        rate=0.0,
-        error="",
-    )
+    job = _update(engine, job_id, status=JobStatus.running.value, started_at=now, done=0,
+                  total=_count_events(engine, job.scope_key, since), rate=0.0, error="")
     progress = _Progress(engine, job, started, on_progress)
     try:
         shadow = replay(
-            engine=engine,
-            ports=ports,
-            settings=settings,
-            scope_key=job.scope_key,
-            since=since,
-            chunk=chunk,
-            should_cancel=should_cancel,
-            progress=progress.step,
+            engine=engine, ports=ports, settings=settings, scope_key=job.scope_key,
+            since=since, chunk=chunk, should_cancel=should_cancel, progress=progress.step,
         )
         with Session(engine) as session:
             current = _live(
-                list(
-                    session.exec(
-                        select(Memory).where(
-                            col(Memory.scope_key) == job.scope_key,
-                            col(Memory.status).in_(CURRENT_STATUSES),
-                        )
-                    )
-                ),
+                list(session.exec(select(Memory).where(
+                    col(Memory.scope_key) == job.scope_key,
+                    col(Memory.status).in_(CURRENT_STATUSES),
+                ))),
                 now,
             )
         result_diff = diff(current, shadow)
@@ -310,51 +265,30 @@ def run_job(
             _apply(engine, ports, job, result_diff, now, task_id=task_id, worker=worker)
         result["applied"] = apply
         result["events_per_s"] = round(progress.rate(), 1)
-        job = _update(
-            engine,
-            job_id,
-            status=JobStatus.done.value,
-            result=result,
-            finished_at=aware(ports.clock()),
-            done=progress.done,
-            rate=progress.rate(),
-        )
+        job = _update(engine, job_id, status=JobStatus.done.value, result=result,
+                      finished_at=aware(ports.clock()), done=progress.done,
+                      rate=progress.rate())
     except JobCancelled:
-        job = _update(
-            engine,
-            job_id,
-            status=JobStatus.cancelled.value,
-            finished_at=aware(ports.clock()),
-            result={"cancelled_after_events": progress.done},
-        )
+        job = _update(engine, job_id, status=JobStatus.cancelled.value,
+                      finished_at=aware(ports.clock()),
+                      result={"cancelled_after_events": progress.done})
     except Exception as exc:
-        _update(
-            engine,
-            job_id,
-            status=JobStatus.failed.value,
-            finished_at=aware(ports.clock()),
-            error=f"{type(exc).__name__}: {str(exc)[:300]}",
-        )
+        _update(engine, job_id, status=JobStatus.failed.value, finished_at=aware(ports.clock()),
+                error=f"{type(exc).__name__}: {str(exc)[:300]}")
         raise
-    log.info(
-        "reconsolidate",
-        job_id=job_id,
-        tenant=job.tenant,
-        status=job.status,
-        events=progress.done,
-        total=job.total,
-        events_per_s=round(progress.rate(), 1),
-        seconds=round(time.perf_counter() - started, 3),
-        applied=job.params.get("apply"),
-        **(job.result.get("counts") or {}),
-    )
+    log.info("reconsolidate", job_id=job_id, tenant=job.tenant, status=job.status,
+             events=progress.done, total=job.total, events_per_s=round(progress.rate(), 1),
+             seconds=round(time.perf_counter() - started, 3), applied=job.params.get("apply"),
+             **(job.result.get("counts") or {}))
     return job
 
 
 class _Progress:
     """Writes done/total/rate into the job row after each chunk (a short transaction)."""
 
-    def __init__(self, engine: Engine, job: Job, started: float, hook: ProgressHook | None) -> None:
+    def __init__(
+        self, engine: Engine, job: Job, started: float, hook: ProgressHook | None
+    ) -> None:
         self.engine, self.job, self.started, self.hook = engine, job, started, hook
         self.done = 0
 
@@ -389,14 +323,9 @@ def replay(
     policy = Policy.from_settings(settings, extractor=extractor.name)
     replayed = _event_ids(engine, scope_key, since)
     with Session(engine) as session:
-        current = list(
-            session.exec(
-                select(Memory).where(
-                    col(Memory.scope_key) == scope_key,
-                    col(Memory.status).in_(CURRENT_STATUSES),
-                )
-            )
-        )
+        current = list(session.exec(select(Memory).where(
+            col(Memory.scope_key) == scope_key, col(Memory.status).in_(CURRENT_STATUSES),
+        )))
     # Memories the replay does not rebuild stay as they are and are resolved against.
     start = [m for m in current if not replayed & set(m.provenance)]
     resolver: Resolver | None = None
@@ -409,18 +338,12 @@ def replay(
             raise JobCancelled()
         if resolver is None:
             resolver = Resolver(
-                scope_key=scope_key,
-                existing=start,
-                all_versions=start,
-                now=judged[events[0].event_id],
-                policy=policy.resolve,
+                scope_key=scope_key, existing=start, all_versions=start,
+                now=judged[events[0].event_id], policy=policy.resolve,
             )
         sessions.update({e.event_id: e.scope.session for e in events})
         comp = judge(
-            events,
-            extractor=extractor,
-            resolver=resolver,
-            policy=policy,
+            events, extractor=extractor, resolver=resolver, policy=policy,
             event_sessions=sessions,
             # Judged when the live pipeline judged it: expiry and recency as they were then.
             judged_at=partial(_judged_at, judged),
@@ -443,24 +366,19 @@ def replay(
     shadow = [m for m in resolver.current() if m.id not in archived]
     for m in shadow:
         if m.expires_at is not None and aware(m.expires_at) <= now:
-            fates[match_key(m)] = (
-                f"under the current settings it expired on {aware(m.expires_at):%Y-%m-%d}"
-            )
+            fates[match_key(m)] = (f"under the current settings it expired on "
+                                   f"{aware(m.expires_at):%Y-%m-%d}")
     for mid in archived:
         row = resolver.plan.changed.get(mid) or resolver.plan.new.get(mid)
         if row is not None:
             fates[match_key(row)] = "the replay folds it into a session summary"
-    return Shadow(
-        current=_live(shadow, now),
-        extractor=extractor.name,
-        events=events_seen,
-        reasons=reasons,
-        fates=fates,
-    )
+    return Shadow(current=_live(shadow, now), extractor=extractor.name, events=events_seen,
+                  reasons=reasons, fates=fates)
 
 
 def _judged_at(judged: dict[str, datetime], cand: Candidate) -> datetime:
-    return max((judged[e] for e in cand.provenance if e in judged), default=aware(cand.valid_from))
+    return max((judged[e] for e in cand.provenance if e in judged),
+               default=aware(cand.valid_from))
 
 
 def _live(memories: list[Memory], now: datetime) -> list[Memory]:
@@ -478,23 +396,17 @@ def _event_filter(scope_key: str, since: datetime | None) -> list[Any]:
 
 def _count_events(engine: Engine, scope_key: str, since: datetime | None) -> int:
     with engine.connect() as conn:
-        return int(
-            conn.execute(
-                sa.select(sa.func.count())
-                .select_from(RawEvent)
-                .where(*_event_filter(scope_key, since))
-            ).scalar()
-            or 0
-        )
+        return int(conn.execute(
+            sa.select(sa.func.count()).select_from(RawEvent)
+            .where(*_event_filter(scope_key, since))
+        ).scalar() or 0)
 
 
 def _event_ids(engine: Engine, scope_key: str, since: datetime | None) -> set[str]:
     with engine.connect() as conn:
-        return set(
-            conn.execute(
-                sa.select(col(RawEvent.event_id)).where(*_event_filter(scope_key, since))
-            ).scalars()
-        )
+        return set(conn.execute(
+            sa.select(col(RawEvent.event_id)).where(*_event_filter(scope_key, since))
+        ).scalars())
 
 
 def _event_chunks(
@@ -514,27 +426,15 @@ def _event_chunks(
             return
         last = (rows[-1].at, rows[-1].event_id)
         judged = {r.event_id: aware(r.consolidated_at or r.at) for r in rows}
-        yield (
-            [
-                EventView(
-                    event_id=r.event_id,
-                    scope=Scope(
-                        tenant=r.tenant,
-                        agent=r.agent,
-                        user=r.user,
-                        project=r.project,
-                        session=r.session,
-                    ),
-                    kind=r.kind,
-                    role=r.role,
-                    content=r.content,
-                    at=aware(r.at),
-                    meta=dict(r.meta),
-                )
-                for r in rows
-            ],
-            judged,
-        )
+        yield [
+            EventView(
+                event_id=r.event_id,
+                scope=Scope(tenant=r.tenant, agent=r.agent, user=r.user, project=r.project,
+                            session=r.session),
+                kind=r.kind, role=r.role, content=r.content, at=aware(r.at), meta=dict(r.meta),
+            )
+            for r in rows
+        ], judged
         if len(rows) < size:
             return
 
@@ -585,30 +485,19 @@ def diff(current: list[Memory], shadow: Shadow) -> Diff:
 
 
 def _apply(
-    engine: Engine,
-    ports: Ports,
-    job: Job,
-    d: Diff,
-    now: datetime,
-    *,
-    task_id: str,
+    engine: Engine, ports: Ports, job: Job, d: Diff, now: datetime, *, task_id: str,
     worker: str,
 ) -> None:
     """The swap, in one transaction; then the index (pending rows reconcile after a crash)."""
     new_rows: list[Memory] = []
     retired: list[Memory] = []
     with Session(engine, expire_on_commit=False) as session:
-        taken = set(
-            session.exec(
-                select(Memory.id).where(
-                    col(Memory.id).in_([m.id for m in d.added] + [n.id for _o, n, _r in d.changed])
-                )
-            )
-        )
+        taken = set(session.exec(select(Memory.id).where(
+            col(Memory.id).in_([m.id for m in d.added] + [n.id for _o, n, _r in d.changed])
+        )))
 
-        def fresh(
-            m: Memory, *, lineage: str | None, version: int, supersedes: str | None
-        ) -> Memory:
+        def fresh(m: Memory, *, lineage: str | None, version: int,
+                  supersedes: str | None) -> Memory:
             row = copy_row(m)
             if row.id in taken:
                 # Deterministic per job, so a retried apply writes the same ids.
@@ -650,30 +539,15 @@ def _apply(
         ]
         extractor = new_rows[0].extractor if new_rows else ""
         for before, after, why in audits:
-            session.add(
-                Audit(
-                    at=now,
-                    op="RECONSOLIDATE",
-                    tenant=job.tenant,
-                    scope_key=job.scope_key,
-                    memory_ids_before=before,
-                    memory_ids_after=after,
-                    reason=f"job {job.id}: {why}",
-                    task_id=task_id or job.id,
-                    worker=worker,
-                    pipeline_version=PIPELINE_VERSION,
-                    extractor=extractor,
-                )
-            )
+            session.add(Audit(
+                at=now, op="RECONSOLIDATE", tenant=job.tenant, scope_key=job.scope_key,
+                memory_ids_before=before, memory_ids_after=after,
+                reason=f"job {job.id}: {why}", task_id=task_id or job.id, worker=worker,
+                pipeline_version=PIPELINE_VERSION, extractor=extractor,
+            ))
         session.commit()
-    apply_to_index(
-        engine=engine,
-        index=ports.index,
-        embedder=ports.embedder,
-        upsert=new_rows,
-        payload_only=retired,
-        delete=[],
-    )
+    apply_to_index(engine=engine, index=ports.index, embedder=ports.embedder,
+                   upsert=new_rows, payload_only=retired, delete=[])
 
 
 # -- rows ------------------------------------------------------------------------------

@@ -93,21 +93,11 @@ class _Run:
             sa.insert(Audit),
             [
                 {
-                    "at": self.now,
-                    "op": op,
-                    "tenant": tenant,
-                    "scope_key": scope_key,
-                    "memory_ids_before": ids,
-                    "memory_ids_after": ids,
-                    "reason": reason,
-                    "task_id": self.task_id,
-                    "worker": self.worker,
-                    "pipeline_version": PIPELINE_VERSION,
-                    "extractor": "",
-                    "model": "",
-                    "input_event_ids": [],
-                    "content_hash": "",
-                    "llm_calls": 0,
+                    "at": self.now, "op": op, "tenant": tenant, "scope_key": scope_key,
+                    "memory_ids_before": ids, "memory_ids_after": ids, "reason": reason,
+                    "task_id": self.task_id, "worker": self.worker,
+                    "pipeline_version": PIPELINE_VERSION, "extractor": "", "model": "",
+                    "input_event_ids": [], "content_hash": "", "llm_calls": 0,
                     "llm_tokens": 0,
                 }
                 for (tenant, scope_key), ids in sorted(groups.items())
@@ -128,14 +118,8 @@ def refresh(
     started = time.perf_counter()
     with engine.connect() as conn:
         run = _Run(
-            conn=conn,
-            index=ports.index,
-            settings=settings,
-            now=aware(ports.clock()),
-            batch=max(1, batch),
-            task_id=task_id,
-            worker=worker,
-            report=RefreshReport(),
+            conn=conn, index=ports.index, settings=settings, now=aware(ports.clock()),
+            batch=max(1, batch), task_id=task_id, worker=worker, report=RefreshReport(),
         )
         _apply_hits(run, hits)
         _raise_importance(run)
@@ -144,13 +128,8 @@ def refresh(
         _remind(run)
     report = run.report
     report.seconds = round(time.perf_counter() - started, 3)
-    log.info(
-        "refresh",
-        task_id=task_id,
-        now=run.now.isoformat(),
-        seconds=report.seconds,
-        **report.counts(),
-    )
+    log.info("refresh", task_id=task_id, now=run.now.isoformat(), seconds=report.seconds,
+             **report.counts())
     return report
 
 
@@ -171,15 +150,9 @@ def _apply_hits(run: _Run, hits: Sequence[HitEntry]) -> None:
         with run.conn.begin():
             rows = run.conn.execute(
                 sa.select(
-                    col(Memory.id),
-                    col(Memory.tenant),
-                    col(Memory.scope_key),
-                    col(Memory.type),
-                    col(Memory.status),
-                    col(Memory.access_count),
-                    col(Memory.last_access),
-                    col(Memory.expires_at),
-                    col(Memory.index_state),
+                    col(Memory.id), col(Memory.tenant), col(Memory.scope_key), col(Memory.type),
+                    col(Memory.status), col(Memory.access_count), col(Memory.last_access),
+                    col(Memory.expires_at), col(Memory.index_state),
                 ).where(col(Memory.id).in_(chunk))
             ).all()
             run.report.unknown_ids += len(chunk) - len(rows)
@@ -195,27 +168,19 @@ def _apply_hits(run: _Run, hits: Sequence[HitEntry]) -> None:
                     if state == IndexState.indexed.value:
                         slid[mid] = new_expires
                     state = IndexState.pending.value
-                params.append(
-                    {
-                        "_id": mid,
-                        "_access": access + n,
-                        "_last": max(aware(seen), hit_at),
-                        "_expires": new_expires,
-                        "_state": state,
-                    }
-                )
+                params.append({
+                    "_id": mid, "_access": access + n, "_last": max(aware(seen), hit_at),
+                    "_expires": new_expires, "_state": state,
+                })
                 groups[(tenant, scope_key)].append(mid)
             if params:
                 run.conn.execute(
                     sa.update(Memory)
                     .where(col(Memory.id) == sa.bindparam("_id"))
-                    .values(
-                        access_count=sa.bindparam("_access"),
-                        last_access=sa.bindparam("_last"),
-                        expires_at=sa.bindparam("_expires"),
-                        index_state=sa.bindparam("_state"),
-                        demoted=False,
-                    ),
+                    .values(access_count=sa.bindparam("_access"),
+                            last_access=sa.bindparam("_last"),
+                            expires_at=sa.bindparam("_expires"),
+                            index_state=sa.bindparam("_state"), demoted=False),
                     params,
                 )
             run.audit("REFRESH", groups, "retrieval hits applied (recency, access count, expiry)")
@@ -266,21 +231,10 @@ def _raise_importance(run: _Run) -> None:
     while True:
         with run.conn.begin():
             rows = run.conn.execute(
-                sa.select(
-                    col(Memory.id),
-                    col(Memory.tenant),
-                    col(Memory.scope_key),
-                    importance,
-                    mentions,
-                    emphasis,
-                    corrected,
-                )
-                .where(
-                    col(Memory.status).in_(CURRENT_STATUSES),
-                    lifecycle_managed_sql(),
-                    below,
-                    col(Memory.id) > last,
-                )
+                sa.select(col(Memory.id), col(Memory.tenant), col(Memory.scope_key), importance,
+                          mentions, emphasis, corrected)
+                .where(col(Memory.status).in_(CURRENT_STATUSES), lifecycle_managed_sql(),
+                       below, col(Memory.id) > last)
                 .order_by(col(Memory.id))
                 .limit(run.batch)
             ).all()
@@ -288,20 +242,19 @@ def _raise_importance(run: _Run) -> None:
                 return
             last = rows[-1][0]
             params = [
-                {"_id": r[0], "_imp": max(r[3], _floor(r[4], bool(r[5]), bool(r[6])))} for r in rows
+                {"_id": r[0], "_imp": max(r[3], _floor(r[4], bool(r[5]), bool(r[6])))}
+                for r in rows
             ]
             run.conn.execute(
-                sa.update(Memory)
-                .where(col(Memory.id) == sa.bindparam("_id"))
+                sa.update(Memory).where(col(Memory.id) == sa.bindparam("_id"))
                 .values(importance=sa.bindparam("_imp")),
                 params,
             )
             groups: dict[tuple[str, str], list[str]] = defaultdict(list)
             for r in rows:
                 groups[(r[1], r[2])].append(r[0])
-            run.audit(
-                "IMPORTANCE", groups, "importance raised for mentions, emphasis or a correction"
-            )
+            run.audit("IMPORTANCE", groups, "importance raised for mentions, emphasis or a "
+                                            "correction")
         run.report.importance_raised += len(rows)
 
 
@@ -320,9 +273,7 @@ def _route_feedback(run: _Run) -> None:
         with run.conn.begin():
             feedback = run.conn.execute(
                 sa.select(col(Memory.id), col(Memory.scope_key), col(Memory.valid_from), details)
-                .where(unrouted)
-                .order_by(col(Memory.id))
-                .limit(run.batch)
+                .where(unrouted).order_by(col(Memory.id)).limit(run.batch)
             ).all()
             if not feedback:
                 return
@@ -341,14 +292,14 @@ def _route_feedback(run: _Run) -> None:
                 for tid, tdata in targets:
                     new = dict(tdata or {})
                     new["negative_feedback"] = int(new.get("negative_feedback", 0)) + 1
-                    run.conn.execute(
-                        sa.update(Memory).where(col(Memory.id) == tid).values(details=new)
-                    )
+                    run.conn.execute(sa.update(Memory).where(col(Memory.id) == tid)
+                                     .values(details=new))
                 run.conn.execute(
-                    sa.update(Memory)
-                    .where(col(Memory.id) == fid)
+                    sa.update(Memory).where(col(Memory.id) == fid)
                     .values(details={**(data or {}), "feedback_routed": True})
                 )
+
+
 
 
 def _apply_feedback(run: _Run) -> None:
@@ -359,13 +310,8 @@ def _apply_feedback(run: _Run) -> None:
     while True:
         with run.conn.begin():
             rows = run.conn.execute(
-                sa.select(
-                    col(Memory.id),
-                    col(Memory.tenant),
-                    col(Memory.scope_key),
-                    col(Memory.confidence),
-                    details,
-                )
+                sa.select(col(Memory.id), col(Memory.tenant), col(Memory.scope_key),
+                          col(Memory.confidence), details)
                 .where(received > applied, sa.not_(authored_sql()), col(Memory.id) > last)
                 .order_by(col(Memory.id))
                 .limit(run.batch)
@@ -380,21 +326,16 @@ def _apply_feedback(run: _Run) -> None:
                 got = int(new.get("negative_feedback", 0))
                 fresh = got - int(new.get("feedback_applied", 0))
                 new["feedback_applied"] = got
-                params.append({"_id": mid, "_conf": confidence * 0.5**fresh, "_det": new})
+                params.append({"_id": mid, "_conf": confidence * 0.5 ** fresh, "_det": new})
                 groups[(tenant, scope_key)].append(mid)
             run.conn.execute(
-                sa.update(Memory)
-                .where(col(Memory.id) == sa.bindparam("_id"))
-                .values(
-                    confidence=sa.bindparam("_conf"),
-                    details=sa.bindparam("_det"),
-                    needs_verification=True,
-                ),
+                sa.update(Memory).where(col(Memory.id) == sa.bindparam("_id"))
+                .values(confidence=sa.bindparam("_conf"), details=sa.bindparam("_det"),
+                        needs_verification=True),
                 params,
             )
-            run.audit(
-                "FEEDBACK", groups, "negative feedback: confidence halved, marked for verification"
-            )
+            run.audit("FEEDBACK", groups,
+                      "negative feedback: confidence halved, marked for verification")
         run.report.feedback_applied += len(rows)
 
 
@@ -416,25 +357,16 @@ def _remind(run: _Run) -> None:
         min_age = 0.0
         if s.demote_below > 0 and s.reminder_importance > 0:
             min_age = half_life * max(0.0, math.log2(s.reminder_importance / s.demote_below))
-        old_enough.append(
-            sa.and_(
-                col(Memory.type) == mtype,
-                col(Memory.last_access) < run.now - timedelta(seconds=min_age),
-            )
-        )
+        old_enough.append(sa.and_(col(Memory.type) == mtype,
+                                  col(Memory.last_access) < run.now - timedelta(seconds=min_age)))
     last = ""
     while True:
         with run.conn.begin():
             rows = run.conn.execute(
                 sa.select(
-                    col(Memory.id),
-                    col(Memory.tenant),
-                    col(Memory.scope_key),
-                    col(Memory.type),
-                    col(Memory.importance),
-                    epoch_sql(col(Memory.last_access), run.dialect),
-                    expires,
-                    col(Memory.index_state),
+                    col(Memory.id), col(Memory.tenant), col(Memory.scope_key), col(Memory.type),
+                    col(Memory.importance), epoch_sql(col(Memory.last_access), run.dialect),
+                    expires, col(Memory.index_state),
                 )
                 .where(
                     col(Memory.type).in_(sorted(half_lives)),
@@ -459,12 +391,8 @@ def _remind(run: _Run) -> None:
             groups: dict[tuple[str, str], list[str]] = defaultdict(list)
             slid: dict[str, datetime] = {}
             for mid, tenant, scope_key, mtype, importance, last_s, exp, state in rows:
-                fading = (
-                    survival(
-                        importance=importance, age_s=now_s - last_s, half_life_s=half_lives[mtype]
-                    )
-                    < s.demote_below
-                )
+                fading = survival(importance=importance, age_s=now_s - last_s,
+                                  half_life_s=half_lives[mtype]) < s.demote_below
                 exp_at = aware(exp) if exp is not None else None
                 expiring = exp_at is not None and run.now < exp_at < lead
                 if not (fading or expiring):
@@ -481,20 +409,13 @@ def _remind(run: _Run) -> None:
                 groups[(tenant, scope_key)].append(mid)
             if params:
                 run.conn.execute(
-                    sa.update(Memory)
-                    .where(col(Memory.id) == sa.bindparam("_id"))
-                    .values(
-                        last_access=run.now,
-                        reminded=True,
-                        demoted=False,
-                        expires_at=sa.bindparam("_exp"),
-                        index_state=sa.bindparam("_state"),
-                    ),
+                    sa.update(Memory).where(col(Memory.id) == sa.bindparam("_id"))
+                    .values(last_access=run.now, reminded=True, demoted=False,
+                            expires_at=sa.bindparam("_exp"), index_state=sa.bindparam("_state")),
                     params,
                 )
-            run.audit(
-                "REMIND", groups, "strong reminder: important, never retrieved, about to fade"
-            )
+            run.audit("REMIND", groups, "strong reminder: important, never retrieved, about "
+                                        "to fade")
         run.report.reminded += len(params)
         _push_expiry(run, slid)
 
@@ -519,7 +440,6 @@ def _push_expiry(run: _Run, slid: dict[str, datetime]) -> None:
         with run.conn.begin():
             for i in range(0, len(done), run.batch):
                 run.conn.execute(
-                    sa.update(Memory)
-                    .where(col(Memory.id).in_(done[i : i + run.batch]))
+                    sa.update(Memory).where(col(Memory.id).in_(done[i : i + run.batch]))
                     .values(index_state=IndexState.indexed.value)
                 )

@@ -60,11 +60,9 @@ class OpenAIChatModel:
     ) -> tuple[dict[str, Any], LLMUsage]:
         schema_text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
         messages: list[dict[str, str]] = [
-            {
-                "role": "system",
-                "content": f"{system}\n\nReply with ONE JSON object matching this JSON schema:\n"
-                f"{schema_text}",
-            },
+            {"role": "system",
+             "content": f"{system}\n\nReply with ONE JSON object matching this JSON schema:\n"
+                        f"{schema_text}"},
             {"role": "user", "content": user},
         ]
         t0 = time.perf_counter()
@@ -80,12 +78,8 @@ class OpenAIChatModel:
         except openai.BadRequestError as exc:
             self._count("refused", t0)
             raise ExtractionError(f"the model refused the request: {_brief(exc)}") from None
-        except (
-            openai.APITimeoutError,
-            openai.APIConnectionError,
-            openai.RateLimitError,
-            openai.InternalServerError,
-        ) as exc:
+        except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                openai.InternalServerError) as exc:
             self._count("transient", t0)
             raise TransientError(f"chat model unavailable: {type(exc).__name__}") from None
         except openai.APIStatusError as exc:

@@ -47,10 +47,8 @@ def _transient_driver_errors(ctx: ExceptionContext) -> None:
         transient = True
     elif isinstance(exc, OperationalError):
         reason = str(ctx.original_exception).lower()
-        transient = (
-            ctx.dialect is None
-            or ctx.dialect.name != "sqlite"
-            or any(part in reason for part in _SQLITE_TRANSIENT)
+        transient = ctx.dialect is None or ctx.dialect.name != "sqlite" or any(
+            part in reason for part in _SQLITE_TRANSIENT
         )
     else:
         transient = False

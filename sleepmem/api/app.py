@@ -34,11 +34,7 @@ log = get_logger("sleepmem.api")
 
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
-    health.router,
-    ingest.router,
-    search.router,
-    jobs.router,
-    memories.router,
+    health.router, ingest.router, search.router, jobs.router, memories.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (

@@ -28,8 +28,7 @@ class ReconsolidateBody(BaseModel):
     since: datetime | None = Field(default=None, description="replay events from this time")
     apply: bool = Field(default=False, description="swap in the new set (default: dry run)")
     job_id: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$",
         description="idempotency key: the same id returns the same job",
     )
 
@@ -83,16 +82,12 @@ def _scope_key(scope: str | dict[str, str]) -> Scope:
 def _owned(job: Job, tenant: str | None) -> Job:
     # Another tenant's job is reported missing, not forbidden: ids do not leak.
     if tenant is not None and job.tenant != tenant:
-        raise NotFoundError("no such job for this tenant")
+        raise NotFoundError("no such job (job ids are per tenant; check the id)")
     return job
 
 
-@router.post(
-    "/reconsolidate",
-    status_code=202,
-    response_model=JobView,
-    summary="Queue a re-consolidation of a scope (dry run unless apply)",
-)
+@router.post("/reconsolidate", status_code=202, response_model=JobView,
+             summary="Queue a re-consolidation of a scope (dry run unless apply)")
 async def reconsolidate(
     body: ReconsolidateBody, request: Request, response: Response, tenant: CallerTenant
 ) -> JobView:
@@ -104,14 +99,9 @@ async def reconsolidate(
         raise ForbiddenError(f"scope.tenant: this API key may only use tenant {tenant!r}")
     res: Resources = request.app.state.resources
     job = await run_in_threadpool(
-        lambda: create_job(
-            engine=res.engine,
-            scope_key=scope.key,
-            now=res.ports().clock(),
-            since=body.since,
-            apply=body.apply,
-            job_id=body.job_id,
-        )
+        lambda: create_job(engine=res.engine, scope_key=scope.key,
+                           now=res.ports().clock(), since=body.since, apply=body.apply,
+                           job_id=body.job_id)
     )
     _owned(job, tenant)
     if job.status == "queued":
@@ -130,12 +120,8 @@ async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobVie
     return job_view(_owned(job, tenant))
 
 
-@router.post(
-    "/{job_id}/cancel",
-    status_code=202,
-    response_model=JobView,
-    summary="Ask a running job to stop after its current chunk",
-)
+@router.post("/{job_id}/cancel", status_code=202, response_model=JobView,
+             summary="Ask a running job to stop after its current chunk")
 async def cancel(job_id: str, request: Request, tenant: CallerTenant) -> JobView:
     from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
     from sleepmem.services import cancel_job

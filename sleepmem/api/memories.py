@@ -23,14 +23,12 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 def _explain(res: Resources, memory_id: str) -> Explanation:
     from sleepmem.pipelines.lifecycle.explain import explain
 
-    return explain(
-        engine=res.engine, memory_id=memory_id, settings=res.settings, now=res.ports().clock()
-    )
+    return explain(engine=res.engine, memory_id=memory_id, settings=res.settings,
+                   now=res.ports().clock())
 
 
-def _erase(
-    res: Resources, *, tenant: str, scope_key: str | None = None, memory_id: str | None = None
-) -> DeletionReceipt:
+def _erase(res: Resources, *, tenant: str, scope_key: str | None = None,
+           memory_id: str | None = None) -> DeletionReceipt:
     from sleepmem.services import create_erase_job, run_erasure
 
     job = create_erase_job(res, tenant=tenant, scope_key=scope_key, memory_id=memory_id)
@@ -47,11 +45,8 @@ def _owned_memory(res: Resources, memory_id: str, tenant: str | None) -> Explana
     return ex
 
 
-@router.delete(
-    "",
-    response_model=DeletionReceipt,
-    summary="Erase a scope and every scope under it, from every store",
-)
+@router.delete("", response_model=DeletionReceipt,
+               summary="Erase a scope and every scope under it, from every store")
 async def erase_scope(
     request: Request,
     tenant: CallerTenant,
@@ -61,14 +56,13 @@ async def erase_scope(
     if tenant is not None and parsed.tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only erase tenant {tenant!r}")
     res: Resources = request.app.state.resources
-    return await run_in_threadpool(lambda: _erase(res, tenant=parsed.tenant, scope_key=parsed.key))
+    return await run_in_threadpool(
+        lambda: _erase(res, tenant=parsed.tenant, scope_key=parsed.key)
+    )
 
 
-@router.delete(
-    "/{memory_id}",
-    response_model=DeletionReceipt,
-    summary="Erase one memory: its versions, raw events and vectors",
-)
+@router.delete("/{memory_id}", response_model=DeletionReceipt,
+               summary="Erase one memory: its versions, raw events and vectors")
 async def erase_memory(memory_id: str, request: Request, tenant: CallerTenant) -> DeletionReceipt:
     res: Resources = request.app.state.resources
 
@@ -79,11 +73,8 @@ async def erase_memory(memory_id: str, request: Request, tenant: CallerTenant) -
     return await run_in_threadpool(run)
 
 
-@router.get(
-    "/{memory_id}/explain",
-    response_model=Explanation,
-    summary="Where a memory came from and why it is (not) current",
-)
+@router.get("/{memory_id}/explain", response_model=Explanation,
+            summary="Where a memory came from and why it is (not) current")
 async def explain_memory(memory_id: str, request: Request, tenant: CallerTenant) -> Explanation:
     res: Resources = request.app.state.resources
     return await run_in_threadpool(_owned_memory, res, memory_id, tenant)

@@ -41,19 +41,11 @@ def run_consolidate_bench(
 ) -> dict[str, Any]:
     base = settings or Settings(_env_file=None)
     with tempfile.TemporaryDirectory(prefix="sleepmem-bench-") as tmp, _maybe_llm(llm) as fake:
-        update: dict[str, Any] = {
-            "data_dir": Path(tmp) / "data",
-            "database_url": None,
-            "redis_url": None,
-            "log_level": "WARNING",
-        }
+        update: dict[str, Any] = {"data_dir": Path(tmp) / "data", "database_url": None,
+                                  "redis_url": None, "log_level": "WARNING"}
         if fake is not None:
-            update |= {
-                "extractor": "llm",
-                "llm_base_url": fake.url,
-                "llm_api_key": SecretStr("bench"),
-                "llm_model": "bench",
-            }
+            update |= {"extractor": "llm", "llm_base_url": fake.url,
+                       "llm_api_key": SecretStr("bench"), "llm_model": "bench"}
         cfg = base.model_copy(update=update)
         res = build_resources(cfg)
         try:
@@ -67,19 +59,13 @@ def run_consolidate_bench(
                     client.emit_many(batch[i : i + 1000])
             stages["emit"] = time.perf_counter() - t0
             t = time.perf_counter()
-            while drain_once(
-                redis=res.redis, keys=res.keys, engine=res.engine, settings=cfg, consumer="bench"
-            ).read:
+            while drain_once(redis=res.redis, keys=res.keys, engine=res.engine, settings=cfg,
+                             consumer="bench").read:
                 pass
             stages["drain"] = time.perf_counter() - t
             with Session(res.engine) as s:
-                scopes = sorted(
-                    set(
-                        s.exec(
-                            select(RawEvent.scope_key).where(col(RawEvent.consolidated).is_(False))
-                        )
-                    )
-                )
+                scopes = sorted(set(s.exec(select(RawEvent.scope_key).where(
+                    col(RawEvent.consolidated).is_(False)))))
             llm_calls = 0
             for key in scopes:
                 report = run_consolidation(res, scope_key=key, pipeline=consolidate_scope)
@@ -89,11 +75,8 @@ def run_consolidate_bench(
             seconds = time.perf_counter() - t0
             with Session(res.engine) as s:
                 memories = s.exec(select(func.count()).select_from(Memory)).one()
-                unindexed = s.exec(
-                    select(func.count())
-                    .select_from(Memory)
-                    .where(col(Memory.index_state) != "indexed")
-                ).one()
+                unindexed = s.exec(select(func.count()).select_from(Memory).where(
+                    col(Memory.index_state) != "indexed")).one()
                 stored = s.exec(select(func.count()).select_from(RawEvent)).one()
             out: dict[str, Any] = {
                 "events": events,

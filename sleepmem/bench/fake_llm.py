@@ -30,29 +30,18 @@ class CountingLLM:
                     server.calls += 1
                     server.prompt_chars += len(prompt)
                 ids = list(dict.fromkeys(_ID.findall(prompt)))
-                reply = {
-                    "candidates": [
-                        {"event_ids": [i], "type": "event", "statement": f"Something said in {i}."}
-                        for i in ids
-                    ]
-                }
+                reply = {"candidates": [
+                    {"event_ids": [i], "type": "event", "statement": f"Something said in {i}."}
+                    for i in ids
+                ]}
                 payload: dict[str, Any] = {
-                    "id": "cmpl-bench",
-                    "object": "chat.completion",
-                    "created": 0,
+                    "id": "cmpl-bench", "object": "chat.completion", "created": 0,
                     "model": body.get("model", "bench"),
-                    "choices": [
-                        {
-                            "index": 0,
-                            "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": json.dumps(reply)},
-                        }
-                    ],
-                    "usage": {
-                        "prompt_tokens": len(prompt) // 4,
-                        "completion_tokens": 20 * len(ids),
-                        "total_tokens": len(prompt) // 4 + 20 * len(ids),
-                    },
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": json.dumps(reply)}}],
+                    "usage": {"prompt_tokens": len(prompt) // 4,
+                              "completion_tokens": 20 * len(ids),
+                              "total_tokens": len(prompt) // 4 + 20 * len(ids)},
                 }
                 data = json.dumps(payload).encode()
                 self.send_response(200)

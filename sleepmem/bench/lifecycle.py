@@ -75,43 +75,20 @@ def _rows(plan: FillPlan, settings: Settings) -> Iterator[list[tuple[Any, ...]]]
                 archived_at = BENCH_NOW - timedelta(seconds=rng.uniform(0, 60 * DAY))
             mid = uuid.UUID(int=rng.getrandbits(128)).hex
             values = {
-                "id": mid,
-                "lineage": mid,
-                "tenant": tenant,
-                "agent": agent,
-                "user": user,
-                "project": "",
-                "session": "",
-                "scope_key": key,
-                "type": mtype,
-                "subject": "user",
-                "attribute": f"a{i % 97}",
+                "id": mid, "lineage": mid, "tenant": tenant, "agent": agent, "user": user,
+                "project": "", "session": "", "scope_key": key, "type": mtype,
+                "subject": "user", "attribute": f"a{i % 97}",
                 "statement": f"synthetic memory {i} of type {mtype}",
-                "source": "user",
-                "trust": "high",
-                "confidence": 1.0,
+                "source": "user", "trust": "high", "confidence": 1.0,
                 "importance": round(rng.uniform(0.1, 1.0), 3),
-                "valid_from": last - timedelta(days=1),
-                "valid_to": None,
-                "recorded_at": last - timedelta(days=1),
-                "invalidated_at": None,
+                "valid_from": last - timedelta(days=1), "valid_to": None,
+                "recorded_at": last - timedelta(days=1), "invalidated_at": None,
                 "expires_at": None if ttl is None else last + timedelta(seconds=ttl),
-                "supersedes": None,
-                "superseded_by": None,
-                "version": 1,
-                "mention_count": 1,
-                "access_count": 0,
-                "last_access": last,
-                "provenance": "[]",
-                "status": status,
-                "conflict_set": None,
-                "demoted": False,
-                "needs_verification": False,
-                "reminded": False,
-                "archived_at": archived_at,
-                "details": "{}",
-                "pipeline_version": "1",
-                "extractor": "bench",
+                "supersedes": None, "superseded_by": None, "version": 1, "mention_count": 1,
+                "access_count": 0, "last_access": last, "provenance": "[]", "status": status,
+                "conflict_set": None, "demoted": False, "needs_verification": False,
+                "reminded": False, "archived_at": archived_at, "details": "{}",
+                "pipeline_version": "1", "extractor": "bench",
                 "index_state": "indexed" if i < plan.indexed else "pending",
             }
             out.append(tuple(values[c] for c in columns))
@@ -128,10 +105,8 @@ def fill(engine: Engine, plan: FillPlan, settings: Settings) -> None:
         if engine.dialect.name == "sqlite":
             marks = ", ".join("?" for _ in columns)
             for chunk in _rows(plan, settings):
-                cur.executemany(
-                    f"INSERT INTO memory ({quoted}) VALUES ({marks})",
-                    [_sqlite_row(r) for r in chunk],
-                )
+                cur.executemany(f"INSERT INTO memory ({quoted}) VALUES ({marks})",
+                                [_sqlite_row(r) for r in chunk])
         else:
             for chunk in _rows(plan, settings):
                 with cur.copy(f"COPY memory ({quoted}) FROM STDIN") as copy:
@@ -146,7 +121,9 @@ def fill(engine: Engine, plan: FillPlan, settings: Settings) -> None:
 
 def _sqlite_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     # The text form SQLAlchemy's SQLite DateTime type writes and reads.
-    return tuple(v.strftime("%Y-%m-%d %H:%M:%S.%f") if isinstance(v, datetime) else v for v in row)
+    return tuple(
+        v.strftime("%Y-%m-%d %H:%M:%S.%f") if isinstance(v, datetime) else v for v in row
+    )
 
 
 def fill_index(index_path: Path, engine: Engine) -> None:
@@ -159,28 +136,17 @@ def fill_index(index_path: Path, engine: Engine) -> None:
     try:
         with engine.connect() as conn:
             result = conn.execution_options(yield_per=5000).execute(
-                sa.select(Memory.id, Memory.tenant, Memory.status, Memory.type).where(  # type: ignore[call-overload]
-                    Memory.index_state == "indexed"
-                )
+                sa.select(Memory.id, Memory.tenant, Memory.status, Memory.type)  # type: ignore[call-overload]
+                .where(Memory.index_state == "indexed")
             )
             for part in result.partitions():
                 vectors = rng.standard_normal((len(part), BENCH_DIM)).astype(np.float32)
-                index.upsert(
-                    [
-                        IndexPoint(
-                            id=r[0],
-                            vector=vectors[j],
-                            sparse={},
-                            payload={
-                                "tenant": r[1],
-                                "status": r[2],
-                                "type": r[3],
-                                "valid_from": 0.0,
-                            },
-                        )
-                        for j, r in enumerate(part)
-                    ]
-                )
+                index.upsert([
+                    IndexPoint(id=r[0], vector=vectors[j], sparse={},
+                               payload={"tenant": r[1], "status": r[2], "type": r[3],
+                                        "valid_from": 0.0})
+                    for j, r in enumerate(part)
+                ])
     finally:
         index.close()
 
@@ -204,29 +170,22 @@ def _sweep_child(url: str, index_path: str, settings_json: str, out: Any) -> Non
     seconds = time.perf_counter() - t0
     index.close()
     engine.dispose()
-    out.put(
-        {
-            "seconds": round(seconds, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "rss_before_sweep_mb": round(rss_before, 1),
-            "counts": report.counts(),
-        }
-    )
+    out.put({
+        "seconds": round(seconds, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_before_sweep_mb": round(rss_before, 1),
+        "counts": report.counts(),
+    })
 
 
 def bench_sweep(
-    *,
-    memories: int,
-    database_url: str | None = None,
-    indexed: int = 100_000,
+    *, memories: int, database_url: str | None = None, indexed: int = 100_000,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
     """Fill, then sweep in a child process; returns the numbers the CLI prints."""
     settings = Settings(_env_file=None, embedder="hashing")
-    with (
-        tempfile.TemporaryDirectory(prefix="sleepmem-bench-", dir=workdir) as tmp,
-        scratch_database(database_url, Path(tmp)) as url,
-    ):
+    with tempfile.TemporaryDirectory(prefix="sleepmem-bench-", dir=workdir) as tmp, \
+            scratch_database(database_url, Path(tmp)) as url:
         engine = make_engine(url)
         try:
             plan = FillPlan(memories=memories, indexed=min(indexed, memories))
@@ -257,16 +216,8 @@ def bench_sweep(
 def _lifecycle(settings: Settings) -> dict[str, Any]:
     return settings.model_dump(
         mode="json",
-        include={
-            "half_life_s",
-            "ttl_s",
-            "demote_below",
-            "archive_below",
-            "delete_after_s",
-            "scope_capacity",
-            "sweep_batch",
-            "embedder",
-        },
+        include={"half_life_s", "ttl_s", "demote_below", "archive_below", "delete_after_s",
+                 "scope_capacity", "sweep_batch", "embedder"},
     )
 
 
@@ -287,46 +238,30 @@ def bench_reconsolidate(*, events: int, settings: Settings | None = None) -> dic
 
     base = settings or Settings(_env_file=None)
     with tempfile.TemporaryDirectory(prefix="sleepmem-bench-") as tmp:
-        cfg = base.model_copy(
-            update={
-                "data_dir": Path(tmp) / "data",
-                "database_url": None,
-                "redis_url": None,
-                "log_level": "WARNING",
-            }
-        )
+        cfg = base.model_copy(update={"data_dir": Path(tmp) / "data", "database_url": None,
+                                      "redis_url": None, "log_level": "WARNING"})
         res = build_resources(cfg)
         try:
             batch = list(conversations(events=events, users=1))
             with MemoryClient(cfg, redis_url=res.redis_url) as client:
                 for i in range(0, len(batch), 1000):
                     client.emit_many(batch[i : i + 1000])
-            while drain_once(
-                redis=res.redis, keys=res.keys, engine=res.engine, settings=cfg, consumer="bench"
-            ).read:
+            while drain_once(redis=res.redis, keys=res.keys, engine=res.engine, settings=cfg,
+                             consumer="bench").read:
                 pass
             scope_key = Scope(tenant="bench", agent="assistant", user="u0").key
             run_consolidation(res, scope_key=scope_key, pipeline=consolidate_scope)
             out: dict[str, Any] = {"events": events, "extractor": cfg.extractor}
             for mode in ("dry_run", "apply"):
-                job = recon.create_job(
-                    engine=res.engine,
-                    scope_key=scope_key,
-                    now=datetime.now(UTC),
-                    apply=mode == "apply",
-                )
+                job = recon.create_job(engine=res.engine, scope_key=scope_key,
+                                       now=datetime.now(UTC), apply=mode == "apply")
                 t0 = time.perf_counter()
-                job = recon.run_job(
-                    engine=res.engine, ports=res.ports(), settings=cfg, job_id=job.id
-                )
+                job = recon.run_job(engine=res.engine, ports=res.ports(), settings=cfg,
+                                    job_id=job.id)
                 seconds = time.perf_counter() - t0
-                out[mode] = {
-                    "seconds": round(seconds, 3),
-                    "events_done": job.done,
-                    "events_per_s": round(job.done / seconds, 1) if seconds else None,
-                    "status": job.status,
-                    **(job.result.get("counts") or {}),
-                }
+                out[mode] = {"seconds": round(seconds, 3), "events_done": job.done,
+                             "events_per_s": round(job.done / seconds, 1) if seconds else None,
+                             "status": job.status, **(job.result.get("counts") or {})}
             return out
         finally:
             res.shutdown()

@@ -20,6 +20,7 @@ for _module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_module.name}")
 
 
+
 def main() -> None:
     """``sleepmem``: an error raised on purpose is one line on stderr, not a traceback."""
     try:

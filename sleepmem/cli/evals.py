@@ -78,7 +78,9 @@ def longmemeval(
     from sleepmem.evals.longmemeval import run_longmemeval
 
     try:
-        report = run_longmemeval(data, settings=_settings(), limit=limit, per_question=per_question)
+        report = run_longmemeval(
+            data, settings=_settings(), limit=limit, per_question=per_question
+        )
     except SleepmemError as exc:
         raise _fail(exc) from None
     _print(report)

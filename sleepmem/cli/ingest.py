@@ -75,7 +75,9 @@ def bench_ingest(
     n: Annotated[int, typer.Option(min=1, help="Single emits timed (and raw XADDs).")] = 5000,
     batch_n: Annotated[int, typer.Option(min=1, help="Events through emit_many.")] = 50_000,
     http_n: Annotated[int, typer.Option(min=1, help="Single-event HTTP requests.")] = 4000,
-    http_batch_n: Annotated[int, typer.Option(min=1, help="Events through HTTP batches.")] = 40_000,
+    http_batch_n: Annotated[
+        int, typer.Option(min=1, help="Events through HTTP batches.")
+    ] = 40_000,
     http_clients: Annotated[int, typer.Option(min=1, help="Concurrent HTTP clients.")] = 16,
     drain_n: Annotated[int, typer.Option(min=1, help="Events emitted then drained.")] = 100_000,
     pg_url: Annotated[

@@ -43,7 +43,8 @@ def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
         yield res
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
-        code = 2 if isinstance(exc, ValidationError) else 3 if isinstance(exc, NotFoundError) else 1
+        code = 2 if isinstance(exc, ValidationError) else 3 if isinstance(
+            exc, NotFoundError) else 1
         raise typer.Exit(code) from exc
     finally:
         res.shutdown()
@@ -59,9 +60,8 @@ def _parse_time(text: str | None) -> datetime | None:
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValidationError(
-            "since", f"must be an ISO time like 2026-03-01T00:00Z, got {text!r}"
-        ) from None
+        raise ValidationError("since", f"must be an ISO time like 2026-03-01T00:00Z, got {text!r}"
+                              ) from None
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
@@ -77,10 +77,8 @@ def sweep(
     from sleepmem.services import sweep_job
     from sleepmem.tasks import names
 
-    with (
-        _resources() as res,
-        Lease(res.redis, res.keys.job_lease(names.SWEEP), ttl_s=res.settings.lease_seconds),
-    ):
+    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.SWEEP),
+                                     ttl_s=res.settings.lease_seconds):
         counts = dict(sweep_job(res, "cli"))
     if as_json:
         _echo_json(counts)
@@ -102,10 +100,8 @@ def refresh(
     from sleepmem.services import refresh_job
     from sleepmem.tasks import names
 
-    with (
-        _resources() as res,
-        Lease(res.redis, res.keys.job_lease(names.REFRESH), ttl_s=res.settings.lease_seconds),
-    ):
+    with _resources() as res, Lease(res.redis, res.keys.job_lease(names.REFRESH),
+                                     ttl_s=res.settings.lease_seconds):
         counts = dict(refresh_job(res, "cli"))
     if as_json:
         _echo_json(counts)
@@ -134,32 +130,20 @@ def reconsolidate(
         typer.echo("error: --dry-run and --apply exclude each other", err=True)
         raise typer.Exit(2)
     with _resources() as res:
-        row = recon.create_job(
-            engine=res.engine,
-            scope_key=scope,
-            now=datetime.now(UTC),
-            since=_parse_time(since),
-            apply=apply,
-            job_id=job,
-        )
+        row = recon.create_job(engine=res.engine, scope_key=scope, now=datetime.now(UTC),
+                               since=_parse_time(since), apply=apply, job_id=job)
         with Progress(
-            TextColumn("[bold]replay[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>8.0f} events/s"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            disable=as_json,
+            TextColumn("[bold]replay[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>8.0f} events/s"), TimeElapsedColumn(),
+            TimeRemainingColumn(), console=Console(stderr=True), disable=as_json,
         ) as bar:
             task = bar.add_task("replay", total=None, rate=0.0)
 
             def progress(j: Any) -> None:
                 bar.update(task, total=j.total, completed=j.done, rate=j.rate)
 
-            done = run_reconsolidation(
-                res, row.id, on_progress=progress, resume=resume, worker="cli"
-            )
+            done = run_reconsolidation(res, row.id, on_progress=progress, resume=resume,
+                                       worker="cli")
     if as_json:
         _echo_json(_job_json(done))
         return
@@ -170,25 +154,20 @@ def _print_diff(job: Any) -> None:
     result = job.result or {}
     counts = result.get("counts") or {}
     applied = "applied" if result.get("applied") else "dry run: nothing changed"
-    console.print(
-        f"job [bold]{job.id}[/] {job.status} — {job.done}/{job.total} events, "
-        f"{job.rate:.0f} events/s — {applied}"
-    )
+    console.print(f"job [bold]{job.id}[/] {job.status} — {job.done}/{job.total} events, "
+                  f"{job.rate:.0f} events/s — {applied}")
     if job.status != "done":
         return
-    console.print(
-        "  ".join(f"{k}={counts.get(k, 0)}" for k in ("added", "removed", "changed", "unchanged"))
-    )
+    console.print("  ".join(f"{k}={counts.get(k, 0)}" for k in
+                            ("added", "removed", "changed", "unchanged")))
     diff = result.get("diff") or {}
     for item in diff.get("added", []):
         console.print(f"[green]+ {item['statement']}[/]  [dim]({item['reason']})[/]")
     for item in diff.get("removed", []):
         console.print(f"[red]- {item['statement']}[/]  [dim]({item['reason']})[/]")
     for item in diff.get("changed", []):
-        console.print(
-            f"[yellow]~ {item['old_statement']}[/] → {item['statement']}  "
-            f"[dim]({item['reason']})[/]"
-        )
+        console.print(f"[yellow]~ {item['old_statement']}[/] → {item['statement']}  "
+                      f"[dim]({item['reason']})[/]")
     if result.get("truncated"):
         console.print("[dim](diff truncated; counts are complete)[/]")
 
@@ -225,16 +204,9 @@ def jobs(
         table.add_column(name)
     for j in rows:
         eta = eta_seconds(j)
-        table.add_row(
-            j.id,
-            j.kind,
-            j.status,
-            j.scope_key,
-            f"{j.done}/{j.total}",
-            f"{j.rate:.0f}",
-            "" if eta is None else f"{eta:.0f}s",
-            j.created_at.strftime("%Y-%m-%d %H:%M"),
-        )
+        table.add_row(j.id, j.kind, j.status, j.scope_key, f"{j.done}/{j.total}",
+                      f"{j.rate:.0f}", "" if eta is None else f"{eta:.0f}s",
+                      j.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(table)
 
 
@@ -262,12 +234,8 @@ def forget(
         if scope is not None:
             tenant = Scope.parse_key(scope).tenant
         else:
-            tenant = explain_memory(
-                engine=res.engine,
-                memory_id=str(memory),
-                settings=res.settings,
-                now=datetime.now(UTC),
-            ).tenant
+            tenant = explain_memory(engine=res.engine, memory_id=str(memory),
+                                    settings=res.settings, now=datetime.now(UTC)).tenant
         row = create_erase_job(res, tenant=tenant, scope_key=scope, memory_id=memory)
         done = run_erasure(res, row.id, worker="cli")
     if done.status != "done":
@@ -285,9 +253,8 @@ def explain(
     from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
 
     with _resources() as res:
-        ex = explain_memory(
-            engine=res.engine, memory_id=memory_id, settings=res.settings, now=datetime.now(UTC)
-        )
+        ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
+                            now=datetime.now(UTC))
     if as_json:
         typer.echo(ex.model_dump_json())
         return
@@ -297,14 +264,10 @@ def explain(
     for name in ("v", "id", "status", "statement", "valid", "recorded"):
         table.add_column(name)
     for v in ex.versions:
-        valid = (
-            f"{v.valid_from:%Y-%m-%d} → {v.valid_to:%Y-%m-%d}"
-            if v.valid_to
-            else (f"{v.valid_from:%Y-%m-%d} →")
-        )
-        table.add_row(
-            str(v.version), v.id, v.status, v.statement, valid, f"{v.recorded_at:%Y-%m-%d %H:%M}"
-        )
+        valid = f"{v.valid_from:%Y-%m-%d} → {v.valid_to:%Y-%m-%d}" if v.valid_to else (
+            f"{v.valid_from:%Y-%m-%d} →")
+        table.add_row(str(v.version), v.id, v.status, v.statement, valid,
+                      f"{v.recorded_at:%Y-%m-%d %H:%M}")
     console.print(table)
     console.print("[bold]raw events[/]")
     for e in ex.events:
@@ -320,10 +283,8 @@ def explain(
 @bench_app.command("sweep")
 def bench_sweep(
     memories: Annotated[int, typer.Option(help="Synthetic memories to sweep.")] = 1_000_000,
-    database_url: Annotated[
-        str | None,
-        typer.Option(help="A PostgreSQL server URL: the bench uses a scratch database on it."),
-    ] = None,
+    database_url: Annotated[str | None, typer.Option(
+        help="A PostgreSQL server URL: the bench uses a scratch database on it.")] = None,
     indexed: Annotated[int, typer.Option(help="How many of them have index points.")] = 100_000,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

@@ -31,12 +31,12 @@ def search(
     """Search a scope's memory (the API must be running: `sleepmem serve` or `api`)."""
     from sleepmem.sdk import MemoryClient
 
-    scope = {"tenant": tenant, "agent": agent, "user": user, "project": project, "session": session}
+    scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
+             "session": session}
     try:
         with MemoryClient(Settings(), api_url=api_url, api_key=api_key) as client:
-            result = client.search(
-                query, scope, k=k, types=types or None, as_of=as_of, max_tokens=max_tokens
-            )
+            result = client.search(query, scope, k=k, types=types or None, as_of=as_of,
+                                   max_tokens=max_tokens)
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -49,7 +49,5 @@ def search(
             for side in card.sides:
                 typer.echo(f"         - {side.statement}  [{side.type}, {side.source}]")
         else:
-            typer.echo(
-                f"{card.score:.3f}  {card.statement}  "
-                f"[{card.type}, {card.source}, {card.valid_from:%Y-%m-%d}]"
-            )
+            typer.echo(f"{card.score:.3f}  {card.statement}  "
+                       f"[{card.type}, {card.source}, {card.valid_from:%Y-%m-%d}]")

@@ -36,8 +36,7 @@ class Counter:
             if not labels:
                 return sum(self._values.values())
             return sum(
-                v
-                for k, v in self._values.items()
+                v for k, v in self._values.items()
                 if all(k[self.labels.index(n)] == str(x) for n, x in labels.items())
             )
 
@@ -94,8 +93,7 @@ LLM_TOKENS = REGISTRY.counter(
     "sleepmem_llm_tokens_total", "Chat model tokens, by model and kind.", ("model", "kind")
 )
 EXTRACTED = REGISTRY.counter(
-    "sleepmem_extracted_candidates_total",
-    "Candidates extracted, by extractor and type.",
+    "sleepmem_extracted_candidates_total", "Candidates extracted, by extractor and type.",
     ("extractor", "type"),
 )
 

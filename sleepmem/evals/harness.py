@@ -81,10 +81,7 @@ def drain_all(res: Resources, *, consumer: str = "eval") -> int:
     total = 0
     while True:
         report = drain_once(
-            redis=res.redis,
-            keys=res.keys,
-            engine=res.engine,
-            settings=res.settings,
+            redis=res.redis, keys=res.keys, engine=res.engine, settings=res.settings,
             consumer=consumer,
         )
         if not report.read and not report.claimed:
@@ -117,13 +114,8 @@ def ingest(res: Resources, events: Sequence[Mapping[str, Any]]) -> int:
 def count_memories(res: Resources, *, tenant: str) -> int:
     """Current memory versions of a tenant (what search can return)."""
     with Session(res.engine) as s:
-        stmt = (
-            select(func.count())
-            .select_from(Memory)
-            .where(
-                col(Memory.tenant) == tenant,
-                col(Memory.status).in_(["active", "pending_confirmation"]),
-            )
+        stmt = select(func.count()).select_from(Memory).where(
+            col(Memory.tenant) == tenant, col(Memory.status).in_(["active", "pending_confirmation"])
         )
         return int(s.exec(stmt).one())
 

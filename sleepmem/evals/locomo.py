@@ -132,7 +132,9 @@ def load(path: Path) -> list[Conversation]:
     for sample in raw:
         conv = Conversation(sample_id=str(sample["sample_id"]))
         body = sample["conversation"]
-        sessions = sorted(int(m.group(1)) for key in body if (m := _SESSION_KEY.match(key)))
+        sessions = sorted(
+            int(m.group(1)) for key in body if (m := _SESSION_KEY.match(key))
+        )
         for n in sessions:
             start = parse_session_date(body[f"session_{n}_date_time"])
             for i, turn in enumerate(body[f"session_{n}"]):
@@ -151,7 +153,9 @@ def load(path: Path) -> list[Conversation]:
             evidence = frozenset(e for e in cited if e in known)
             conv.dropped_evidence += len(set(cited) - evidence)
             if evidence:
-                conv.questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
+                conv.questions.append(
+                    Question(str(qa["question"]), int(qa["category"]), evidence)
+                )
         out.append(conv)
     return out
 
@@ -207,7 +211,9 @@ def _score_conversation(
     order = np.argsort(-(queries @ docs.T), axis=1, kind="stable")[:, :deepest]
     out: list[QuestionResult] = []
     for qi, q in enumerate(questions):
-        request = build_request(q.question, scope=conv.scope, k=deepest, with_provenance=True)
+        request = build_request(
+            q.question, scope=conv.scope, k=deepest, with_provenance=True
+        )
         cards = reader.search(request).cards
         turns_per_card = [
             [by_event[e] for e in _entry_provenance(c) if e in by_event] for c in cards
@@ -272,9 +278,7 @@ def run_locomo(
             full_tokens.append(count_tokens("\n".join(t.document for t in conv.turns)))
             log.info(
                 "locomo_conversation",
-                sample=conv.sample_id,
-                events=len(batch),
-                memories=written,
+                sample=conv.sample_id, events=len(batch), memories=written,
                 questions=len(conv_rows),
                 recall_at_10=round(mean([r.recall.get(10, 0.0) for r in conv_rows]), 4),
                 seconds=round(time.perf_counter() - t0, 2),
@@ -302,3 +306,4 @@ def run_locomo(
         "seconds": round(time.perf_counter() - started, 1),
     }
     return report
+

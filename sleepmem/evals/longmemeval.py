@@ -141,7 +141,9 @@ def events_of(item: Item) -> tuple[list[dict[str, Any]], dict[str, str]]:
     return events, session_of
 
 
-def bm25_ranking(item: Item, tokenize: Callable[[str], list[str]] = tokens) -> list[str]:
+def bm25_ranking(
+    item: Item, tokenize: Callable[[str], list[str]] = tokens
+) -> list[str]:
     """Flat BM25 over sessions represented by their user turns (the paper's baseline)."""
     corpus = [
         tokenize(" ".join(str(t["content"]) for t in turns if t.get("role") == "user"))
@@ -231,10 +233,8 @@ def run_longmemeval(
             )
             log.info(
                 "longmemeval_question",
-                question_id=item.question_id,
-                question_type=item.question_type,
-                events=len(batch),
-                memories=written,
+                question_id=item.question_id, question_type=item.question_type,
+                events=len(batch), memories=written,
                 recall_all_at_5=row["recall_all_at_5"],
                 baseline_recall_all_at_5=row["baseline_recall_all_at_5"],
                 sessions_reached=int(row["sessions_reached"]),
@@ -242,12 +242,15 @@ def run_longmemeval(
             )
         embedder_name = res.embedder.name
     all_rows = [r for _t, r in rows]
-    official = {m: round(mean([r["official_" + m] for r in all_rows]), 4) for m in METRICS}
+    official = {
+        m: round(mean([r["official_" + m] for r in all_rows]), 4) for m in METRICS
+    }
     report: dict[str, Any] = {
         "dataset": Path(path).name,
         **_summary(all_rows),
         "by_type": {
-            t: _summary([r for qt, r in rows if qt == t]) for t in sorted({qt for qt, _r in rows})
+            t: _summary([r for qt, r in rows if qt == t])
+            for t in sorted({qt for qt, _r in rows})
         },
         "baseline_official": {
             "definition": "flat BM25, user turns, whitespace tokens, paper-script labels",

@@ -116,11 +116,8 @@ class StoryRun:
         from sleepmem.services import run_consolidation
 
         while drain_once(
-            redis=self.res.redis,
-            keys=self.res.keys,
-            engine=self.res.engine,
-            settings=self.res.settings,
-            consumer="scenario",
+            redis=self.res.redis, keys=self.res.keys, engine=self.res.engine,
+            settings=self.res.settings, consumer="scenario",
         ).read:
             pass
         with Session(self.res.engine) as s:
@@ -140,9 +137,8 @@ class StoryRun:
         from sleepmem.pipelines.lifecycle.refresh import refresh
 
         hits = read_hits(self.res.redis, self.res.keys)
-        refresh(
-            engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings, hits=hits
-        )
+        refresh(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings,
+                hits=hits)
         if hits:
             trim_hits(self.res.redis, self.res.keys, upto=hits[-1][0])
 
@@ -284,9 +280,8 @@ def run_story(
                     elif "check" in step:
                         ok, detail = run.check(step["check"])
                         result.checks.append(
-                            CheckResult(
-                                i, json.dumps(step["check"], ensure_ascii=False), ok, detail
-                            )
+                            CheckResult(i, json.dumps(step["check"], ensure_ascii=False), ok,
+                                        detail)
                         )
                         result.passed &= ok
                 except Exception as exc:  # a broken step fails the story, not the run
@@ -303,7 +298,8 @@ def run_directory(
     directory: Path, *, settings: Settings | None = None, embedder: Embedder | None = None
 ) -> dict[str, Any]:
     results = [
-        run_story(p, settings=settings, embedder=embedder) for p in sorted(directory.glob("*.toml"))
+        run_story(p, settings=settings, embedder=embedder)
+        for p in sorted(directory.glob("*.toml"))
     ]
     return {
         "passed": sum(r.passed for r in results),

@@ -37,9 +37,8 @@ class RedisHotStore:
                 deadline = time.monotonic() + LEASE_WAIT_S
                 while True:
                     try:
-                        lease = Lease(
-                            self._redis, self._keys.lease(scope_key), ttl_s=ERASE_LEASE_TTL_S
-                        )
+                        lease = Lease(self._redis, self._keys.lease(scope_key),
+                                      ttl_s=ERASE_LEASE_TTL_S)
                         stack.enter_context(lease)
                         break
                     except LeaseHeldError:
@@ -61,7 +60,9 @@ class RedisHotStore:
                 data = orjson.loads(payload)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(data, dict) and covers({lvl: str(data.get(lvl) or "") for lvl in LEVELS}):
+            if isinstance(data, dict) and covers(
+                {lvl: str(data.get(lvl) or "") for lvl in LEVELS}
+            ):
                 doomed.append(entry_id)
         for i in range(0, len(doomed), STREAM_PAGE):
             chunk = doomed[i : i + STREAM_PAGE]

@@ -1,7 +1,6 @@
 """The Redis stream adapter: the ingest stream every emit appends to and the drain reads.
 
-Event content is redacted before XADD, so no secret ever sits in
-Redis. Entries are
+Event content is redacted before XADD, so no secret ever sits in Redis. Entries are
 acknowledged and deleted only after the drain's SQL commit; an entry left pending by a
 dead consumer is claimed (XAUTOCLAIM) once it has been idle for ``claim_idle_ms``.
 """
