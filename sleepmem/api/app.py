@@ -9,13 +9,16 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
 from sleepmem.api import health, ingest, jobs, memories, search
 from sleepmem.api.auth import KeyRing
+from sleepmem.api.limits import BodyLimit
 from sleepmem.api.state import ApiState
 from sleepmem.core.errors import (
     AuthError,
@@ -84,6 +87,10 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
     for router in ROUTERS:
         app.include_router(router)
     app.add_exception_handler(SleepmemError, _sleepmem_error)  # type: ignore[arg-type]
+    # FastAPI's own errors in the project's shape too, and never with the input echoed.
+    app.add_exception_handler(RequestValidationError, _request_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, max_bytes=cfg.body_max_bytes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -108,6 +115,30 @@ async def _sleepmem_error(_request: Request, exc: SleepmemError) -> Response:
         log.error("api.error", status=status, error=type(exc).__name__)
     return Response(
         orjson.dumps(body), status_code=status, headers=headers, media_type="application/json"
+    )
+
+
+async def _request_error(_request: Request, exc: RequestValidationError) -> Response:
+    problems = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        # The message of the rule only: pydantic's own messages never hold the input, and
+        # the "input" and "ctx" entries (which do) are dropped.
+        problems.append({"field": ".".join(loc) or "body", "message": str(err.get("msg", ""))
+                         .removeprefix("Value error, ")})
+    body = {"error": problems[0], "errors": problems} if problems else {
+        "error": {"field": "body", "message": "invalid request"}
+    }
+    return Response(orjson.dumps(body), status_code=422, media_type="application/json")
+
+
+async def _http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    message = exc.detail if isinstance(exc.detail, str) else "request refused"
+    return Response(
+        orjson.dumps({"error": {"message": message}}),
+        status_code=exc.status_code,
+        headers=exc.headers,
+        media_type="application/json",
     )
 
 

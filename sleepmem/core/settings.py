@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     content_max_bytes: int = 32 * 1024
     meta_max_bytes: int = 8 * 1024
     batch_max_events: int = 1000
+    # Checked before a request body is read or parsed (Content-Length, then bytes received).
+    body_max_bytes: int = 16 * 1024 * 1024
 
     # -- drain -------------------------------------------------------------------------
     drain_batch: int = 500
