@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from sleepmem.adapters.redis.erase import rewrite_persistence
 from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.errors import LeaseHeldError, NotFoundError, TransientError, ValidationError
@@ -241,7 +242,34 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
                 )
     except NotFoundError as exc:
         return _finish(res, job_id, JobStatus.failed, started, error=str(exc))
+    receipt.stores = reach_every_byte(res)
     return _finish(res, job_id, JobStatus.done, started, result=receipt.model_dump(mode="json"))
+
+
+def reach_every_byte(res: Resources) -> dict[str, str]:
+    """After an erasure: make the deleted data leave the files of every store, and say how.
+
+    SQL rows are deleted in the erasure's transactions (SQLite runs with secure_delete, so
+    freed pages are zeroed); the vector index is rewritten from its live points; Redis
+    rewrites its append-only file and its snapshot. The audit keeps ids, counts and a
+    content hash, never content (see README, "Erasure").
+    """
+    stores = {"sql": "deleted"}
+    if res.engine.dialect.name == "sqlite":
+        # Old page images live in the -wal file until a checkpoint: truncate it now.
+        with res.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        stores["sql"] = "deleted, pages zeroed (secure_delete), WAL checkpointed"
+    stores |= {
+        "audit": "kept: receipt id, tenant, scope key, memory ids, counts and a content hash",
+    }
+    try:
+        stores["vector_index"] = res.index.compact()
+    except Exception as exc:  # the erasure itself is committed: report, do not fail it
+        log.warning("erase.compact_failed", error=type(exc).__name__)
+        stores["vector_index"] = f"deleted; compaction failed: {type(exc).__name__}"
+    stores.update(rewrite_persistence(res.redis))
+    return stores
 
 
 def _finish(

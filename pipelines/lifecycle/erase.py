@@ -56,6 +56,8 @@ class DeletionReceipt(BaseModel):
     removed: dict[str, int]
     content_hash: str
     seconds: float
+    # Each store and its state after the erasure ("deleted", "compacted", "rewritten", ...).
+    stores: dict[str, str] = {}
 
 
 class _Hasher:
