@@ -63,7 +63,9 @@ class Settings(BaseSettings):
     idle_seconds: float = 60.0
     batch_max: int = 200
     tick_seconds: float = 5.0
-    lease_seconds: float = 600.0
+    # Renewed every third of it while a run lives: a killed holder's scope is free again
+    # within a minute, however long a healthy run takes.
+    lease_seconds: float = 60.0
     leader_ttl_seconds: float = 15.0
     drain_budget_seconds: float = 30.0
 

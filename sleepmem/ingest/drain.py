@@ -112,6 +112,12 @@ class _Batch:
     redacted: int = 0
 
 
+def dead_consumer_ms(settings: Settings) -> int:
+    """Idle time after which a drain consumer with nothing pending counts as gone: ten
+    claim intervals (a live one reads every drain_block_ms, a busy one every batch)."""
+    return max(60_000, 10 * settings.claim_idle_ms)
+
+
 def consumer_name() -> str:
     """A name unique to this process: a restarted worker must not inherit a dead one's PEL."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -185,6 +191,7 @@ def run_drain_loop(
     totals = DrainReport(consumer=name)
     backoff = 0.5
     stream.ensure_group(redis, keys)
+    stream.prune_consumers(redis, keys, idle_ms=dead_consumer_ms(settings), keep=name)
     while not stop.is_set():
         try:
             report = drain_once(

@@ -135,6 +135,26 @@ def ensure_group(client: redis.Redis, keys: Keys) -> None:
             raise
 
 
+def prune_consumers(client: redis.Redis, keys: Keys, *, idle_ms: int, keep: str = "") -> int:
+    """Remove drain consumers idle for ``idle_ms`` that hold nothing pending; the count.
+
+    Every worker process drains under a name of its own, so each restart left one more
+    consumer in the group (29 after 20 restarts). One with pending entries is kept: its
+    entries are claimed by a live consumer first (XAUTOCLAIM), and it goes on a later call.
+    """
+    try:
+        consumers = client.xinfo_consumers(keys.events, DRAIN_GROUP)
+    except redis.ResponseError:  # no stream or no group yet
+        return 0
+    removed = 0
+    for info in consumers:
+        name = text(info["name"])
+        if name != keep and int(info["pending"]) == 0 and int(info["idle"]) >= idle_ms:
+            client.xgroup_delconsumer(keys.events, DRAIN_GROUP, name)
+            removed += 1
+    return removed
+
+
 def read_new(
     client: redis.Redis, keys: Keys, *, consumer: str, count: int, block_ms: int | None
 ) -> list[Entry]:
