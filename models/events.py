@@ -20,6 +20,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from sleepmem.core.redaction import MAX_GROWTH, redact, redact_json
 from sleepmem.models.scope import IDENT_PATTERN, Scope
 
 Ident = Annotated[str, StringConstraints(pattern=IDENT_PATTERN)]
@@ -82,13 +83,24 @@ def _content_size(v: str, info: ValidationInfo) -> str:
     else:
         encoded = b""
     limit = _limits(info).content_max_bytes
-    if len(v) * 4 <= limit:  # UTF-8 spends at most 4 bytes a character
+    # UTF-8 spends at most 4 bytes a character, and redaction grows a text MAX_GROWTH times
+    # at most: most events are far enough under the limit to skip measuring.
+    if len(v) * 4 * MAX_GROWTH <= limit:
         return v
     size = len(encoded or v.encode("utf-8"))
     if size > limit:
         raise ValueError(
             f"content is {size} bytes, over the limit of {limit}; split it into several "
             "events or raise SLEEPMEM_CONTENT_MAX_BYTES"
+        )
+    # What is stored is the redacted text, and a marker may be longer than its secret:
+    # refused now, before the 202, rather than dead-lettered later.
+    clean = redact(v)
+    if clean.kinds and (grown := len(clean.text.encode("utf-8"))) > limit:
+        raise ValueError(
+            f"content is {grown} bytes after its secrets were replaced by [REDACTED:kind] "
+            f"markers, over the limit of {limit}; split it into several events or raise "
+            "SLEEPMEM_CONTENT_MAX_BYTES"
         )
     return v
 
@@ -117,6 +129,14 @@ def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
             f"meta is {size} bytes of JSON, over the limit of {limit}; keep meta small "
             "and put text in content"
         )
+    if size * MAX_GROWTH > limit:
+        clean = redact_json(v)
+        if clean is not v and (grown := len(orjson.dumps(clean))) > limit:
+            raise ValueError(
+                f"meta is {grown} bytes of JSON after its secrets were replaced by "
+                f"[REDACTED:kind] markers, over the limit of {limit}; keep meta small and "
+                "put text in content"
+            )
     return v
 
 

@@ -416,6 +416,7 @@ _CARD_LABEL_MIN_DIGITS = 12
 _IBAN_MIN_DIGITS = 10  # the fewest digits any IBAN holds (NL: 4 letters of bank code)
 # Every provider token is one unbroken run at least this long ("xoxb-2048-...", "AC0f3...").
 _TOKEN_MIN_RUN = 16
+_TOKEN_MIN_DIGITS = 2
 _ENTROPY_MIN_RUN = 20
 # Every word a guard below tests for, lower-cased: no hit (and too few digits, no long run)
 # means no rule can match. Built from the guards' own lists so the two cannot drift apart.
@@ -430,12 +431,18 @@ _TRIGGERS = ahocorasick_rs.AhoCorasick(
             *_DASHED_PREFIXES,
             *(w.lower() for w in _UPPER_PREFIXES),
             *("private key", "putty-user-key", "://", "eyj", "bearer", "basic", "sg."),
+            # Prefixes of tokens the long-run test might miss for want of digits.
+            *("accountkey", "sharedaccesskey", "sig=", "sq0", "npm_", "pypi-", "glpat"),
         }
     )
 )
 _LONG_RUN = re.compile(r"[!-~]{" + str(_TOKEN_MIN_RUN) + ",}")
 _RUN_16 = b"x" * _TOKEN_MIN_RUN
 _RUN_20 = b"x" * _ENTROPY_MIN_RUN
+
+
+def _has_trigger(low: str) -> bool:
+    return bool(_TRIGGERS.find_matches_as_indexes(low))
 
 
 def _any_in(words: tuple[str, ...], text: str) -> bool:
@@ -627,10 +634,13 @@ class _Finder:
 
 
 def _worth_scanning(text: str, low: str) -> bool:
-    return bool(
-        _TRIGGERS.find_matches_as_indexes(low)
-        or _digit_count(text) >= _IBAN_MIN_DIGITS
-        or _longest_run(text) >= _TOKEN_MIN_RUN
+    if _TRIGGERS.find_matches_as_indexes(low):
+        return True
+    digits = _digit_count(text)
+    # A provider token without a trigger prefix is a long run with digits in it (Twilio,
+    # Telegram, Mailchimp, Discord, random keys): the run is only measured then.
+    return digits >= _IBAN_MIN_DIGITS or (
+        digits >= _TOKEN_MIN_DIGITS and _longest_run(text) >= _TOKEN_MIN_RUN
     )
 
 
@@ -673,7 +683,8 @@ def _redact_segment(text: str, low: str) -> RedactionResult:
         f.rule(_BEARER)
     if "basic" in low:
         f.shape("password", _BASIC, 1, _basic_credentials)
-    run = _longest_run(text)
+    digits = _digit_count(text)
+    run = _longest_run(text) if digits >= _TOKEN_MIN_DIGITS or _has_trigger(low) else 0
     if run >= _TOKEN_MIN_RUN:
         f.shape("api_key", _API_KEY)
         f.providers()
@@ -681,7 +692,6 @@ def _redact_segment(text: str, low: str) -> RedactionResult:
     if _any_in(_KEY_WORDS, low):
         f.rule(_KEY_LABEL)
         f.rule(_KEY_BARE)
-    digits = _digit_count(text)
     if digits >= 4 and _any_in(_CODE_WORDS, low):
         f.rule(_OTP_STRONG)
         f.rule(_OTP_WEAK)
@@ -756,9 +766,20 @@ _SCALARS = (str, int, float)  # by exact type: a bool is not a secret
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-@functools.lru_cache(maxsize=4096)
+_CLEAN_KEYS: dict[str, str] = {}
+_CLEAN_KEYS_MAX = 4096
+
+
 def _clean_key(key: Any) -> Any:
-    return redact(key).text if type(key) is str else key
+    # A plain dict rather than lru_cache: this runs for every meta key of every event.
+    if type(key) is not str:
+        return key
+    clean = _CLEAN_KEYS.get(key)
+    if clean is None:
+        if len(_CLEAN_KEYS) >= _CLEAN_KEYS_MAX:
+            _CLEAN_KEYS.clear()
+        clean = _CLEAN_KEYS[key] = redact(key).text
+    return clean
 
 
 def redact_json(obj: Any) -> Any:

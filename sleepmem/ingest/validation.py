@@ -16,17 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import pydantic
 
 from sleepmem.core.errors import ValidationError
-from sleepmem.core.redaction import (
-    MAX_GROWTH,
-    contains_secret,
-    redact,
-    redact_json,
-    secret_in_ids,
-)
+from sleepmem.core.redaction import contains_secret, secret_in_ids
 from sleepmem.core.settings import Settings
 from sleepmem.models.events import (
     DEFAULT_LIMITS,
@@ -215,14 +208,7 @@ def validate_events(
             events = _BATCH.validate_python(batch, context=_context(limits))
         except pydantic.ValidationError as exc:
             raise EventValidationError(field_problems(exc, indexed=True)) from None
-        problems: list[FieldProblem] = []
-        sealed = [
-            _sealed(e, limits, own_id=not n, problems=problems, prefix=f"events[{i}].")
-            for i, (e, n) in enumerate(zip(events, named, strict=True))
-        ]
-        if problems:
-            raise EventValidationError(problems)
-    return sealed
+        return _ids_checked(events, named, batch=True)
 
 
 def validate_event(
@@ -238,11 +224,7 @@ def validate_event(
         event = _SINGLE.validate_python(data, context=_context(limits))
     except pydantic.ValidationError as exc:
         raise EventValidationError(field_problems(exc)) from None
-    problems: list[FieldProblem] = []
-    event = _sealed(event, limits, own_id=own_id, problems=problems, prefix="")
-    if problems:
-        raise EventValidationError(problems)
-    return event
+    return _ids_checked([event], [not own_id], batch=False)[0]
 
 
 def _names_its_id(item: object) -> bool:
@@ -254,72 +236,43 @@ def _names_its_id(item: object) -> bool:
 _ID_FIELDS = ("tenant", "agent", "user", "project", "session")
 
 
-def _sealed(
-    event: EventFields, limits: Limits, *, own_id: bool, problems: list[FieldProblem], prefix: str
-) -> EventFields:
-    """The event timed, its ids checked, and proved to fit the limits once redacted.
+def _ids_checked(
+    events: list[EventFields], named: list[bool], *, batch: bool
+) -> list[EventFields]:
+    """The events timed and their ids checked: a secret in an id is refused, not rewritten.
 
-    A marker may be longer than the secret it replaces: an event that would no longer fit is
-    refused now, before anything of its batch is written and before the caller's 202,
-    rather than dead-lettered later. Ids are stored and logged as they are, so a secret in
-    one is refused, never rewritten.
+    Ids are stored and logged as they are. The size of the redacted content and meta was
+    checked by the field rules (sleepmem.models.events), before any of a batch is written.
     """
-    # After validation, not as a default: a time made here is already valid.
-    if "at" not in event:
-        event["at"] = utcnow()
-    ids = (
-        event["tenant"],
-        event["agent"],
-        event.get("user", ""),
-        event.get("project", ""),
-        event.get("session", ""),
-    )
-    found = secret_in_ids(ids)
-    if not own_id and found is None and (kind := contains_secret(event["event_id"])):
-        found = (-1, kind)
-    if found is not None:
-        index, kind = found
-        problems.append(
-            FieldProblem(
-                prefix + (_ID_FIELDS[index] if index >= 0 else "event_id"),
-                f"looks like a secret ({kind}); ids are stored and logged as they are, "
-                "so use an opaque name and put nothing secret in it",
+    problems: list[FieldProblem] = []
+    for i, event in enumerate(events):
+        # After validation, not as a default: a time made here is already valid.
+        if "at" not in event:
+            event["at"] = utcnow()
+        found = secret_in_ids(
+            (
+                event["tenant"],
+                event["agent"],
+                event.get("user", ""),
+                event.get("project", ""),
+                event.get("session", ""),
             )
         )
-    # Only an event near the limit can outgrow it: a marker is at most 8 times the span it
-    # replaces (see MAX_GROWTH), so smaller ones are redacted by encode(), overlapped with
-    # Redis, where the request path spent its time before.
-    content = event.get("content")
-    if content and len(content) * 4 * MAX_GROWTH > limits.content_max_bytes:
-        clean = redact(content)
-        if clean.kinds:
-            size = len(clean.text.encode("utf-8"))
-            if size > limits.content_max_bytes:
-                problems.append(
-                    FieldProblem(
-                        prefix + "content",
-                        f"content is {size} bytes after its secrets were replaced by "
-                        f"[REDACTED:kind] markers, over the limit of {limits.content_max_bytes}; "
-                        "split it into several events or raise SLEEPMEM_CONTENT_MAX_BYTES",
-                    )
+        if found is None and named[i] and (kind := contains_secret(event["event_id"])):
+            found = (-1, kind)
+        if found is not None:
+            index, kind = found
+            name = _ID_FIELDS[index] if index >= 0 else "event_id"
+            problems.append(
+                FieldProblem(
+                    f"events[{i}].{name}" if batch else name,
+                    f"looks like a secret ({kind}); ids are stored and logged as they are, "
+                    "so use an opaque name and put nothing secret in it",
                 )
-            event["content"] = clean.text
-    meta = event.get("meta")
-    if meta and len(orjson.dumps(meta)) * MAX_GROWTH > limits.meta_max_bytes:
-        clean_meta = redact_json(meta)
-        if clean_meta is not meta:
-            size = len(orjson.dumps(clean_meta))
-            if size > limits.meta_max_bytes:
-                problems.append(
-                    FieldProblem(
-                        prefix + "meta",
-                        f"meta is {size} bytes of JSON after its secrets were replaced by "
-                        f"[REDACTED:kind] markers, over the limit of {limits.meta_max_bytes}; "
-                        "keep meta small and put text in content",
-                    )
-                )
-            event["meta"] = clean_meta
-    return event
+            )
+    if problems:
+        raise EventValidationError(problems)
+    return events
 
 
 def scope_defaults(**levels: str | None) -> dict[str, str]:
