@@ -44,7 +44,13 @@ class SearchRequest(BaseModel):
     def _aware(cls, v: datetime | None) -> datetime | None:
         if v is None:
             return None
-        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+        try:
+            return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00:00+05:00 is before year 1 in UTC
+            raise ValueError(
+                "as_of is outside the supported range: give a UTC time between 0001-01-02 "
+                "and 9999-12-30"
+            ) from None
 
 
 class MemoryCard(BaseModel):

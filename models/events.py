@@ -20,6 +20,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from sleepmem.core.redaction import MAX_GROWTH, redact, redact_json
 from sleepmem.models.scope import IDENT_PATTERN, Scope
 
 Ident = Annotated[str, StringConstraints(pattern=IDENT_PATTERN)]
@@ -59,35 +60,83 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_NUL = "\x00"
+NUL_RULE = (
+    "holds a NUL character (\\x00), which PostgreSQL cannot store; remove it or escape it "
+    "(for example as \\u0000 inside the text)"
+)
+SURROGATE_RULE = (
+    "holds a lone surrogate (a code point in U+D800-U+DFFF), which is not valid UTF-8; "
+    "decode the text with errors='replace' before sending it"
+)
+
+
 def _content_size(v: str, info: ValidationInfo) -> str:
+    # Refused here, before the 202: every backend must be able to store what was accepted.
+    if _NUL in v:
+        raise ValueError("content " + NUL_RULE)
+    if not v.isascii():
+        try:
+            encoded = v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("content " + SURROGATE_RULE) from None
+    else:
+        encoded = b""
     limit = _limits(info).content_max_bytes
-    if len(v) * 4 <= limit:  # UTF-8 spends at most 4 bytes a character
+    # UTF-8 spends at most 4 bytes a character, and redaction grows a text MAX_GROWTH times
+    # at most: most events are far enough under the limit to skip measuring.
+    if len(v) * 4 * MAX_GROWTH <= limit:
         return v
-    size = len(v.encode("utf-8"))
+    size = len(encoded or v.encode("utf-8"))
     if size > limit:
         raise ValueError(
             f"content is {size} bytes, over the limit of {limit}; split it into several "
             "events or raise SLEEPMEM_CONTENT_MAX_BYTES"
+        )
+    # What is stored is the redacted text, and a marker may be longer than its secret:
+    # refused now, before the 202, rather than dead-lettered later.
+    clean = redact(v)
+    if clean.kinds and (grown := len(clean.text.encode("utf-8"))) > limit:
+        raise ValueError(
+            f"content is {grown} bytes after its secrets were replaced by [REDACTED:kind] "
+            f"markers, over the limit of {limit}; split it into several events or raise "
+            "SLEEPMEM_CONTENT_MAX_BYTES"
         )
     return v
 
 
 def _aware(v: datetime) -> datetime:
     # A naive time is taken as UTC: agents mostly log in UTC and refusing would lose data.
-    return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    try:
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+05:00 is before year 1 in UTC
+        raise ValueError(
+            "is outside the supported range: give a UTC time between 0001-01-02 and 9999-12-30"
+        ) from None
 
 
 def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
     limit = _limits(info).meta_max_bytes
     try:
-        size = len(orjson.dumps(v))
+        dumped = orjson.dumps(v)
     except TypeError as exc:
         raise ValueError(f"meta must be a JSON object of plain values: {exc}") from None
+    size = len(dumped)
+    if b"\\u0000" in dumped:  # orjson writes a NUL, in a key or a value, as \u0000
+        raise ValueError("meta " + NUL_RULE)
     if size > limit:
         raise ValueError(
             f"meta is {size} bytes of JSON, over the limit of {limit}; keep meta small "
             "and put text in content"
         )
+    if size * MAX_GROWTH > limit:
+        clean = redact_json(v)
+        if clean is not v and (grown := len(orjson.dumps(clean))) > limit:
+            raise ValueError(
+                f"meta is {grown} bytes of JSON after its secrets were replaced by "
+                f"[REDACTED:kind] markers, over the limit of {limit}; keep meta small and "
+                "put text in content"
+            )
     return v
 
 

@@ -22,8 +22,8 @@ def check_ident(field: str, value: str | None, *, required: bool) -> str:
         if required:
             raise ValueError(f"{field} is required ({IDENT_RULE})")
         return ""
-    if not isinstance(value, str) or not IDENT.match(value):
-        raise ValueError(f"{field} must be {IDENT_RULE}; got {value!r}")
+    if not isinstance(value, str) or not IDENT.fullmatch(value):
+        raise ValueError(f"{field} must be {IDENT_RULE}")
     return value
 
 
@@ -77,19 +77,19 @@ class Scope(BaseModel):
         """
         rule = "a scope key like 't=acme/a=bot/u=ann/p=/s='"
         if not isinstance(key, str) or not key:
-            raise ValidationError(field, f"must be {rule}; got {key!r}")
+            raise ValidationError(field, f"must be {rule}")
         try:
             scope = cls.from_key(key)
         except (ValueError, TypeError, PydanticValidationError) as exc:
             reason = exc.errors()[0]["msg"] if isinstance(exc, PydanticValidationError) else exc
-            raise ValidationError(field, f"must be {rule} ({reason}); got {key!r}") from None
+            raise ValidationError(field, f"must be {rule} ({reason})") from None
         if owner and scope.session:
             raise ValidationError(
-                field, f"must name a consolidation scope, without a session: {scope.owner.key!r}"
+                field, "must name a consolidation scope: leave the session level empty (s=)"
             )
         if canonical and scope.key != key:
             raise ValidationError(
-                field, f"must be {rule}, in canonical form {scope.key!r}; got {key!r}"
+                field, f"must be {rule}, in canonical form: every level once, in that order"
             )
         return scope
 

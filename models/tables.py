@@ -70,11 +70,14 @@ class ScopeColumns(SQLModel):
 
 
 class RawEvent(ScopeColumns, table=True):
-    """An accepted event after redaction. Inserted once per event_id (idempotent drain)."""
+    """An accepted event after redaction, stored once per (tenant, event_id): idempotent drain."""
 
     __tablename__ = "raw_event"
     __table_args__ = (Index("ix_raw_event_scope_status", "scope_key", "consolidated"),)
 
+    # The key is (tenant, event_id): an event id is unique within its tenant, so one
+    # tenant can never make another tenant's event with the same id vanish as a duplicate.
+    tenant: str = Field(primary_key=True, max_length=128)
     event_id: str = Field(primary_key=True, max_length=128)
     scope_key: str = Field(max_length=700)
     kind: str = Field(max_length=32)

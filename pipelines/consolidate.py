@@ -132,7 +132,7 @@ def _consolidate_batch(
             events, extractor=extractor, resolver=resolver, policy=policy,
             event_sessions={e.event_id: e.scope.session for e in events},
             # Sessions behind older episodes are only needed to summarise an ended one.
-            older_sessions=lambda r: _provenance_sessions(engine, r),
+            older_sessions=lambda r: _provenance_sessions(engine, scope.tenant, r),
             stage=report.stage,
         )
     except ExtractionError as exc:
@@ -195,11 +195,12 @@ def _persist_checked(
         raise LeaseLostError(f"the consolidation lease of {scope_key!r} was lost before commit")
 
 
-def _provenance_sessions(engine: Engine, resolver: Resolver) -> dict[str, str]:
+def _provenance_sessions(engine: Engine, tenant: str, resolver: Resolver) -> dict[str, str]:
     """Session of every event behind a current episode, to find a session's fragments."""
     ids = {e for m in resolver.current() if m.type == "event" for e in m.provenance}
     with Session(engine) as session:
-        return {r.event_id: r.session for r in repo.events_by_ids(session, ids=sorted(ids))}
+        rows = repo.events_by_ids(session, tenant=tenant, ids=sorted(ids))
+        return {r.event_id: r.session for r in rows}
 
 
 def _archive_compressed(

@@ -40,7 +40,7 @@ def persist(
         session.merge(mem)
     session.flush()
     repo.delete_memories(session, ids=list(plan.deleted))
-    repo.delete_events(session, ids=sorted(plan.deleted_events))
+    repo.delete_events(session, tenant=ctx.tenant, ids=sorted(plan.deleted_events))
     first = True
     for draft in plan.audits:
         session.add(
@@ -67,4 +67,4 @@ def persist(
         )
         first = False
     remaining = [e for e in consumed_events if e not in plan.deleted_events]
-    repo.mark_consolidated(session, event_ids=remaining, now=now)
+    repo.mark_consolidated(session, tenant=ctx.tenant, event_ids=remaining, now=now)

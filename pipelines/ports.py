@@ -121,6 +121,10 @@ class VectorIndex(Protocol):
         """Off-hot-path housekeeping (index build, segment merge); True if anything changed."""
         ...
 
+    def compact(self) -> str:
+        """After an erasure: make deleted points leave every file; the state, in words."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -29,10 +29,14 @@ def pending_events(session: Session, *, scope_key: str, limit: int | None = None
     return list(session.exec(stmt))
 
 
-def events_by_ids(session: Session, *, ids: Sequence[str]) -> list[RawEvent]:
+def events_by_ids(session: Session, *, tenant: str, ids: Sequence[str]) -> list[RawEvent]:
+    """The tenant's events with these ids (event ids are unique within a tenant only)."""
     if not ids:
         return []
-    return list(session.exec(select(RawEvent).where(col(RawEvent.event_id).in_(list(ids)))))
+    stmt = select(RawEvent).where(
+        col(RawEvent.tenant) == tenant, col(RawEvent.event_id).in_(list(ids))
+    )
+    return list(session.exec(stmt))
 
 
 def scope_events(
@@ -75,11 +79,13 @@ def lineage_versions(session: Session, *, lineage: str) -> list[Memory]:
     )
 
 
-def mark_consolidated(session: Session, *, event_ids: Sequence[str], now: datetime) -> None:
+def mark_consolidated(
+    session: Session, *, tenant: str, event_ids: Sequence[str], now: datetime
+) -> None:
     if event_ids:
         session.exec(
             update(RawEvent)
-            .where(col(RawEvent.event_id).in_(list(event_ids)))
+            .where(col(RawEvent.tenant) == tenant, col(RawEvent.event_id).in_(list(event_ids)))
             .values(consolidated=True, consolidated_at=now)
         )
 
@@ -101,10 +107,14 @@ def delete_memories(session: Session, *, ids: Sequence[str]) -> int:
     return int(res.rowcount or 0)
 
 
-def delete_events(session: Session, *, ids: Sequence[str]) -> int:
+def delete_events(session: Session, *, tenant: str, ids: Sequence[str]) -> int:
     if not ids:
         return 0
-    res = session.exec(delete(RawEvent).where(col(RawEvent.event_id).in_(list(ids))))
+    res = session.exec(
+        delete(RawEvent).where(
+            col(RawEvent.tenant) == tenant, col(RawEvent.event_id).in_(list(ids))
+        )
+    )
     return int(res.rowcount or 0)
 
 

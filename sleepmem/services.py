@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from sleepmem.adapters.redis.erase import rewrite_persistence
 from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.errors import (
@@ -257,6 +258,7 @@ def cancel_job(res: Resources, job_id: str) -> Job:
     """A running job stops after its chunk; a job not running (queued, perhaps stale from a
     process that died) is cancelled now, so it never sits in 'queued' forever."""
     job = recon.get_job(engine=res.engine, job_id=job_id)
+    job_id = job.id  # the row id, if it was called by the name its client gave
     res.redis.set(res.keys.job_cancel(job_id), "1", ex=CANCEL_TTL_S)
     if job.status == JobStatus.queued.value or (
         job.status == JobStatus.running.value and not res.redis.exists(res.keys.job_lease(job_id))
@@ -313,6 +315,7 @@ def run_reconsolidation(
     worker: str = "",
 ) -> Job:
     job = recon.get_job(engine=res.engine, job_id=job_id)
+    job_id = job.id  # the row id, if it was called by the name its client gave
     if resume:
         res.redis.delete(res.keys.job_cancel(job_id))
     ttl = res.settings.lease_seconds
@@ -353,6 +356,7 @@ def create_erase_job(
 def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str = "") -> Job:
     """Erase what the job names; the receipt becomes the job's result. Done stays done."""
     job = recon.get_job(engine=res.engine, job_id=job_id)
+    job_id = job.id  # the row id, if it was called by the name its client gave
     if job.kind != ERASE_KIND:
         raise ValidationError("job", f"{job_id} is a {job.kind} job, not {ERASE_KIND}")
     if job.status == JobStatus.done.value:
@@ -375,7 +379,34 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
                 )
     except NotFoundError as exc:
         return _finish(res, job_id, JobStatus.failed, started, error=str(exc))
+    receipt.stores = reach_every_byte(res)
     return _finish(res, job_id, JobStatus.done, started, result=receipt.model_dump(mode="json"))
+
+
+def reach_every_byte(res: Resources) -> dict[str, str]:
+    """After an erasure: make the deleted data leave the files of every store, and say how.
+
+    SQL rows are deleted in the erasure's transactions (SQLite runs with secure_delete, so
+    freed pages are zeroed); the vector index is rewritten from its live points; Redis
+    rewrites its append-only file and its snapshot. The audit keeps ids, counts and a
+    content hash, never content (see README, "Erasure").
+    """
+    stores = {"sql": "deleted"}
+    if res.engine.dialect.name == "sqlite":
+        # Old page images live in the -wal file until a checkpoint: truncate it now.
+        with res.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        stores["sql"] = "deleted, pages zeroed (secure_delete), WAL checkpointed"
+    stores |= {
+        "audit": "kept: receipt id, tenant, scope key, memory ids, counts and a content hash",
+    }
+    try:
+        stores["vector_index"] = res.index.compact()
+    except Exception as exc:  # the erasure itself is committed: report, do not fail it
+        log.warning("erase.compact_failed", error=type(exc).__name__)
+        stores["vector_index"] = f"deleted; compaction failed: {type(exc).__name__}"
+    stores.update(rewrite_persistence(res.redis))
+    return stores
 
 
 def _finish(

@@ -18,7 +18,7 @@ from celery import Celery, Task
 from sleepmem.adapters.redis import stream
 from sleepmem.core.errors import TransientError
 from sleepmem.core.logs import get_logger
-from sleepmem.ingest.drain import DrainReport, consumer_name, drain_once
+from sleepmem.ingest.drain import DrainReport, consumer_name, dead_consumer_ms, drain_once
 from sleepmem.resources import Resources
 from sleepmem.tasks import names, retry
 from sleepmem.tasks.context import current_resources
@@ -42,6 +42,12 @@ def drain_until_empty(resources: Resources, *, consumer: str, budget_s: float) -
     deadline = time.monotonic() + budget_s
     totals = DrainReport(consumer=consumer)
     stream.ensure_group(resources.redis, resources.keys)
+    stream.prune_consumers(
+        resources.redis,
+        resources.keys,
+        idle_ms=dead_consumer_ms(resources.settings),
+        keep=consumer,
+    )
     while True:
         report = drain_once(
             redis=resources.redis,

@@ -110,7 +110,7 @@ class TestADatabaseFromTheReleaseBeforeMigrations:
             with engine.connect() as conn:
                 assert current_revision(conn) == head_revision()
             with Session(engine) as s:
-                event = s.get(RawEvent, "e-1")
+                event = s.get(RawEvent, ("acme", "e-1"))
                 memory = s.get(Memory, "m-1")
                 job = s.get(Job, "j-1")
                 assert event is not None and event.content == "I live in Lisbon."

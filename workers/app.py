@@ -21,8 +21,10 @@ from sleepmem.tasks import consolidate, drain, lifecycle, names
 from sleepmem.workers.process import connect_process_hooks, connect_task_context
 
 # Retries wait at most sleepmem.tasks.retry.BACKOFF_CAP_S in the worker (ETA) before running; the
-# broker must not hand the message to another worker while it waits or runs.
-_MIN_VISIBILITY_S = 3600.0
+# broker must not hand the message to another worker while it waits. A message a killed worker
+# held comes back after this long: minutes, not an hour. A task running longer than this may
+# be handed out twice; the scope and job leases make the second copy wait, never overlap.
+_MIN_VISIBILITY_S = 300.0
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

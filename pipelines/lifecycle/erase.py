@@ -66,6 +66,8 @@ class DeletionReceipt(BaseModel):
     removed: dict[str, int]
     content_hash: str
     seconds: float
+    # Each store and its state after the erasure ("deleted", "compacted", "rewritten", ...).
+    stores: dict[str, str] = {}
 
 
 class _Hasher:
@@ -198,7 +200,9 @@ def erase_memory(
             removed["memories"] = len(ids)
             removed["vector_points"] = len(ids)
             removed["raw_events"] = _erase_events(
-                conn, col(RawEvent.event_id).in_(events), hasher
+                conn,
+                sa.and_(col(RawEvent.tenant) == tenant, col(RawEvent.event_id).in_(events)),
+                hasher,
             ) if events else 0
             removed["provenance_scrubbed"] = _scrub_provenance(conn, scope_key, set(events))
             wanted = set(events)
@@ -284,8 +288,9 @@ def _erase_events(conn: Connection, where: ColumnElement[bool], hasher: _Hasher)
                 return n
             for _eid, content in rows:
                 hasher.add(content)
+            # ``where`` again: event ids are unique within a tenant, not across tenants.
             conn.execute(
-                sa.delete(RawEvent).where(col(RawEvent.event_id).in_([r[0] for r in rows]))
+                sa.delete(RawEvent).where(where, col(RawEvent.event_id).in_([r[0] for r in rows]))
             )
         n += len(rows)
 

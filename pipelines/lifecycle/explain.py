@@ -93,7 +93,7 @@ def explain(
         versions = repo.lineage_versions(session, lineage=mem.lineage)
         audits = audits_naming(session, [v.id for v in versions])
         event_ids = sorted({e for v in versions for e in v.provenance})
-        events = sorted(repo.events_by_ids(session, ids=event_ids),
+        events = sorted(repo.events_by_ids(session, tenant=mem.tenant, ids=event_ids),
                         key=lambda r: (aware(r.at), r.event_id))
     surv, until = _survival(mem, settings, now)
     return Explanation(

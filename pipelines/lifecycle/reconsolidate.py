@@ -22,6 +22,7 @@ again (the replay writes nothing, so restarting it is always safe).
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections import defaultdict
@@ -92,26 +93,53 @@ def create_job(
 ) -> Job:
     """A queued job row; with ``job_id`` given and known, the existing job (idempotent)."""
     scope = Scope.parse_key(scope_key, owner=True)
+    params: dict[str, Any] = {"since": aware(since).isoformat() if since else None, "apply": apply}
     with Session(engine, expire_on_commit=False) as session:
         if job_id is not None:
-            existing = session.get(Job, job_id)
+            existing = session.get(Job, job_key(scope.tenant, job_id))
             if existing is not None:
                 return existing
+            params["name"] = job_id
         job = Job(
-            id=job_id or uuid.uuid4().hex, kind=KIND, tenant=scope.tenant, scope_key=scope_key,
-            status=JobStatus.queued.value, created_at=aware(now),
-            params={"since": aware(since).isoformat() if since else None, "apply": apply},
+            id=job_key(scope.tenant, job_id) if job_id else uuid.uuid4().hex, kind=KIND,
+            tenant=scope.tenant, scope_key=scope_key, status=JobStatus.queued.value,
+            created_at=aware(now), params=params,
         )
         session.add(job)
         session.commit()
         return job
 
 
-def get_job(*, engine: Engine, job_id: str) -> Job:
+def job_key(tenant: str, name: str) -> str:
+    """The row id of a job its client named: the name within its tenant.
+
+    Names are per tenant: two tenants may both call a job "nightly", and neither can learn
+    that the other did. Server-made ids are 32 hex digits; these are 33 characters.
+    """
+    return "n" + hashlib.blake2b(f"{tenant}\x00{name}".encode(), digest_size=16).hexdigest()
+
+
+def job_name(job: Job) -> str:
+    """The id a client knows the job by: its own name, or the id the server made."""
+    return str(job.params.get("name") or job.id)
+
+
+def get_job(*, engine: Engine, job_id: str, tenant: str | None = None) -> Job:
+    """A job by the id its client knows; with ``tenant``, only that tenant's jobs."""
     with Session(engine, expire_on_commit=False) as session:
-        job = session.get(Job, job_id)
-    if job is None:
-        raise NotFoundError(f"no job {job_id}")
+        job = session.get(Job, job_key(tenant, job_id)) if tenant is not None else None
+        if job is None:
+            job = session.get(Job, job_id)  # a server-made id, or a row id from a task
+        if job is None and tenant is None:
+            # Unauthenticated (a loopback dev server, an operator's CLI): by name, if unique.
+            named = [
+                j for j in session.exec(select(Job).where(col(Job.id).startswith("n")))
+                if j.params.get("name") == job_id
+            ]
+            job = named[0] if len(named) == 1 else None
+    if job is None or (tenant is not None and job.tenant != tenant):
+        # The id is not repeated: a 404 says nothing about ids, whoever owns them.
+        raise NotFoundError("no such job (job ids are per tenant; check the id)")
     return job
 
 

@@ -12,11 +12,13 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
 from sleepmem.api import health, ingest, inspect, jobs, memories, metrics, search, ui, working
 from sleepmem.api.auth import KeyRing
+from sleepmem.api.limits import BodyLimit
 from sleepmem.api.state import ApiState
 from sleepmem.api.tracing import TracingMiddleware
 from sleepmem.core import tracing
@@ -103,7 +105,10 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
         app.include_router(router)
     mcp_sessions = _mount_mcp(app)
     app.add_exception_handler(SleepmemError, _sleepmem_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _request_invalid)  # type: ignore[arg-type]
+    # FastAPI's own errors in the project's shape too, and never with the input echoed.
+    app.add_exception_handler(RequestValidationError, _request_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, max_bytes=cfg.body_max_bytes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -160,16 +165,28 @@ async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
     )
 
 
-async def _request_invalid(request: Request, exc: RequestValidationError) -> Response:
-    """FastAPI's own body/query checks, in the project's one error shape."""
+async def _request_error(_request: Request, exc: RequestValidationError) -> Response:
     problems = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
-        problems.append({"field": ".".join(loc) or "request",
-                         "message": str(err.get("msg", "invalid"))})
-    first = problems[0] if problems else {"field": "request", "message": "invalid request"}
-    return Response(orjson.dumps({"error": first, "errors": problems}), status_code=422,
-                    media_type="application/json")
+        # The message of the rule only: pydantic's own messages never hold the input, and
+        # the "input" and "ctx" entries (which do) are dropped.
+        problems.append({"field": ".".join(loc) or "body", "message": str(err.get("msg", ""))
+                         .removeprefix("Value error, ")})
+    body = {"error": problems[0], "errors": problems} if problems else {
+        "error": {"field": "body", "message": "invalid request"}
+    }
+    return Response(orjson.dumps(body), status_code=422, media_type="application/json")
+
+
+async def _http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    message = exc.detail if isinstance(exc.detail, str) else "request refused"
+    return Response(
+        orjson.dumps({"error": {"message": message}}),
+        status_code=exc.status_code,
+        headers=exc.headers,
+        media_type="application/json",
+    )
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

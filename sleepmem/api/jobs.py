@@ -17,7 +17,7 @@ from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Job, Scope
 from sleepmem.models.views import JobView
 from sleepmem.pipelines.consolidate import consolidate_scope
-from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, job_name
 from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
 from sleepmem.resources import Resources
 from sleepmem.schedules.scheduler import celery_sender
@@ -43,7 +43,7 @@ class ReconsolidateBody(BaseModel):
 
 
 def job_view(job: Job) -> JobView:
-    return JobView(eta_s=eta_seconds(job), **job.model_dump())
+    return JobView(eta_s=eta_seconds(job), **(job.model_dump() | {"id": job_name(job)}))
 
 
 def send_task(request: Request, name: str, job_id: str) -> None:
@@ -68,7 +68,7 @@ def _scope_key(scope: str | dict[str, str]) -> Scope:
 def _owned(job: Job, tenant: str | None) -> Job:
     # Another tenant's job is reported missing, not forbidden: ids do not leak.
     if tenant is not None and job.tenant != tenant:
-        raise NotFoundError(f"no job {job.id}")
+        raise NotFoundError("no such job (job ids are per tenant; check the id)")
     return job
 
 
@@ -89,8 +89,9 @@ async def reconsolidate(
     _owned(job, tenant)
     if job.status == "queued":
         await run_in_threadpool(send_task, request, names.RECONSOLIDATE, job.id)
-    response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return job_view(job)
+    view = job_view(job)
+    response.headers["Location"] = f"/v1/jobs/{view.id}"
+    return view
 
 
 @router.get("", response_model=list[JobView], summary="Recent jobs of the caller's tenant")
@@ -142,7 +143,7 @@ async def run_now(name: str, request: Request, tenant: CallerTenant) -> dict[str
 @router.get("/{job_id}", response_model=JobView, summary="A job's status, progress and result")
 async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobView:
     res: Resources = request.app.state.resources
-    job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id))
+    job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id, tenant=tenant))
     return job_view(_owned(job, tenant))
 
 
@@ -150,5 +151,6 @@ async def get_job(job_id: str, request: Request, tenant: CallerTenant) -> JobVie
              summary="Ask a running job to stop after its current chunk")
 async def cancel(job_id: str, request: Request, tenant: CallerTenant) -> JobView:
     res: Resources = request.app.state.resources
-    _owned(await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id)), tenant)
-    return job_view(await run_in_threadpool(cancel_job, res, job_id))
+    job = await run_in_threadpool(lambda: load(engine=res.engine, job_id=job_id, tenant=tenant))
+    _owned(job, tenant)
+    return job_view(await run_in_threadpool(cancel_job, res, job.id))

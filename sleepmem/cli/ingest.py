@@ -1,4 +1,4 @@
-"""``sleepmem emit`` (append events from a shell) and ``sleepmem bench ingest``."""
+"""``sleepmem emit`` (events from a shell), ``sleepmem bench ingest`` and ``bench secrets``."""
 
 from __future__ import annotations
 
@@ -113,3 +113,23 @@ def bench_ingest(
     else:
         for key, value in result.items():
             typer.echo(f"{key:>28}  {value}")
+
+
+@bench_app.command("secrets")
+def bench_secrets(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    per_kind: Annotated[int, typer.Option(min=1, help="Made-up secrets of every kind.")] = 50,
+    seed: Annotated[int, typer.Option(help="Corpus seed (same seed, same corpus).")] = 11,
+    locomo: Annotated[
+        Path | None, typer.Option(help="A LoCoMo JSON file: its turns are the benign text.")
+    ] = None,
+) -> None:
+    """Redaction: secrets left per kind in a generated corpus, false positives on LoCoMo."""
+    from sleepmem.bench.secrets import run_secret_bench
+
+    result = run_secret_bench(per_kind=per_kind, seed=seed, locomo=locomo)
+    if as_json:
+        typer.echo(orjson.dumps(result).decode())
+    else:
+        for key, value in result.items():
+            typer.echo(f"{key:>24}  {value}")

@@ -1,16 +1,29 @@
 """Secret redaction: the write gate's first rule, applied before anything reaches disk or logs.
 
-Secrets are replaced by ``[REDACTED:<kind>]``. Patterns are precompiled and written for the
-general shape of each secret (prefixes, separators, checksums), not for known strings.
-Most messages hold no secret at all, so one Aho-Corasick scan for every rule's trigger
-words decides first whether any rule can match (0.5 µs for a sentence, where a substring
-test per word took 3). Past it, each rule is guarded by its own substring tests, and the
-labelled rules run case-sensitively over the lower-cased text: Python's ``re`` skips ahead
-on a literal first character but not under IGNORECASE, a 10x difference per scan.
+Secrets are replaced by ``[REDACTED:<kind>]``. Provider tokens come from the maintained
+detectors of detect-secrets (AWS, GitHub, GitLab, Stripe, Twilio, Slack tokens and webhooks,
+PyPI, Telegram, Azure storage, JWT, SendGrid, Mailchimp, Discord, Square, npm), numbers are
+checked by python-stdnum (Luhn card numbers, IBAN), and secrets named in words ("password",
+"pw", "pin", "cookie", "Authorization", 密码, 支付密码, 验证码, 卡号 ...) are caught by label
+rules that accept any separator: none, ':', '：', 'is', '是', '为' or a space. In a secret
+context the rules redact when in doubt, multi-word passphrases included.
+
+Every detector reports spans over the same text; overlapping spans merge into one marker, so
+rules never redact each other's markers, and a text that already holds markers is scanned
+only between them: redacting twice changes nothing more.
+
+Most messages hold no secret at all, so a cheap pre-filter decides first whether any rule
+can match: one Aho-Corasick scan for every label and token prefix, a digit count (cards and
+IBANs need ten or more) and the longest unbroken run (every provider token is one long
+word). Past it, each detector is guarded by its own necessary condition, and the labelled
+rules run case-sensitively over the lower-cased text: Python's ``re`` skips ahead on a
+literal first character but not under IGNORECASE, a 10x difference per scan.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import re
 from collections.abc import Callable
@@ -18,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import ahocorasick_rs
+from stdnum import iban, luhn
 
 Accept = Callable[[str, re.Match[str]], bool]
 
@@ -29,6 +43,12 @@ class RedactionResult(NamedTuple):  # a tuple: built for every event, 3x cheaper
     @property
     def changed(self) -> bool:
         return bool(self.kinds)
+
+
+# The most a text can grow by redaction, as a factor: the longest marker is 24 characters
+# ("[REDACTED:one_time_code]") and every rule needs at least 4 characters of input for one
+# (a label and a value: "pw:x", "pin 1234"). Callers use it to skip the size re-check.
+MAX_GROWTH = 8
 
 
 def mark(kind: str) -> str:
@@ -77,12 +97,15 @@ def _words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
+# Words that say something about a password rather than being one ("the password is wrong").
+# A value made only of these is kept; one other word and the whole phrase goes.
 _PASSWORD_WORDS = frozenset(
     _words(
         "a an the my your his her our their this that same wrong incorrect correct invalid "
         "expired required needed reset changed strong weak too not still now set saved stored "
         "updated missing empty blank ok okay fine secure protected hidden in on at under "
-        "written case-sensitive"
+        "written case-sensitive very really long short simple easy hard new old also "
+        "different as before again unknown forgotten lost locked it is was"
     )
 )
 _CODE_NOT_SECRET = frozenset(
@@ -94,18 +117,25 @@ _CODE_NOT_SECRET = frozenset(
 )
 # A labelled key value must look machine-made: a digit or a symbol, or simply long.
 _SECRETISH = re.compile(r"(?=.*\d)|(?=.*[^A-Za-z])|.{20,}")
+# A value after a bare label ("password h2Mn!x", "pw hunter2"): a digit or a symbol in it.
+_CODED = re.compile(r"(?=.{4})(?=.*[\d!@#$%^&*_+=~|\\/<>?-])")
+_TRAILING = ".,;"
 
 
 def _machine_made(value: str, _m: re.Match[str]) -> bool:
     return _SECRETISH.match(value) is not None
 
 
-def _not_a_word(value: str, _m: re.Match[str]) -> bool:
-    return value.rstrip(".,;!?)").lower() not in _PASSWORD_WORDS
+def _coded(value: str, _m: re.Match[str]) -> bool:
+    return _CODED.match(value.rstrip(_TRAILING)) is not None
 
 
 def _not_a_label(_value: str, m: re.Match[str]) -> bool:
     return not (m.group(2) == "code" and (m.group(1) or "") in _CODE_NOT_SECRET)
+
+
+def _not_a_word(value: str, _m: re.Match[str]) -> bool:
+    return value.rstrip(_TRAILING + "!?)").lower() not in _PASSWORD_WORDS
 
 
 _BEARER = _Rule(
@@ -134,19 +164,16 @@ _KEY_BARE = _Rule(
     ),
     1,
 )
-_PASSWORD = _Rule(
-    "password",
-    re.compile(
-        r"(?:(?<![a-z])(?:password|passwd|passphrase|pwd)(?![a-z])|密码|口令)"
-        r"(?:\s+(?:for|to|on|of|at)(?:\s+[^\s:=：]{1,40}){1,3}?)?"
-        + _SEP
-        + _VALUE_START
-        + r"("
-        + _VALUE_CHAR
-        + r"+)"
-    ),
-    1,
-    _not_a_word,
+# Labels that name a password outright: after one of these and a connector, the phrase
+# that follows is the password ("my password is correct horse battery staple").
+_STRONG_LABEL = r"(?:(?<![a-z])(?:password|passwd|passphrase|passcode|pwd)(?![a-z])|密码|口令|暗码)"
+# "password for the office wifi is ...", "密码现在是 ...", "新密码设置为 ...".
+_QUALIFIER = r"(?:\s+(?:for|to|on|of|at)(?:\s+[^\s:=：]{1,40}){1,3}?)?"
+_ZH_SEP = r"(?:现在|已经|已|也|都|就)?(?:设置|设|改|更改|修改|换|变|重置)?(?:成|为|為|是)了?"
+_STRONG_SEP = (
+    r"[\"']?\s*(?:[:=：]|-{1,2}>?|\bis(?:\s+now)?\b|\bwas\b|\bare\b|"
+    + _ZH_SEP
+    + r")\s*[:：]?\s*[\"'“‘`]?\s*"
 )
 _OTP_STRONG = _Rule(
     "one_time_code",
@@ -177,40 +204,207 @@ _OTP_AFTER = _Rule(
     1,
 )
 
+
+_PASSPHRASE = _Rule(
+    "password",
+    re.compile(
+        _STRONG_LABEL
+        + _QUALIFIER
+        + _STRONG_SEP
+        + _VALUE_START
+        + r"("
+        + _VALUE_CHAR
+        + r"+(?:[ \t]+(?!\[redacted)"
+        + _VALUE_CHAR
+        + r"+){0,7})"
+    ),
+    1,
+)
+# No connector: "password h2Mn!x9", "支付密码869165", "pw hunter2", "pass: x", "PIN 4821".
+_PASSWORD_BARE = _Rule(
+    "password",
+    re.compile(
+        r"(?:" + _STRONG_LABEL + r"|(?<![a-z])(?:pw|pass|pin)(?![a-z]))"
+        r"[ \t]*" + _VALUE_START + r"(" + _VALUE_CHAR + r"{4,})"
+    ),
+    1,
+    _coded,
+)
+_ZH_PASSWORD_BARE = _Rule(
+    "password",
+    re.compile(r"(?:密码|口令)[ \t]*" + _VALUE_START + r"(" + _VALUE_CHAR + r"{4,})"),
+    1,
+)
+# The short labels with an explicit ':' or '=' ("pw: x1", "pass=abc"): the value goes.
+_PASSWORD_SHORT = _Rule(
+    "password",
+    re.compile(
+        r"(?<![a-z])(?:pw|pass|pin)(?![a-z])\s*[:=：]\s*"
+        + _VALUE_START
+        + r"("
+        + _VALUE_CHAR
+        + r"+)"
+    ),
+    1,
+    _not_a_word,
+)
+# "Cookie: a=b; c=d", "Authorization: Basic dXNl...": the rest of the header line goes.
+_HEADER = _Rule(
+    "credentials",
+    re.compile(
+        r"(?<![a-z])(?:set-cookie|cookie|proxy-authorization|authorization)(?![a-z])"
+        r"[\"']?\s*[:=：]\s*" + _VALUE_START + r"([^\n\"'`]{4,})"
+    ),
+    1,
+)
+_COOKIE_BARE = _Rule(
+    "credentials",
+    re.compile(
+        r"(?<![a-z])cookies?(?![a-z])[^\n=]{0,20}?\s"
+        + _VALUE_START
+        + r"([a-z0-9_.\-]+=[^\s;,]{6,})"
+    ),
+    1,
+)
+# "卡号 6222 0212 3456 7890 128", "card number: 4000-1234-...": in a card context any
+# long run of digits goes, checksum or not.
+_CARD_LABEL = _Rule(
+    "card_number",
+    re.compile(
+        r"(?:卡号|银行卡|信用卡|储蓄卡|借记卡|(?<![a-z])(?:card|cc)(?:\s*(?:number|no\.?|#))?(?![a-z]))"
+        r"[^\d\n]{0,12}?((?:\d[ \-\u3000]?){11,22}\d)(?!\d)"
+    ),
+    1,
+)
+
 # -- shapes that need no label (case matters for these) -------------------------------------
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
+    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*\Z)"
+    r"|PuTTY-User-Key-File-\d.*\Z",
     re.DOTALL,
 )
 # scheme://user:password@host: only the password goes, the rest stays readable.
 _CONN_STRING = re.compile(
-    r"(?<![A-Za-z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]{1,30}://[^\s:/@\"']*:"
-    r"(?!\[REDACTED)([^\s@/\"']+)@"
+    r"(?<![A-Za-z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]{1,30}://[^\s:/@\"']*:([^\s@/\"']+)@"
 )
 _JWT = re.compile(r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}")
+# "Authorization: Basic dXNlcjpwYXNz": only when the base64 really holds "user:password".
+_BASIC = re.compile(r"(?<![A-Za-z])[Bb]asic\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
+# Shapes the maintained detectors do not cover (or cover only in quotes).
 _API_KEY = re.compile(
     r"(?<![A-Za-z0-9])(?:"
     r"sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"  # OpenAI, Anthropic
-    r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe
+    r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe, test keys too
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}"  # AWS key ids
-    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
-    r"|glpat-[A-Za-z0-9_\-]{20,}"  # GitLab
-    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack
+    r"|github_pat_[A-Za-z0-9_]{22,}|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub fine-grained
+    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack, any digit grouping
     r"|AIza[0-9A-Za-z_\-]{35}"  # Google
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
     r"|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"  # SendGrid
+    r"|key-[0-9a-z]{32}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}"  # Mailgun
+    r"|npm_[A-Za-z0-9]{36}"  # npm
+    r"|pypi-[A-Za-z0-9_\-]{50,}"  # PyPI, any issuer
     r")"
 )
-_CARD = re.compile(r"(?<![A-Za-z0-9.\-])[2-6]\d{3}(?:[ \-]?\d){9,15}(?![A-Za-z0-9])")
+# Azure: a storage account key or a shared access signature, wherever it sits in a URL.
+_AZURE = re.compile(
+    r"(?i)(?:AccountKey|SharedAccessKey|(?<![a-z])sig)=([A-Za-z0-9%+/]{16,}(?:={1,2}|%3D){0,2})"
+)
+_SLACK_WEBHOOK = "hooks.slack.com"
+_CARD = re.compile(r"(?<![A-Za-z0-9.\-])[2-6]\d{3}(?:[ \-\u3000]?\d){9,15}(?![A-Za-z0-9])")
 _DIGIT_GROUP = re.compile(r"\d+")
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \-]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+_IBAN_GROUP = re.compile(r"[A-Z0-9]+")
+# A bare token of letters, digits and base64 symbols: a secret if it is random enough.
+_ENTROPY_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+/_\-=])[A-Za-z0-9+/_\-]{20,}={0,2}(?![A-Za-z0-9+/_\-=])"
+)
+_ENTROPY_MIN = 3.8
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+
+
+def _provider_detectors() -> tuple[type[Any], ...]:
+    from detect_secrets.plugins.aws import AWSKeyDetector
+    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+    from detect_secrets.plugins.basic_auth import BasicAuthDetector
+    from detect_secrets.plugins.discord import DiscordBotTokenDetector
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+    from detect_secrets.plugins.mailchimp import MailchimpDetector
+    from detect_secrets.plugins.npm import NpmDetector
+    from detect_secrets.plugins.openai import OpenAIDetector
+    from detect_secrets.plugins.pypi_token import PypiTokenDetector
+    from detect_secrets.plugins.sendgrid import SendGridDetector
+    from detect_secrets.plugins.slack import SlackDetector
+    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+    from detect_secrets.plugins.stripe import StripeDetector
+    from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+    from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+    return (
+        AWSKeyDetector, AzureStorageKeyDetector, BasicAuthDetector, DiscordBotTokenDetector,
+        GitHubTokenDetector, GitLabTokenDetector, JwtTokenDetector, MailchimpDetector,
+        NpmDetector, OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector,
+        SquareOAuthDetector, StripeDetector, TelegramBotTokenDetector, TwilioKeyDetector,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Providers:
+    """The detectors' patterns as one alternation: one scan instead of one per pattern."""
+
+    combined: re.Pattern[str]
+    parts: tuple[tuple[str, re.Pattern[str]], ...]  # (secret type, pattern) by group name
+
+    def kind(self, index: int, value: str) -> str:
+        secret_type = self.parts[index][0]
+        if secret_type == "JSON Web Token":
+            return "jwt"
+        if secret_type == "Basic Auth Credentials":
+            return "password"
+        return "webhook_url" if _SLACK_WEBHOOK in value.lower() else "api_key"
+
+
+@functools.cache
+def _providers() -> _Providers:
+    # Built on first use, once per process: importing detect-secrets costs ~100 ms.
+    parts: list[tuple[str, re.Pattern[str]]] = []
+    for detector in _provider_detectors():
+        for pattern in detector.denylist:
+            parts.append((str(detector.secret_type), pattern))
+    alternatives = []
+    for i, (_name, pattern) in enumerate(parts):
+        body = f"(?i:{pattern.pattern})" if pattern.flags & re.IGNORECASE else pattern.pattern
+        alternatives.append(f"(?P<p{i}>{body})")
+    return _Providers(re.compile("|".join(alternatives)), tuple(parts))
+
+
+@functools.cache
+def _entropy() -> Callable[[str], float]:
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
+    return Base64HighEntropyString(limit=_ENTROPY_MIN).calculate_shannon_entropy
+
+
+def _random_enough(token: str) -> bool:
+    digits = sum(c.isdigit() for c in token)
+    upper = sum(c.isupper() for c in token)
+    lower = sum(c.islower() for c in token)
+    if digits < 2 or upper < 2 or lower < 2:
+        return False  # words, camelCase names, hex hashes and uuids
+    return _entropy()(token) >= _ENTROPY_MIN
+
 
 # Substring guards: a rule runs only if its trigger is present. Grouped by a character the
 # whole group needs, so a plain sentence costs a dozen ``in`` tests (~1 µs) and no scan.
 _DASHED_PREFIXES = _words("sk- sk_ rk_ pk_ ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ glpat- xox hf_")
 _UPPER_PREFIXES = _words("AKIA ASIA AGPA AIDA AROA AIza")
 _KEY_WORDS = _words("key token secret 密钥 秘钥 令牌")
-_PASS_WORDS = _words("pass pwd 密码 口令")
+_PASS_WORDS = _words("pass pwd pw pin 密码 口令 暗码")
+_HEADER_WORDS = _words("cookie authorization")
+_CARD_WORDS = _words("card 卡号 银行卡 信用卡 储蓄卡 借记卡")
 _CODE_WORDS = (*_words("code otp pin verif 2fa one-time 验证码 校验码 动态码 短信码"), "one time")
 # Every byte but ASCII digits: len(ascii.translate(None, this)) counts digits ~5x faster
 # than ten str.count calls.
@@ -218,20 +412,37 @@ _NOT_DIGIT_BYTES = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
 # Nothing shorter can hold a recognisable secret ("pwd=x"): most meta values skip all checks.
 _SHORTEST_SECRET = 5
 _CARD_MIN_DIGITS = 13
-# Every word a guard below tests for, lower-cased: no hit (and too few digits for a card)
+_CARD_LABEL_MIN_DIGITS = 12
+_IBAN_MIN_DIGITS = 10  # the fewest digits any IBAN holds (NL: 4 letters of bank code)
+# Every provider token is one unbroken run at least this long ("xoxb-2048-...", "AC0f3...").
+_TOKEN_MIN_RUN = 16
+_TOKEN_MIN_DIGITS = 2
+_ENTROPY_MIN_RUN = 20
+# Every word a guard below tests for, lower-cased: no hit (and too few digits, no long run)
 # means no rule can match. Built from the guards' own lists so the two cannot drift apart.
 _TRIGGERS = ahocorasick_rs.AhoCorasick(
     sorted(
         {
             *_KEY_WORDS,
             *_PASS_WORDS,
+            *_HEADER_WORDS,
+            *_CARD_WORDS,
             *_CODE_WORDS,
             *_DASHED_PREFIXES,
             *(w.lower() for w in _UPPER_PREFIXES),
-            *("private key", "://", "eyj", "bearer", "sg."),
+            *("private key", "putty-user-key", "://", "eyj", "bearer", "basic", "sg."),
+            # Prefixes of tokens the long-run test might miss for want of digits.
+            *("accountkey", "sharedaccesskey", "sig=", "sq0", "npm_", "pypi-", "glpat"),
         }
     )
 )
+_LONG_RUN = re.compile(r"[!-~]{" + str(_TOKEN_MIN_RUN) + ",}")
+_RUN_16 = b"x" * _TOKEN_MIN_RUN
+_RUN_20 = b"x" * _ENTROPY_MIN_RUN
+
+
+def _has_trigger(low: str) -> bool:
+    return bool(_TRIGGERS.find_matches_as_indexes(low))
 
 
 def _any_in(words: tuple[str, ...], text: str) -> bool:
@@ -247,133 +458,301 @@ def _digit_count(text: str) -> int:
     return len(_ANY_DIGIT.findall(text))  # full-width and other Unicode digits count too
 
 
-def _has_token_prefix(text: str, low: str) -> bool:
-    return (
-        (("-" in text or "_" in text) and _any_in(_DASHED_PREFIXES, low))
-        or ("A" in text and _any_in(_UPPER_PREFIXES, text))
-        or "SG." in text
-    )
+# ASCII whitespace to b" ", every other byte to b"x": a run of 16 b"x" is a long word.
+_RUN_BYTES = bytes(0x20 if b < 0x21 or b > 0x7E else 0x78 for b in range(256))
+
+
+def _longest_run(text: str) -> int:
+    """Length of the longest run of printable ASCII without a space (exact up to 20)."""
+    if text.isascii():
+        mapped = text.encode("ascii").translate(_RUN_BYTES)
+        if _RUN_16 not in mapped:  # a C substring search: 4x cheaper than text.split()
+            return 0
+        return _ENTROPY_MIN_RUN if _RUN_20 in mapped else _TOKEN_MIN_RUN
+    return max((len(m) for m in _LONG_RUN.findall(text)), default=0)
 
 
 def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
+    try:
+        return bool(luhn.is_valid(digits))
+    except ValueError:  # a digit that is not 0-9 (full-width, Arabic-Indic...)
+        return False
 
 
-class _Redactor:
-    """One call's state: the text as it is being rewritten, its lower case, what was found."""
+def _basic_credentials(m: re.Match[str]) -> bool:
+    value = m.group(1)
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (ValueError, binascii.Error):
+        return False
+    return b":" in decoded
 
-    __slots__ = ("found", "low", "text")
+
+def _phrase(value: str) -> tuple[int, int] | None:
+    """The part of a value after a password label that is the password, or None.
+
+    One token with a digit or a symbol is the password ("hunter2-Prod! and I like tea");
+    otherwise the words up to the end of the clause are a passphrase, unless every one of
+    them only says something about the password ("is wrong", "is still the same").
+    """
+    tokens = [m.span() for m in _TOKEN.finditer(value)]
+    first = value[tokens[0][0] : tokens[0][1]]
+    if _CODED.match(first.rstrip(_TRAILING + "!?")) is not None:
+        return tokens[0][0], _strip_end(value, *tokens[0])
+    taken: list[tuple[int, int]] = []
+    for start, end in tokens[:_PASSPHRASE_WORDS]:
+        taken.append((start, end))
+        if value[end - 1] in _TRAILING + "!?":
+            break
+    words = [value[s:e].rstrip(_TRAILING + "!?").lower() for s, e in taken]
+    if all(w in _PASSWORD_WORDS or not w for w in words):
+        return None
+    return taken[0][0], _strip_end(value, *taken[-1])
+
+
+_TOKEN = re.compile(r"\S+")
+_PASSPHRASE_WORDS = 6
+
+
+def _strip_end(value: str, start: int, end: int) -> int:
+    while end - 1 > start and value[end - 1] in _TRAILING:
+        end -= 1
+    return end
+
+
+class _Finder:
+    """The secrets of one text as spans over it; overlapping spans become one marker."""
+
+    __slots__ = ("low", "same_length", "spans", "text")
 
     def __init__(self, text: str, low: str) -> None:
         self.text = text
         self.low = low
-        self.found: list[str] = []
+        self.same_length = len(low) == len(text)
+        self.spans: list[tuple[int, int, str]] = []
 
-    def rule(self, rule: _Rule) -> None:
-        same_length = len(self.low) == len(self.text)
-        pattern = rule.pattern if same_length else rule.any_case
-        haystack = self.low if same_length else self.text
-        out: list[str] = []
-        last = 0
+    def rule(
+        self, rule: _Rule, trim: Callable[[str], tuple[int, int] | None] | None = None
+    ) -> None:
+        pattern = rule.pattern if self.same_length else rule.any_case
+        haystack = self.low if self.same_length else self.text
         for m in pattern.finditer(haystack):
             start, end = m.span(rule.group)
             value = self.text[start:end]
             if rule.accept is not None and not rule.accept(value, m):
                 continue
-            out += (self.text[last:start], mark(rule.kind))
-            self.found.append(rule.kind)
-            last = end
-        if out:
-            out.append(self.text[last:])
-            self.text = "".join(out)
-            self.low = self.text.lower()
+            if trim is not None:
+                cut = trim(value)
+                if cut is None:
+                    continue
+                start, end = start + cut[0], start + cut[1]
+            self.spans.append((start, end, rule.kind))
 
-    def shape(self, kind: str, pattern: re.Pattern[str], group: int = 0) -> None:
-        def sub(m: re.Match[str]) -> str:
-            self.found.append(kind)
-            whole = m.group(0)
-            if not group:
-                return mark(kind)
-            base = m.start()
-            return whole[: m.start(group) - base] + mark(kind) + whole[m.end(group) - base :]
+    def shape(
+        self,
+        kind: str,
+        pattern: re.Pattern[str],
+        group: int = 0,
+        accept: Callable[[re.Match[str]], bool] | None = None,
+    ) -> None:
+        for m in pattern.finditer(self.text):
+            if accept is None or accept(m):
+                self.spans.append((*m.span(group), kind))
 
-        before = len(self.found)
-        self.text = pattern.sub(sub, self.text)
-        if len(self.found) != before:
-            self.low = self.text.lower()
+    def providers(self) -> None:
+        providers = _providers()
+        text = self.text
+        for m in providers.combined.finditer(text):
+            index = int((m.lastgroup or "p0")[1:])
+            secret_type, pattern = providers.parts[index]
+            start, end = m.span()
+            if secret_type == "Basic Auth Credentials":
+                own = pattern.match(text, start)
+                if own is not None:
+                    start, end = own.span(1)
+            else:  # a detector may stop short of the token's end ("sk_live_" + 24 of 32)
+                while end < len(text) and (text[end].isalnum() or text[end] in "_-+/="):
+                    end += 1
+            self.spans.append((start, end, providers.kind(index, text[start:end])))
 
     def cards(self) -> None:
-        def sub(m: re.Match[str]) -> str:
+        for m in _CARD.finditer(self.text):
             raw = m.group(0)
             groups = list(_DIGIT_GROUP.finditer(raw))
             # A run may swallow a trailing number ("4111 1111 1111 1111 2024"): drop groups
             # from the right until the digits pass Luhn or get too short for a card.
             while groups:
                 digits = "".join(g.group(0) for g in groups)
-                if len(digits) < 13:
+                if len(digits) < _CARD_MIN_DIGITS:
                     break
                 if len(digits) <= 19 and _luhn_ok(digits):
-                    self.found.append("card_number")
-                    return mark("card_number") + raw[groups[-1].end() :]
+                    self.spans.append((m.start(), m.start() + groups[-1].end(), "card_number"))
+                    break
                 groups.pop()
-            return raw
 
-        self.text = _CARD.sub(sub, self.text)
+    def ibans(self) -> None:
+        for m in _IBAN.finditer(self.text):
+            raw = m.group(0)
+            groups = list(_IBAN_GROUP.finditer(raw))
+            while groups:
+                candidate = raw[: groups[-1].end()]
+                if iban.is_valid(candidate):
+                    self.spans.append((m.start(), m.start() + len(candidate), "iban"))
+                    break
+                groups.pop()
+
+    def random_tokens(self) -> None:
+        for m in _ENTROPY_TOKEN.finditer(self.text):
+            if _random_enough(m.group(0).rstrip("=")):
+                self.spans.append((*m.span(), "secret"))
+
+    def result(self) -> RedactionResult:
+        if not self.spans:
+            return RedactionResult(self.text, ())
+        # Merge overlapping spans; each merged span keeps the kind found first (the
+        # detectors run most specific first).
+        order = sorted(range(len(self.spans)), key=lambda i: self.spans[i][:2])
+        merged: list[list[Any]] = []
+        for i in order:
+            start, end, kind = self.spans[i]
+            if start >= end:
+                continue
+            if merged and start < merged[-1][1]:
+                last = merged[-1]
+                last[1] = max(last[1], end)
+                if i < last[3]:
+                    last[2], last[3] = kind, i
+            else:
+                merged.append([start, end, kind, i])
+        out: list[str] = []
+        last_end = 0
+        for start, end, kind, _i in merged:
+            out += (self.text[last_end:start], mark(kind))
+            last_end = end
+        out.append(self.text[last_end:])
+        return RedactionResult("".join(out), tuple(m[2] for m in merged))
+
+
+def _worth_scanning(text: str, low: str) -> bool:
+    if _TRIGGERS.find_matches_as_indexes(low):
+        return True
+    digits = _digit_count(text)
+    # A provider token without a trigger prefix is a long run with digits in it (Twilio,
+    # Telegram, Mailchimp, Discord, random keys): the run is only measured then.
+    return digits >= _IBAN_MIN_DIGITS or (
+        digits >= _TOKEN_MIN_DIGITS and _longest_run(text) >= _TOKEN_MIN_RUN
+    )
 
 
 def redact(text: str) -> RedactionResult:
-    """Replace every secret in ``text``; ``kinds`` names what was found, once per secret."""
+    """Replace every secret in ``text``; ``kinds`` names what was found, once per secret.
+
+    Markers already in the text are left as they are and never scanned: redacting a
+    redacted text changes nothing.
+    """
     if len(text) < _SHORTEST_SECRET:
         return RedactionResult(text, ())
     low = text.lower()
-    if not _TRIGGERS.find_matches_as_indexes(low) and _digit_count(text) < _CARD_MIN_DIGITS:
+    if not _worth_scanning(text, low):
         return RedactionResult(text, ())
-    shapes = "PRIVATE KEY" in text or "://" in text or "eyJ" in text or "bearer" in low
-    tokens = _has_token_prefix(text, low)
-    keyed = _any_in(_KEY_WORDS, low)
-    passwords = _any_in(_PASS_WORDS, low)
-    digits = _digit_count(text)
-    codes = digits >= 4 and _any_in(_CODE_WORDS, low)
-    if not (shapes or tokens or keyed or passwords or codes or digits >= _CARD_MIN_DIGITS):
-        return RedactionResult(text, ())
+    if "[redacted:" not in low:
+        return _redact_segment(text, low)
+    out: list[str] = []
+    kinds: list[str] = []
+    last = 0
+    for m in _MARKER.finditer(text):
+        part = redact(text[last : m.start()]) if m.start() > last else RedactionResult("", ())
+        out += (part.text, m.group(0))
+        kinds += part.kinds
+        last = m.end()
+    tail = redact(text[last:])
+    out.append(tail.text)
+    kinds += tail.kinds
+    return RedactionResult("".join(out), tuple(kinds))
 
-    r = _Redactor(text, low)
-    if shapes:
-        if "PRIVATE KEY" in r.text:
-            r.shape("private_key", _PRIVATE_KEY)
-        if "://" in r.text:
-            r.shape("password", _CONN_STRING, 1)
-        if "eyJ" in r.text:
-            r.shape("jwt", _JWT)
-        if "bearer" in r.low:
-            r.rule(_BEARER)
-    if tokens:
-        r.shape("api_key", _API_KEY)
-    if keyed:
-        r.rule(_KEY_LABEL)
-        r.rule(_KEY_BARE)
-    if passwords:
-        r.rule(_PASSWORD)
+
+def _redact_segment(text: str, low: str) -> RedactionResult:
+    f = _Finder(text, low)
+    if "PRIVATE KEY" in text or "PuTTY-User-Key" in text:
+        f.shape("private_key", _PRIVATE_KEY)
+    if "://" in text:
+        f.shape("password", _CONN_STRING, 1)
+    if "eyJ" in text:
+        f.shape("jwt", _JWT)
+    if "bearer" in low:
+        f.rule(_BEARER)
+    if "basic" in low:
+        f.shape("password", _BASIC, 1, _basic_credentials)
+    digits = _digit_count(text)
+    run = _longest_run(text) if digits >= _TOKEN_MIN_DIGITS or _has_trigger(low) else 0
+    if run >= _TOKEN_MIN_RUN:
+        f.shape("api_key", _API_KEY)
+        f.providers()
+        f.shape("api_key", _AZURE, 1)
+    if _any_in(_KEY_WORDS, low):
+        f.rule(_KEY_LABEL)
+        f.rule(_KEY_BARE)
+    if digits >= 4 and _any_in(_CODE_WORDS, low):
+        f.rule(_OTP_STRONG)
+        f.rule(_OTP_WEAK)
+        f.rule(_OTP_AFTER)
+    if _any_in(_PASS_WORDS, low):
+        f.rule(_PASSPHRASE, _phrase)
+        f.rule(_PASSWORD_BARE)
+        f.rule(_ZH_PASSWORD_BARE)
+        f.rule(_PASSWORD_SHORT)
+    if _any_in(_HEADER_WORDS, low):
+        f.rule(_HEADER)
+        f.rule(_COOKIE_BARE)
     if digits >= _CARD_MIN_DIGITS:
-        r.cards()
-    if codes:
-        r.rule(_OTP_STRONG)
-        r.rule(_OTP_WEAK)
-        r.rule(_OTP_AFTER)
-    return RedactionResult(r.text, tuple(r.found))
+        f.cards()
+    if digits >= _CARD_LABEL_MIN_DIGITS and _any_in(_CARD_WORDS, low):
+        f.rule(_CARD_LABEL)
+    if digits >= _IBAN_MIN_DIGITS:
+        f.ibans()
+    if run >= _ENTROPY_MIN_RUN:
+        f.random_tokens()
+    return f.result()
+
+
+@functools.lru_cache(maxsize=8192)
+def secret_in_ids(values: tuple[str, ...]) -> tuple[int, str] | None:
+    """(index, kind) of the first value holding a secret, or None; see contains_secret.
+
+    Cached per tuple: an agent's events repeat the same tenant, agent, user and session.
+    """
+    for i, value in enumerate(values):
+        if value and (kind := contains_secret(value)) is not None:
+            return i, kind
+    return None
+
+
+def contains_secret(text: str) -> str | None:
+    """The kind of the first secret in ``text`` by shape or label, or None.
+
+    For ids and names, which are stored and logged as they are: random-looking tokens are
+    not counted here (a random id is not a secret), everything else is.
+    """
+    result = _ids_redact(text)
+    return result.kinds[0] if result.kinds else None
+
+
+@functools.lru_cache(maxsize=8192)
+def _ids_redact(text: str) -> RedactionResult:
+    # Ids repeat from event to event (tenant, agent, user): checked once per distinct value.
+    result = redact(text)
+    kinds = tuple(k for k in result.kinds if k != "secret")
+    if len(kinds) == len(result.kinds):
+        return result
+    return RedactionResult(result.text, kinds)
 
 
 # Keys whose value is a secret whatever it looks like ({"password": "x"}).
 _SECRET_KEY_NAME = re.compile(
-    r"(?i)^(?:.*[_\-.\s])?(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|"
-    r"access[_\-]?key(?:[_\-]?id)?|private[_\-]?key|authorization|cookie|otp|pin|cvv|cvc|"
-    r"card[_\-]?number|密码|验证码|密钥|令牌)$"
+    r"(?i)^(?:.*[_\-.\s])?(?:password|passwd|passphrase|passcode|pwd|pw|pass|secret|token|"
+    r"api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|private[_\-]?key|authorization|cookie|"
+    r"credentials?|otp|pin|cvv|cvc|card[_\-]?(?:number|no)|iban|sig|signature|"
+    r".*密码|验证码|密钥|秘钥|令牌|卡号)$"
 )
 
 
@@ -387,6 +766,22 @@ _SCALARS = (str, int, float)  # by exact type: a bool is not a secret
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
+_CLEAN_KEYS: dict[str, str] = {}
+_CLEAN_KEYS_MAX = 4096
+
+
+def _clean_key(key: Any) -> Any:
+    # A plain dict rather than lru_cache: this runs for every meta key of every event.
+    if type(key) is not str:
+        return key
+    clean = _CLEAN_KEYS.get(key)
+    if clean is None:
+        if len(_CLEAN_KEYS) >= _CLEAN_KEYS_MAX:
+            _CLEAN_KEYS.clear()
+        clean = _CLEAN_KEYS[key] = redact(key).text
+    return clean
+
+
 def redact_json(obj: Any) -> Any:
     """Redact every string in a JSON value; a scalar under a secret-named key goes whole.
 
@@ -398,6 +793,9 @@ def redact_json(obj: Any) -> Any:
     if kind is dict:
         out: dict[Any, Any] | None = None
         for key, value in obj.items():
+            # A key may hold a secret too ({"sk-...": 1}); keys repeat, so it is cached.
+            if type(key) is str and len(key) >= _SHORTEST_SECRET and _clean_key(key) != key:
+                return redact_json({_clean_key(k): v for k, v in obj.items()})
             vkind = type(value)
             if vkind in _PLAIN and not (vkind is str and len(value) >= _SHORTEST_SECRET):
                 # Numbers, booleans and short strings hold no secret by shape; only a

@@ -89,6 +89,8 @@ class Settings(BaseSettings):
     content_max_bytes: int = 32 * 1024
     meta_max_bytes: int = 8 * 1024
     batch_max_events: int = 1000
+    # Checked before a request body is read or parsed (Content-Length, then bytes received).
+    body_max_bytes: int = 16 * 1024 * 1024
 
     # -- drain -------------------------------------------------------------------------
     drain_batch: int = 500
@@ -100,7 +102,9 @@ class Settings(BaseSettings):
     idle_seconds: float = 60.0
     batch_max: int = 200
     tick_seconds: float = 5.0
-    lease_seconds: float = 600.0
+    # Renewed every third of it while a run lives: a killed holder's scope is free again
+    # within a minute, however long a healthy run takes.
+    lease_seconds: float = 60.0
     leader_ttl_seconds: float = 15.0
     drain_budget_seconds: float = 30.0
 

@@ -1,7 +1,7 @@
 """The drain: stream entries become ``raw_event`` rows, at sleep time, exactly once.
 
 One batch: claim entries a dead consumer left pending, read new ones, parse and redact
-them, insert the rows idempotently (``ON CONFLICT (event_id) DO NOTHING``), mark their
+them, insert the rows idempotently (``ON CONFLICT (tenant, event_id) DO NOTHING``), mark their
 scopes dirty in ``scope_state``, commit, and only then XACK + XDEL. A crash anywhere
 before the acknowledgement means redelivery, and redelivery means no new row. An entry
 that keeps failing goes to ``dead_letter`` after ``max_deliveries`` and never blocks the
@@ -107,11 +107,18 @@ class _Batch:
     """Parsed entries: rows to insert (one per event id) and entries that failed."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
-    # stream ids whose entry is represented by a row (several, if an event was sent twice)
-    ids_by_event: dict[str, list[str]] = field(default_factory=dict)
+    # stream ids whose entry is represented by a row (several, if an event was sent twice),
+    # by (tenant, event_id): event ids are unique within a tenant, not across tenants
+    ids_by_event: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     empty: list[str] = field(default_factory=list)
     redacted: int = 0
+
+
+def dead_consumer_ms(settings: Settings) -> int:
+    """Idle time after which a drain consumer with nothing pending counts as gone: ten
+    claim intervals (a live one reads every drain_block_ms, a busy one every batch)."""
+    return max(60_000, 10 * settings.claim_idle_ms)
 
 
 def consumer_name() -> str:
@@ -238,6 +245,7 @@ def run_drain_loop(
     totals = DrainReport(consumer=name)
     backoff = 0.5
     stream.ensure_group(redis, keys)
+    stream.prune_consumers(redis, keys, idle_ms=dead_consumer_ms(settings), keep=name)
     while not stop.is_set():
         try:
             report = drain_once(
@@ -313,11 +321,12 @@ def _parse(entries: Sequence[Entry], limits: Limits) -> _Batch:
             # Again, for clients that XADD without the SDK: nothing unredacted reaches SQL.
             clean, kinds = stream.redact_event(event)
             batch.redacted += len(kinds)
-            ids = batch.ids_by_event.get(clean.event_id)
+            row_key = (clean.tenant, clean.event_id)
+            ids = batch.ids_by_event.get(row_key)
             if ids is not None:
                 ids.append(entry.id)  # the same event twice in one batch: one row
                 continue
-            batch.ids_by_event[clean.event_id] = [entry.id]
+            batch.ids_by_event[row_key] = [entry.id]
             owner = (clean.tenant, clean.agent, clean.user, clean.project)
             scope_key = owner_keys.get(owner)
             if scope_key is None:
@@ -352,11 +361,16 @@ def _parse(entries: Sequence[Entry], limits: Limits) -> _Batch:
     return batch
 
 
-def _store(engine: Engine, rows: list[dict[str, Any]]) -> tuple[set[str], dict[str, str], int]:
+RowKey = tuple[str, str]  # (tenant, event_id): the raw log's primary key
+
+
+def _store(
+    engine: Engine, rows: list[dict[str, Any]]
+) -> tuple[set[RowKey], dict[RowKey, str], int]:
     """Insert rows and bump their scopes in one transaction; isolate bad rows if it fails.
 
-    Returns the inserted event ids, the event ids that could not be stored with their
-    error, and how many scopes were touched.
+    Returns the inserted (tenant, event id) keys, the keys that could not be stored with
+    their error, and how many scopes were touched.
     """
     if not rows:
         return set(), {}, 0
@@ -368,8 +382,8 @@ def _store(engine: Engine, rows: list[dict[str, Any]]) -> tuple[set[str], dict[s
         raise TransientError(f"database unavailable: {type(exc).__name__}") from exc
     except (StatementError, ValueError, TypeError):
         pass  # one bad row fails the whole statement: find it, store the rest
-    failures: dict[str, str] = {}
-    stored: set[str] = set()
+    failures: dict[RowKey, str] = {}
+    stored: set[RowKey] = set()
     touched = 0
     for row in rows:
         try:
@@ -378,24 +392,24 @@ def _store(engine: Engine, rows: list[dict[str, Any]]) -> tuple[set[str], dict[s
         except TRANSIENT_DB_ERRORS as exc:
             raise TransientError(f"database unavailable: {type(exc).__name__}") from exc
         except (StatementError, ValueError, TypeError) as exc:
-            failures[row["event_id"]] = _describe_db_error(exc)
+            failures[(row["tenant"], row["event_id"])] = _describe_db_error(exc)
             continue
         stored |= inserted
         touched += scopes
     return stored, failures, touched
 
 
-def _insert(conn: Connection, rows: list[dict[str, Any]]) -> tuple[set[str], int]:
+def _insert(conn: Connection, rows: list[dict[str, Any]]) -> tuple[set[RowKey], int]:
     """INSERT .. ON CONFLICT DO NOTHING, then the scope upsert for the rows really inserted."""
     postgres = conn.dialect.name == "postgresql"
-    # A fixed order (event id, then scope key) keeps two drains from deadlocking.
-    ordered = sorted(rows, key=lambda r: r["event_id"])
+    # A fixed order (row key, then scope key) keeps two drains from deadlocking.
+    ordered = sorted(rows, key=lambda r: (r["tenant"], r["event_id"]))
     if postgres:
         reply = conn.execute(_PG_INSERT_EVENTS, {"rows": _json(ordered)})
     else:
         reply = conn.execute(_SQLITE_INSERT_EVENTS, ordered)
-    inserted = {r[0] for r in reply}
-    scopes = _scope_rows([r for r in ordered if r["event_id"] in inserted])
+    inserted: set[RowKey] = {(r[0], r[1]) for r in reply}
+    scopes = _scope_rows([r for r in ordered if (r["tenant"], r["event_id"]) in inserted])
     if scopes:
         if postgres:
             conn.execute(_PG_UPSERT_SCOPES, {"rows": _json(scopes)})
@@ -454,14 +468,14 @@ def _upsert_scopes(insert: Any, source: Any = None) -> Any:
 # Plain SQL expressions, built once; SQLAlchemy caches their compiled form.
 _SQLITE_INSERT_EVENTS = (
     sqlite_insert(RAW_EVENT)
-    .on_conflict_do_nothing(index_elements=["event_id"])
-    .returning(RAW_EVENT.c.event_id)
+    .on_conflict_do_nothing(index_elements=["tenant", "event_id"])
+    .returning(RAW_EVENT.c.tenant, RAW_EVENT.c.event_id)
 )
 _PG_INSERT_EVENTS = (
     pg_insert(RAW_EVENT)
     .from_select([c.name for c in RAW_EVENT.c], _from_json_rows(RAW_EVENT))
-    .on_conflict_do_nothing(index_elements=["event_id"])
-    .returning(RAW_EVENT.c.event_id)
+    .on_conflict_do_nothing(index_elements=["tenant", "event_id"])
+    .returning(RAW_EVENT.c.tenant, RAW_EVENT.c.event_id)
 )
 _SQLITE_UPSERT_SCOPES = _upsert_scopes(sqlite_insert)
 _PG_UPSERT_SCOPES = _upsert_scopes(pg_insert, _from_json_rows(SCOPE_STATE))

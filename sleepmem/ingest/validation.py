@@ -19,6 +19,7 @@ from typing import Any
 import pydantic
 
 from sleepmem.core.errors import ValidationError
+from sleepmem.core.redaction import contains_secret, secret_in_ids
 from sleepmem.core.settings import Settings
 from sleepmem.models.events import (
     DEFAULT_LIMITS,
@@ -194,18 +195,20 @@ def validate_events(
     """
     given = defaults or {}
     batch: list[object] = []
+    named: list[bool] = []  # whether the caller chose the event id (ours hold no secret)
     with gc_paused():
         for item in items:
             if max_events is not None and len(batch) >= max_events:
                 raise EventValidationError(
                     [FieldProblem("events", f"at most {max_events} events per batch; split it")]
                 )
+            named.append(_names_its_id(item))
             batch.append(_normalise(item, given))
         try:
             events = _BATCH.validate_python(batch, context=_context(limits))
         except pydantic.ValidationError as exc:
             raise EventValidationError(field_problems(exc, indexed=True)) from None
-    return [_timed(e) for e in events]
+        return _ids_checked(events, named, batch=True)
 
 
 def validate_event(
@@ -215,19 +218,61 @@ def validate_event(
     defaults: Mapping[str, str] | None = None,
 ) -> EventFields:
     """Validate one event, as :func:`validate_events` does; problems name bare fields."""
+    own_id = not _names_its_id(item)
     data = _normalise(item, defaults or {})
     try:
         event = _SINGLE.validate_python(data, context=_context(limits))
     except pydantic.ValidationError as exc:
         raise EventValidationError(field_problems(exc)) from None
-    return _timed(event)
+    return _ids_checked([event], [not own_id], batch=False)[0]
 
 
-def _timed(event: EventFields) -> EventFields:
-    # After validation, not as a default: a time made here is already valid.
-    if "at" not in event:
-        event["at"] = utcnow()
-    return event
+def _names_its_id(item: object) -> bool:
+    if type(item) is dict:
+        return "event_id" in item
+    return isinstance(item, Event | Mapping)
+
+
+_ID_FIELDS = ("tenant", "agent", "user", "project", "session")
+
+
+def _ids_checked(
+    events: list[EventFields], named: list[bool], *, batch: bool
+) -> list[EventFields]:
+    """The events timed and their ids checked: a secret in an id is refused, not rewritten.
+
+    Ids are stored and logged as they are. The size of the redacted content and meta was
+    checked by the field rules (sleepmem.models.events), before any of a batch is written.
+    """
+    problems: list[FieldProblem] = []
+    for i, event in enumerate(events):
+        # After validation, not as a default: a time made here is already valid.
+        if "at" not in event:
+            event["at"] = utcnow()
+        found = secret_in_ids(
+            (
+                event["tenant"],
+                event["agent"],
+                event.get("user", ""),
+                event.get("project", ""),
+                event.get("session", ""),
+            )
+        )
+        if found is None and named[i] and (kind := contains_secret(event["event_id"])):
+            found = (-1, kind)
+        if found is not None:
+            index, kind = found
+            name = _ID_FIELDS[index] if index >= 0 else "event_id"
+            problems.append(
+                FieldProblem(
+                    f"events[{i}].{name}" if batch else name,
+                    f"looks like a secret ({kind}); ids are stored and logged as they are, "
+                    "so use an opaque name and put nothing secret in it",
+                )
+            )
+    if problems:
+        raise EventValidationError(problems)
+    return events
 
 
 def scope_defaults(**levels: str | None) -> dict[str, str]:

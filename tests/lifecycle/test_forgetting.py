@@ -136,7 +136,7 @@ class TestExpiry:
         assert ports.index.payloads([m.id]) == {}
         with Session(engine) as s:
             deletion = s.exec(select(Audit).where(col(Audit.op) == "DELETE")).one()
-            assert s.get(RawEvent, m.provenance[0]) is not None  # the replay log stays
+            assert s.get(RawEvent, (m.tenant, m.provenance[0])) is not None  # the replay log stays
         assert deletion.memory_ids_before == [m.id] and len(deletion.content_hash) == 64
         assert "88231" not in deletion.model_dump_json()
 

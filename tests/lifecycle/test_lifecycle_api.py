@@ -91,6 +91,25 @@ class TestReconsolidationJobs:
         assert http.get("/v1/jobs/j1").status_code == 401
 
 
+    def test_two_tenants_may_name_a_job_alike_and_each_sees_only_its_own(
+        self, http: TestClient, res: Resources
+    ) -> None:
+        bob = Scope(tenant="globex", agent="bot", user="bob")
+        first = http.post("/v1/jobs/reconsolidate", headers=bearer(ACME),
+                          json={"scope": ANN.key, "job_id": "nightly"})
+        second = http.post("/v1/jobs/reconsolidate", headers=bearer(GLOBEX),
+                           json={"scope": bob.key, "job_id": "nightly"})
+        assert first.status_code == second.status_code == 202, second.text
+        assert first.json()["tenant"] == "acme" and second.json()["tenant"] == "globex"
+        assert second.headers["location"] == "/v1/jobs/nightly"
+        mine = http.get("/v1/jobs/nightly", headers=bearer(GLOBEX)).json()
+        assert mine["tenant"] == "globex" and mine["scope_key"] == bob.key
+        theirs = http.get("/v1/jobs/nightly", headers=bearer(ACME)).json()
+        assert theirs["tenant"] == "acme" and theirs["scope_key"] == ANN.key
+        missing = http.get("/v1/jobs/never-made", headers=bearer(GLOBEX))
+        assert missing.status_code == 404 and "never-made" not in missing.text
+
+
 class TestExplainAndErase:
     def test_explain_answers_the_owner_and_hides_from_others(
         self, http: TestClient, memory_id: str

@@ -127,3 +127,71 @@ class RedisHotStore:
             start = "(" + page[-1][0].decode()
             if len(page) < STREAM_PAGE:
                 return
+
+
+# How long an erasure waits for Redis to rewrite its files before reporting it unfinished.
+REWRITE_WAIT_S = 120.0
+
+
+def rewrite_persistence(
+    client: redis_lib.Redis, *, timeout_s: float = REWRITE_WAIT_S
+) -> dict[str, str]:
+    """Rewrite Redis's files so that erased keys and stream entries leave the disk too.
+
+    Deleting a key removes it from memory, but the append-only file still holds every
+    command that wrote it (until Redis rewrites it on its own, at 64 MB by default) and an
+    RDB snapshot holds the data as of its last save. ``BGREWRITEAOF`` then ``BGSAVE``, each
+    waited on, leave only what is live now. The answer names each file's state.
+    """
+    out: dict[str, str] = {}
+    try:
+        info = client.info("persistence")
+    except redis_lib.RedisError as exc:
+        return {"redis_aof": f"not rewritten: {type(exc).__name__}"}
+    if int(info.get("aof_enabled", 0)):
+        out["redis_aof"] = _run_and_wait(
+            client,
+            "BGREWRITEAOF",
+            "aof_rewrite_in_progress",
+            "aof_last_bgrewrite_status",
+            timeout_s,
+            also="aof_rewrite_scheduled",
+        )
+    else:
+        out["redis_aof"] = "off (append-only file disabled)"
+    out["redis_rdb"] = _run_and_wait(
+        client, "BGSAVE", "rdb_bgsave_in_progress", "rdb_last_bgsave_status", timeout_s
+    )
+    return out
+
+
+def _run_and_wait(
+    client: redis_lib.Redis,
+    command: str,
+    busy: str,
+    status: str,
+    timeout_s: float,
+    *,
+    also: str | None = None,
+) -> str:
+    deadline = time.monotonic() + timeout_s
+
+    def running() -> bool:
+        info = client.info("persistence")
+        return bool(int(info.get(busy, 0)) or (also is not None and int(info.get(also, 0))))
+
+    # One already running started before the erasure: wait for it, then start ours.
+    while running():
+        if time.monotonic() >= deadline:
+            return f"not rewritten: a {command} already running did not finish in time"
+        time.sleep(0.05)
+    try:
+        client.execute_command(command)
+    except redis_lib.ResponseError as exc:
+        return f"not rewritten: {exc}"
+    while running():
+        if time.monotonic() >= deadline:
+            return f"rewrite started, not finished after {timeout_s:.0f} s"
+        time.sleep(0.05)
+    result = str(client.info("persistence").get(status, "ok"))
+    return "rewritten" if result == "ok" else f"rewrite failed ({result})"

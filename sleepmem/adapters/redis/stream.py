@@ -79,7 +79,11 @@ def redact_event(event: Event) -> tuple[Event, tuple[str, ...]]:
 
 
 def encode(event: EventFields) -> bytes:
-    """The stream payload of a validated event, redacted. Read back with ``Event.from_stream``."""
+    """The stream payload of a validated event, redacted. Read back with ``Event.from_stream``.
+
+    Validation (sleepmem.ingest.validation) already proved that the redacted event fits the
+    limits, so nothing here can fail for an accepted event: a batch is written whole.
+    """
     content = event.get("content")
     meta = event.get("meta")
     clean_content = redact(content).text if content else content
@@ -155,6 +159,26 @@ def ensure_group(client: redis.Redis, keys: Keys) -> None:
     except redis.ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
+
+
+def prune_consumers(client: redis.Redis, keys: Keys, *, idle_ms: int, keep: str = "") -> int:
+    """Remove drain consumers idle for ``idle_ms`` that hold nothing pending; the count.
+
+    Every worker process drains under a name of its own, so each restart left one more
+    consumer in the group (29 after 20 restarts). One with pending entries is kept: its
+    entries are claimed by a live consumer first (XAUTOCLAIM), and it goes on a later call.
+    """
+    try:
+        consumers = client.xinfo_consumers(keys.events, DRAIN_GROUP)
+    except redis.ResponseError:  # no stream or no group yet
+        return 0
+    removed = 0
+    for info in consumers:
+        name = text(info["name"])
+        if name != keep and int(info["pending"]) == 0 and int(info["idle"]) >= idle_ms:
+            client.xgroup_delconsumer(keys.events, DRAIN_GROUP, name)
+            removed += 1
+    return removed
 
 
 def read_new(

@@ -17,6 +17,7 @@ scheduled job, never to a request.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -147,6 +148,52 @@ class EdgeIndex:
                 ms=round((time.perf_counter() - started) * 1000, 1),
             )
             return changed
+
+    def compact(self) -> str:
+        """Rewrite the shard from its live points only, so deleted ones leave every file.
+
+        qdrant-edge's ``optimize`` merges segments only past its thresholds and keeps its
+        write-ahead log, so an erased point's payload (tenant, user and scope ids) stayed on
+        disk. The live points are copied into a fresh shard that replaces the old directory,
+        which is then removed. Readers and writers wait while it runs (erasure is rare).
+        """
+        with self._lock:
+            shard = self._open()
+            dim = self.dim
+            if dim is None:
+                raise ConfigurationError("vector index used before ensure(dim=...)")
+            fresh_path = self.path.with_name(self.path.name + ".compacting")
+            old_path = self.path.with_name(self.path.name + ".erased")
+            for leftover in (fresh_path, old_path):
+                shutil.rmtree(leftover, ignore_errors=True)
+            fresh_path.mkdir(parents=True)
+            fresh = qe.EdgeShard.create(str(fresh_path), self._config(dim))
+            for field, kind in pl.indexed_fields().items():
+                fresh.update(qe.UpdateOperation.create_field_index(field, _schema(field, kind)))
+            offset: Any = None
+            moved = 0
+            while True:
+                records, offset = shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset, limit=_SCROLL_PAGE, with_payload=True, with_vector=True
+                    )
+                )
+                if records:
+                    points = [qe.Point(r.id, r.vector or {}, r.payload or {}) for r in records]
+                    fresh.update(qe.UpdateOperation.upsert_points(points))
+                    moved += len(records)
+                if offset is None:
+                    break
+            fresh.flush()
+            fresh.close()
+            shard.close()
+            self._shard = None
+            self.path.rename(old_path)
+            fresh_path.rename(self.path)
+            shutil.rmtree(old_path)
+            self.ensure(dim=dim)
+            log.info("index_compacted", backend=self.backend, points=moved)
+            return "compacted"
 
     def close(self) -> None:
         with self._lock:

@@ -165,6 +165,11 @@ class QdrantIndex:
         """Nothing to do: a server optimises itself and local mode has no indexes."""
         return False
 
+    def compact(self) -> str:
+        """A Qdrant server vacuums deleted points from its segments itself (its optimizer's
+        deleted_threshold); nothing here can force it, and the receipt says so."""
+        return "deleted; the server vacuums its segments itself"
+
     def close(self) -> None:
         with self._lock:
             self._client.close()
