@@ -66,7 +66,7 @@ def make_extractor(settings: Settings, ports: Ports) -> Extractor:
         return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events)
     from sleepmem.pipelines.extract.rules import RulesExtractor
 
-    return RulesExtractor()
+    return RulesExtractor(embedder=ports.embedder)
 
 
 def consolidate_scope(

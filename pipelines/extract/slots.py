@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sleepmem.pipelines.extract.statements import forget_topic
 from sleepmem.pipelines.extract.text import (
     CHANGE_EN,
     CHANGE_ZH,
@@ -148,6 +149,11 @@ def m_forget(c: Clause) -> list[Slot]:
             if topic:
                 return [Slot(type="event", attribute="", value="", head=c.raw,
                              forget_topic=topic, importance=0.5, details={"forget": True})]
+    # Any other phrasing of the request: recognised by its shape, topic = what remains.
+    topic = forget_topic(c.raw)
+    if topic:
+        return [Slot(type="event", attribute="", value="", head=c.raw, forget_topic=topic,
+                     importance=0.5, details={"forget": True})]
     return []
 
 
