@@ -57,6 +57,7 @@ from sleepmem.pipelines.extract.slots import (
     type_of,
 )
 from sleepmem.pipelines.extract.statements import (
+    VOCAB_SLOT,
     clean_statement,
     is_one_off,
     is_small_talk,
@@ -213,6 +214,21 @@ ZH_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
 )
 
 
+
+
+def _compiled(
+    table: tuple[tuple[tuple[str, ...], Matcher], ...],
+) -> tuple[tuple[re.Pattern[str] | None, Matcher], ...]:
+    """One alternation per matcher: a single scan of the clause instead of a substring test
+    per trigger word (the hot loop of extraction)."""
+    return tuple(
+        (re.compile("|".join(re.escape(t) for t in triggers)) if triggers else None, matcher)
+        for triggers, matcher in table
+    )
+
+
+_EN_TABLE = _compiled(EN_MATCHERS)
+_ZH_TABLE = _compiled(ZH_MATCHERS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -404,8 +420,8 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         zh = is_zh(sentence)
         sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
         found, clauses = _match_sentence(sentence, zh, rewrite)
-        if not found and rewrite is None and not REDACTED.search(sentence) and (
-            lasting_first_person(sentence)
+        if not found and rewrite is None and not turn.speaker.prefix and (
+            not REDACTED.search(sentence) and lasting_first_person(sentence)
         ):
             # Fail safe: what no matcher knows but the user states about themself is kept
             # at its type's default lifetime, with low importance, not as an episode.
@@ -465,17 +481,26 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
             break
     kind = "preference" if preference_cue(body) else "fact"
     details: dict[str, Any] = {"unclassified": True, "type_by": "grammar"}
+    attribute = ""
+    importance = UNCLASSIFIED_IMPORTANCE
     if slot is not None:
         details["open_slot"] = {"relation": slot.relation, "object": slot.object,
                                 "multi": slot.multi}
+        attribute = VOCAB_SLOT.get(slot.relation, slot.attribute)
+        if attribute in VOCAB_SLOT.values():
+            # The relation is a known slot said in words no matcher knew: it is that
+            # slot (so "i live in lisbon btw" repeats "I live in Lisbon").
+            kind = type_of(attribute)
+            importance = IMPORTANCE[kind]
+            details.pop("unclassified")
     if feedback:
         details["feedback"] = True
     one_off = is_one_off(sentence)
     change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback
     return turn.candidate(
-        Slot(type=kind, attribute=slot.attribute if slot else "",
-             value=slot.object if slot else "", head=statement, importance=UNCLASSIFIED_IMPORTANCE,
-             change=change, one_off=one_off, details=details),
+        Slot(type=kind, attribute=attribute, value=slot.object if slot else "", head=statement,
+             importance=importance, change=change or (slot is not None
+                                                      and slot.relation == "moves_to"), one_off=one_off, details=details),
         statement, emphasis=_emphasis(sentence),
     )
 
@@ -486,7 +511,7 @@ def _match_sentence(
     clauses: list[Clause] = []
     found: list[_Found] = []
     matched: list[int] = []
-    table = ZH_MATCHERS if zh else EN_MATCHERS
+    table = _ZH_TABLE if zh else _EN_TABLE
     for i, raw in enumerate(split_clauses(clean_end(sentence), zh)):
         text = rewrite(raw) if rewrite else raw
         stripped = strip_discourse(text).strip() or text
@@ -494,8 +519,8 @@ def _match_sentence(
         clauses.append(clause)
         if FILLER_CLAUSE.match(raw) or REDACTED.search(raw):
             continue  # a clause that carried a secret derives nothing
-        for triggers, matcher in table:
-            if triggers and not any(t in clause.low for t in triggers):
+        for trigger, matcher in table:
+            if trigger is not None and trigger.search(clause.low) is None:
                 continue
             slots = matcher(clause)
             if slots:

@@ -92,12 +92,14 @@ def is_one_off(sentence: str) -> bool:
 
 # -- first-person lasting statements and their open slot -------------------------------------------
 
-_FIRST_EN = re.compile(r"(?i)^(?:i|i'm|im|i've|i'd|i'll|i\s+am|my|we|we're|we've|our)\b")
+_FIRST_EN = re.compile(r"(?i)^(?:i|i'm|im|i've|i'd|i\s+am|we|we're|we've)\b")
 _FIRST_ZH = re.compile(r"^(?:我们?|俺)")
 _ADDRESSED = re.compile(r"(?i)\byou(?:r|rs)?\b|[你您]")
 _PAST_EPISODE = re.compile(
     r"(?i)\b(?:yesterday|last\s+(?:night|evening)|this\s+(?:morning|afternoon|evening)|"
-    r"just\s+now|earlier\s+today|an?\s+hour\s+ago|today)\b|昨天|昨晚|刚才|刚刚|今天早上|今早"
+    r"just\s+now|earlier\s+today|an?\s+hour\s+ago|today|tomorrow|tonight|soon|"
+    r"(?:this|next)\s+(?:week|weekend|month|year|time)|right\s+now)\b|昨天|昨晚|刚才|刚刚|今天早上|今早|"
+    r"明天|下周|下个月|这周"
 )
 _HEDGE_ZH = re.compile(r"我觉得|可能|也许|大概|好像")
 _QUESTION = re.compile(r"[?？]\s*$|^(?i:what|how|why|when|where|who|which|can|could|would|"
@@ -126,9 +128,65 @@ def lasting_first_person(sentence: str) -> bool:
         return False
     if _ADDRESSED.search(body) or _PAST_EPISODE.search(body):
         return False
-    if zh and _HEDGE_ZH.search(body):
+    if zh:
+        return not _HEDGE_ZH.search(body) and not _PAST_ZH.search(body)
+    if HEDGE_EN.search(body):
         return False
-    return not (not zh and HEDGE_EN.search(body))
+    # Lasting means something still true about the person: at least one clause in the
+    # present that states it (not a plan, a mood, a reaction or an obligation).
+    return any(_lasting_clause_en(c) for c in re.split(r"[,;]\s*|\s+and\s+(?=i\b|i'm\b)", body))
+
+
+_NOT_LASTING_VERB = frozenset({
+    "going", "gonna", "should", "will", "'ll", "would", "might", "must", "may", "could",
+    "need", "want", "wanna", "think", "guess", "hope", "wonder", "feel", "mean", "see",
+    "work", "works", "working", "agree", "disagree", "know", "understand", "forgot", "got",
+})
+_REACTION_OBJECT = re.compile(r"(?i)^(?:that|this|it|these|those|your|the\s+(?:answer|idea|reply|"
+                              r"suggestion|response))\b")
+
+
+def _lasting_clause_en(clause: str) -> bool:
+    c = clean_end(clause.strip())
+    m = _EN_SUBJECT.match(c)
+    if not m or _past_en(c):
+        return False
+    rest = m.group("rest")
+    while (a := _EN_ADVERB.match(rest)) is not None:
+        rest = rest[a.end():]
+    words = rest.split(None, 1)
+    if not words:
+        return False
+    verb = words[0].lower().replace("’", "'")
+    obj = words[1] if len(words) > 1 else ""
+    if verb in _NOT_LASTING_VERB or _REACTION_OBJECT.match(obj):
+        return False
+    linking = re.match(r"(?i)^(?:i'm|im|i\s+am|we're|we\s+are)\b", c) is not None
+    if linking and not verb.endswith("ing"):
+        # "I'm a morning person" is lasting; "I'm happy", "I'm in Tokyo" are states.
+        return verb in ("a", "an")
+    return _REACTION_OBJECT.match(rest.split(None, 1)[-1] if " " in rest else "") is None
+
+
+_PAST_ZH = re.compile(r"以前|过去|曾经|小时候|那时|当年|上学的时候")
+_PAST_IRREGULAR = frozenset({"was", "were", "had", "did", "went", "got", "sold", "bought", "left",
+                             "made", "took", "saw", "met", "came", "used", "lost", "found",
+                             "gave", "told", "said", "thought", "felt", "ate", "drove", "grew"})
+
+
+def _past_en(clause: str) -> bool:
+    m = _EN_SUBJECT.match(clean_end(clause.strip()))
+    if not m:
+        return False
+    if re.match(r"(?i)^(?:i|we)\s*(?:'d|’d|\s+had)\s+(?!rather|prefer|like|love)", clause.strip()):
+        return True
+    rest = m.group("rest")
+    while (a := _EN_ADVERB.match(rest)) is not None:
+        rest = rest[a.end():]
+    verb = (rest.split(None, 1) or [""])[0].lower()
+    if verb in ("moved", "relocated"):
+        return False  # a move is news about where the person lives now
+    return verb in _PAST_IRREGULAR or (verb.endswith("ed") and len(verb) > 3)
 
 
 def preference_cue(sentence: str) -> bool:
@@ -207,11 +265,34 @@ def _lemma(word: str) -> str:
     return w
 
 
+# Open relations that are vocabulary slots already: they meet the matchers' memories there.
+VOCAB_SLOT = {"lives_in": "residence", "moves_to": "residence", "works_at": "employer",
+              "works_as": "occupation"}
+_ZH_PLACE = re.compile(
+    r"^(?:我们?)?(?:全家)?(?:现在|最近|目前|一直|还|也|平时|已经)*(?:家)?(?:住在|生活在|定居在|在)"
+    r"(?P<obj>[^，,在]{1,12}?)(?P<what>生活|居住|住|定居|安家|工作|上班)?$"
+)
+_OBJ_CUT = re.compile(r"(?i)\s*(?:,|，|\bbtw\b|\bfyi\b|\blol\b|\bthough\b|\bhaha\b).*$")
+
+
 def open_slot(clause: str) -> OpenSlot | None:
+    slot = _open_slot(clause)
+    if slot is None:
+        return None
+    obj = _OBJ_CUT.sub("", slot.object).strip() or slot.object
+    return OpenSlot(slot.relation, obj, slot.multi)
+
+
+def _open_slot(clause: str) -> OpenSlot | None:
     """The relation a first-person clause states, normalised so two wordings of one
     relation meet in one slot ("I drive …" / "I'm driving …" -> drives)."""
     text = clean_end(strip_discourse(_GREETING_LEAD.sub("", clause.strip(), count=1)))
     if _zh(text):
+        if (p := _ZH_PLACE.match(text)) is not None and (
+            p.group("what") or text.startswith(("我家", "我住", "我生活"))
+        ):
+            rel = "works_at" if p.group("what") in ("工作", "上班") else "lives_in"
+            return OpenSlot(rel, norm_value(p.group("obj")), False)
         m = _ZH_VERB.match(text)
         if not m or not clean_end(m.group("obj")):
             return None
@@ -238,6 +319,9 @@ def open_slot(clause: str) -> OpenSlot | None:
         rel, obj = "works_at", obj.split(None, 1)[1] if " " in obj else ""
     elif verb in ("live", "lives", "living") and obj.lower().startswith("in "):
         rel, obj = "lives_in", obj[3:]
+    elif verb in ("moved", "relocated", "move", "moving", "relocating") and (
+            obj.lower().startswith("to ")):
+        rel, obj = "moves_to", re.sub(r"(?i)\s+(?:last|this|a|in)\s+\w+(?:\s+ago)?$", "", obj[3:])
     else:
         lemma = _lemma(verb)
         rel = _RELATION_EN.get(verb) or _RELATION_EN.get(lemma) or f"{lemma}s"
