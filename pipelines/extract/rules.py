@@ -59,11 +59,14 @@ from sleepmem.pipelines.extract.slots import (
 from sleepmem.pipelines.extract.statements import (
     VOCAB_SLOT,
     clean_statement,
+    implied_subject,
     is_one_off,
     is_small_talk,
+    lasting_clauses,
     lasting_first_person,
     open_slot,
     preference_cue,
+    uninvert,
 )
 from sleepmem.pipelines.extract.text import (
     ACK,
@@ -420,6 +423,11 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         zh = is_zh(sentence)
         sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
         found, clauses = _match_sentence(sentence, zh, rewrite)
+        if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
+            found, clauses = _match_sentence(plain, zh, None)
+            sentence = plain if found else sentence
+        if not found and rewrite is None and not turn.speaker.prefix:
+            sentence = implied_subject(sentence)
         if not found and rewrite is None and not turn.speaker.prefix and (
             not REDACTED.search(sentence) and lasting_first_person(sentence)
         ):
@@ -475,7 +483,9 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     third = third_person_zh(body) if zh else third_person_en(body)
     statement = sentence_case(clean_statement(third, zh), zh)
     slot = None
-    for clause in reversed(split_clauses(body, zh)):
+    clauses = split_clauses(body, zh) if zh else lasting_clauses(
+        body, marker=True) or split_clauses(body, zh)
+    for clause in reversed(clauses):
         slot = open_slot(clause)
         if slot is not None:
             break

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleepmem.pipelines.extract.statements import forget_topic
+from sleepmem.pipelines.extract.statements import clean_forget_topic, forget_topic
 from sleepmem.pipelines.extract.text import (
     CHANGE_EN,
     CHANGE_ZH,
@@ -145,7 +145,7 @@ def m_forget(c: Clause) -> list[Slot]:
     for pat in patterns:
         m = pat.search(clean_end(c.text))
         if m:
-            topic = _topic(m.group("topic"))
+            topic = clean_forget_topic(_topic(m.group("topic")))
             if topic:
                 return [Slot(type="event", attribute="", value="", head=c.raw,
                              forget_topic=topic, importance=0.5, details={"forget": True})]

@@ -124,6 +124,8 @@ def lasting_first_person(sentence: str) -> bool:
     a dated episode: what a person says about themself to be remembered."""
     zh = _zh(sentence)
     body = strip_discourse(_GREETING_LEAD.sub("", sentence.strip(), count=1)).strip()
+    if not zh:
+        body = _LEAD_ADVERB_EN.sub("", body, count=1)
     if not body or not _first_person(body, zh) or _QUESTION.search(body):
         return False
     if _ADDRESSED.search(body) or _PAST_EPISODE.search(body):
@@ -134,7 +136,7 @@ def lasting_first_person(sentence: str) -> bool:
         return False
     # Lasting means something still true about the person: at least one clause in the
     # present that states it (not a plan, a mood, a reaction or an obligation).
-    return any(_lasting_clause_en(c) for c in re.split(r"[,;]\s*|\s+and\s+(?=i\b|i'm\b)", body))
+    return bool(lasting_clauses(body, marker=bool(_LASTING_MARKER.search(sentence))))
 
 
 _NOT_LASTING_VERB = frozenset({
@@ -146,8 +148,40 @@ _REACTION_OBJECT = re.compile(r"(?i)^(?:that|this|it|these|those|your|the\s+(?:a
                               r"suggestion|response))\b")
 
 
-def _lasting_clause_en(clause: str) -> bool:
-    c = clean_end(clause.strip())
+_LEAD_ADVERB_EN = re.compile(
+    r"(?i)^(?:(?:and|but|so)\s+)?(?:now|from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|"
+    r"these\s+days|nowadays|currently|actually|actualy|honestly|always)\b[\s,]*"
+    r"(?:(?:now|from\s+now\s+on|going\s+forward|these\s+days|nowadays)\b[\s,]*)*"
+)
+_LASTING_MARKER = re.compile(
+    r"(?i)\b(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|always|every\s+time|"
+    r"by\s+default|whenever)\b"
+)
+_IMPLIED_I = re.compile(r"(?i)^(?:(?:just|recently|finally)\s+)?(?:moved|relocated)\s+to\b")
+
+
+def implied_subject(sentence: str) -> str:
+    """English drops the subject of news about oneself ("Just relocated to Bangalore"):
+    read it with the "I" put back, so the same rules see it."""
+    body = clean_end(_GREETING_LEAD.sub("", sentence.strip(), count=1))
+    return f"I {body[:1].lower()}{body[1:]}" if _IMPLIED_I.match(body) else sentence
+
+
+def lasting_clauses(body: str, *, marker: bool | None = None) -> list[str]:
+    """The clauses of an English sentence that state something lasting, lead adverbs off."""
+    out = []
+    if marker is None:
+        marker = bool(_LASTING_MARKER.search(body))
+    for c in re.split(r"(?i)[,;]\s*|\s+(?:and|but)\s+(?=(?:now\s+|so\s+)?(?:i|i'm|we)\b)",
+                      body):
+        c = _LEAD_ADVERB_EN.sub("", c.strip(), count=1)
+        if _lasting_clause_en(c, marker=marker):
+            out.append(c)
+    return out
+
+
+def _lasting_clause_en(clause: str, *, marker: bool = False) -> bool:
+    c = clean_end(_LEAD_ADVERB_EN.sub("", clause.strip(), count=1))
     m = _EN_SUBJECT.match(c)
     if not m or _past_en(c):
         return False
@@ -159,6 +193,8 @@ def _lasting_clause_en(clause: str) -> bool:
         return False
     verb = words[0].lower().replace("’", "'")
     obj = words[1] if len(words) > 1 else ""
+    if verb in ("want", "wanna", "need") and marker:
+        return True  # "from now on I want …" is a standing wish, not a request
     if verb in _NOT_LASTING_VERB or _REACTION_OBJECT.match(obj):
         return False
     linking = re.match(r"(?i)^(?:i'm|im|i\s+am|we're|we\s+are)\b", c) is not None
@@ -280,6 +316,10 @@ def open_slot(clause: str) -> OpenSlot | None:
     if slot is None:
         return None
     obj = _OBJ_CUT.sub("", slot.object).strip() or slot.object
+    if slot.relation in ("lives_in", "moves_to") and not _zh(obj):
+        # A place is the place: "paris last month", "bangalore for a new role" -> the city.
+        obj = re.sub(r"(?i)\s+(?:for|last|this|next|in|near|with|because|since|so|and|to|"
+                     r"from|after|before|ago|a|an)\b.*$", "", obj).strip() or obj
     return OpenSlot(slot.relation, obj, slot.multi)
 
 
@@ -401,3 +441,29 @@ def forget_topic(sentence: str) -> str | None:
     if rest.lower() in ("it", "that", "this", "them", "about it", "me"):
         return None  # "forget it": never mind, not a request to erase anything
     return rest or None
+
+
+_INVERTED_EN = re.compile(r"(?i)^(?P<x>[^,;]{1,60}?)\s+(?P<be>is|are)\s+my\s+(?P<y>[^,;]{1,60})$")
+_INVERTED_ZH = re.compile(r"^(?P<x>[^，,]{1,20}?)是我(?:的|最喜欢的)(?P<y>[^，,]{1,20})$")
+
+
+def uninvert(sentence: str) -> str | None:
+    """"Radiohead is my favourite band" says what "My favourite band is Radiohead" says:
+    give the matchers the form they read."""
+    text = clean_end(sentence.strip())
+    m = _INVERTED_ZH.match(text)
+    if m:
+        fav = "最喜欢的" if "最喜欢的" in text else ""
+        return f"我的{fav}{m.group('y')}是{m.group('x')}。"
+    m = _INVERTED_EN.match(text)
+    if m and not re.match(r"(?i)^(?:i|it|this|that|he|she|they|we|you|there)\b", m.group("x")):
+        return f"My {m.group('y')} {m.group('be')} {m.group('x')}."
+    return None
+
+
+def clean_forget_topic(topic: str) -> str:
+    """A topic caught by a fixed pattern may still carry request words ("…的事从记忆里")."""
+    if not _zh(topic):
+        return topic
+    cleaned = _FORGET_NOISE_ZH.sub("", topic).strip(" ，,。.！!？?、的")
+    return cleaned or topic
