@@ -37,7 +37,7 @@ _GREETING_LEAD = re.compile(
     r"(?i)^(?:(?:hello|hi|hey|hiya|howdy|yo|greetings|good\s+(?:morning|afternoon|evening)|"
     r"hi\s+there|hey\s+there|thanks?(?:\s+you)?(?:\s+so\s+much|\s+a\s+lot)?|thx|ok(?:ay)?|"
     r"so(?:\s+yeah)?|yeah|yes|yep|and(?:\s+also)?|also|plus|but|oh|ah|well|anyway|btw|"
-    r"by\s+the\s+way|actually|honestly|um+|uh+|hmm+|no|nope|wrong|sorry|correction|update|"
+    r"by\s+the\s+way|actually|actualy|honestly|um+|uh+|hmm+|no|nope|wrong|sorry|correction|update|"
     r"not\s+quite|that'?s\s+(?:wrong|not\s+right|not\s+true|outdated|incorrect))\b"
     r"[\s,，!！.。:：;-]*"
     r"|(?:你好|您好|嗨|哈喽|嗯+|哦|噢|好的?|对了|另外|还有|其实|那个|然后|谢谢你?|不对|错了|更正)"
