@@ -55,7 +55,8 @@ class TestUnrecognisedStatements:
         assert c.details["open_slot"]["relation"] == c.attribute.removeprefix("rel:")
 
     @settings(max_examples=15, deadline=None)
-    @given(verb=st.sampled_from(ZH_VERBS), obj=st.sampled_from(("日语", "书法", "古琴", "邮票", "一只猫")))
+    @given(verb=st.sampled_from(ZH_VERBS),
+           obj=st.sampled_from(("日语", "书法", "古琴", "邮票", "一只猫")))
     def test_the_same_holds_in_chinese(self, verb: str, obj: str) -> None:
         (c,) = extract(f"{verb}{obj}。")
         assert c.type in ("fact", "preference") and c.statement.startswith("用户")
@@ -160,7 +161,8 @@ def _story(path: Path, content: str, days: int, word: str) -> None:
     path.write_text(
         'name = "unrecognised-lasts"\nabout = "generated"\n'
         'scope = { tenant = "p", user = "u", agent = "a" }\n'
-        f'[[step]]\nemit = {{ at = "{at}", session = "s1", role = "user", content = "{content}" }}\n'
+        f'[[step]]\nemit = {{ at = "{at}", session = "s1", role = "user", '
+        f'content = "{content}" }}\n'
         "[[step]]\nconsolidate = true\n"
         f'[[step]]\ncheck = {{ active = "{word}", not_type = "event", '
         f'expires_after = "{days - 1}d" }}\n'
@@ -170,7 +172,8 @@ def _story(path: Path, content: str, days: int, word: str) -> None:
     )
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(verb=st.sampled_from(VERBS), obj=WORD)
 def test_an_unrecognised_statement_is_findable_for_its_types_default_lifetime(
     verb: str, obj: str, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory

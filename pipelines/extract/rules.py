@@ -509,8 +509,9 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback
     return turn.candidate(
         Slot(type=kind, attribute=attribute, value=slot.object if slot else "", head=statement,
-             importance=importance, change=change or (slot is not None
-                                                      and slot.relation == "moves_to"), one_off=one_off, details=details),
+             importance=importance,
+             change=change or (slot is not None and slot.relation == "moves_to"),
+             one_off=one_off, details=details),
         statement, emphasis=_emphasis(sentence),
     )
 

@@ -150,9 +150,9 @@ def m_forget(c: Clause) -> list[Slot]:
                 return [Slot(type="event", attribute="", value="", head=c.raw,
                              forget_topic=topic, importance=0.5, details={"forget": True})]
     # Any other phrasing of the request: recognised by its shape, topic = what remains.
-    topic = forget_topic(c.raw)
-    if topic:
-        return [Slot(type="event", attribute="", value="", head=c.raw, forget_topic=topic,
+    loose = forget_topic(c.raw)
+    if loose:
+        return [Slot(type="event", attribute="", value="", head=c.raw, forget_topic=loose,
                      importance=0.5, details={"forget": True})]
     return []
 

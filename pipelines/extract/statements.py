@@ -371,7 +371,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
     return OpenSlot(rel, norm_value(obj), rel not in SINGLE_VALUED)
 
 
-# -- forget requests in any phrasing ------------------------------------------------------------------
+# -- forget requests in any phrasing ------------------------------------------------------
 
 _FORGET_POLITE_EN = re.compile(
     r"(?i)^(?:(?:please|pls|kindly|can\s+you|could\s+you|would\s+you|will\s+you|"
