@@ -193,3 +193,18 @@ def test_the_runner_refuses_unknown_keys_naming_file_and_step(tmp_path: Path) ->
                     encoding="utf-8")
     with pytest.raises(StoryFormatError, match=r"typo\.toml step 1.*mentoins"):
         run_story(path)
+
+
+class TestGateOnSecrets:
+    def test_a_structured_statement_that_still_shows_a_redaction_is_refused(self) -> None:
+        from sleepmem.pipelines.gate import GatePolicy, gate
+
+        base = dict(provenance=["e1"], valid_from=AT, scope=SCOPE.owner)
+        leaked = Candidate(type="fact", statement="Tech stack — backend: AWS [REDACTED:aws_key].",
+                           attribute="backend", value="aws", **base)  # type: ignore[arg-type]
+        episode = Candidate(type="event", statement="Here is the key [REDACTED:aws_key].",
+                            **base)  # type: ignore[arg-type]
+        kept, rejected = gate([leaked, episode], policy=GatePolicy())
+        assert kept == [episode]
+        assert [r.reason for r in rejected] == [
+            "structured statement derived from a secret-bearing sentence"]

@@ -14,9 +14,11 @@ All patterns are compiled at import: no per-call compilation on the hot loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -342,6 +344,28 @@ def _emphasis(text: str) -> bool:
     return bool(EMPHASIS_EN.search(text) or EMPHASIS_ZH.search(text))
 
 
+# Prototype vectors per embedder instance: an extractor is built per consolidation run,
+# the embedder lives as long as its process; embedding the prototypes once per embedder
+# keeps the per-batch cost to the statements themselves.
+_PROTOTYPE_CACHE: weakref.WeakKeyDictionary[Embedder, tuple[list[str], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _prototypes_for(embedder: Embedder) -> tuple[list[str], Any]:
+    try:
+        cached = _PROTOTYPE_CACHE.get(embedder)
+    except TypeError:  # not weak-referenceable: embed per extractor instead
+        cached = None
+    if cached is None:
+        kinds = [k for k, texts in TYPE_PROTOTYPES.items() for _ in texts]
+        texts = [t for ts in TYPE_PROTOTYPES.values() for t in ts]
+        cached = (kinds, embedder.embed(texts))
+        with contextlib.suppress(TypeError):
+            _PROTOTYPE_CACHE[embedder] = cached
+    return cached
+
+
 class RulesExtractor:
     """Pattern-based extractor for English and Chinese; no model, no network."""
 
@@ -378,9 +402,7 @@ class RulesExtractor:
         if not todo or self._embedder is None:
             return
         if self._prototypes is None:
-            kinds = [k for k, texts in TYPE_PROTOTYPES.items() for _ in texts]
-            texts = [t for ts in TYPE_PROTOTYPES.values() for t in ts]
-            self._prototypes = (kinds, self._embedder.embed(texts))
+            self._prototypes = _prototypes_for(self._embedder)
         kinds, protos = self._prototypes
         vectors = self._embedder.embed([c.statement for c in todo])
         sims = vectors @ protos.T
