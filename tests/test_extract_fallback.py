@@ -208,3 +208,31 @@ class TestGateOnSecrets:
         assert kept == [episode]
         assert [r.reason for r in rejected] == [
             "structured statement derived from a secret-bearing sentence"]
+
+
+class TestTypeByMeaning:
+    def test_a_statement_without_a_grammatical_cue_takes_its_nearest_prototypes_type(
+        self, embedder: Embedder
+    ) -> None:
+        calls: list[int] = []
+
+        class Counting:
+            name, dim = embedder.name, embedder.dim
+
+            def embed(self, texts: Any, *, kind: Any = "document") -> Any:
+                calls.append(len(texts))
+                return embedder.embed(texts, kind=kind)
+
+        counting = Counting()
+        events = [EventView(event_id=f"e{i}", scope=SCOPE, kind="message", role="user",
+                            content=text, at=AT, meta={})
+                  for i, text in enumerate(["I'm a morning person.", "I'm an early riser.",
+                                            "I drive a Honda Civic."])]
+        first = RulesExtractor(embedder=counting).extract(events).candidates  # type: ignore[arg-type]
+        again = RulesExtractor(embedder=counting).extract(events[:1]).candidates  # type: ignore[arg-type]
+        by_meaning = [c for c in first if c.details.get("type_by") == "meaning"]
+        assert len(by_meaning) == 2 and all(c.type in ("fact", "preference") for c in by_meaning)
+        assert [c.details["type_by"] for c in first if "Civic" in c.statement] == ["relation"]
+        assert again[0].type == first[0].type
+        # prototypes once per embedder, then one batch per extraction
+        assert calls[1:] == [2, 1] and calls[0] > 2

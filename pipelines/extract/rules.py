@@ -59,6 +59,7 @@ from sleepmem.pipelines.extract.slots import (
     type_of,
 )
 from sleepmem.pipelines.extract.statements import (
+    FACT_RELATIONS,
     VOCAB_SLOT,
     clean_statement,
     implied_subject,
@@ -397,7 +398,7 @@ class RulesExtractor:
     def _type_by_meaning(self, candidates: list[Candidate]) -> None:
         """Unclassified statements without a grammatical cue take the type of the nearest
         prototype (one batched embedder call per extraction; prototypes embedded once)."""
-        todo = [c for c in candidates if c.details.get("unclassified")
+        todo = [c for c in candidates if c.details.get("type_by") == "grammar"
                 and not preference_cue(c.statement) and not c.one_off]
         if not todo or self._embedder is None:
             return
@@ -518,6 +519,8 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     if slot is not None:
         details["open_slot"] = {"relation": slot.relation, "object": slot.object,
                                 "multi": slot.multi}
+        if kind == "fact" and slot.relation in FACT_RELATIONS:
+            details["type_by"] = "relation"  # the verb says it: no need to ask the embedder
         attribute = VOCAB_SLOT.get(slot.relation, slot.attribute)
         if attribute in VOCAB_SLOT.values():
             # The relation is a known slot said in words no matcher knew: it is that

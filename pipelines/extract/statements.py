@@ -242,6 +242,13 @@ class OpenSlot:
         return f"rel:{self.relation}"
 
 
+# Relations that say what a person has, does or is doing: facts, no embedder needed.
+FACT_RELATIONS = frozenset({
+    "owns", "has_pet", "drives", "rides", "uses", "learns", "practises", "plays", "volunteers",
+    "speaks", "reads", "collects", "lives_in", "moves_to", "works_at", "works_as", "is_at",
+    "can", "does", "runs", "trains", "teaches", "writes", "knits", "brews", "grows", "keeps",
+    "restores", "studies_at", "supports", "follows",
+})
 # Relations whose new value replaces the old one (a person drives one car, lives in one
 # place); the others hold many values at once (likes, owns, learns, plays …).
 SINGLE_VALUED = frozenset({"drives", "lives_in", "works_at", "works_as", "is_named",
