@@ -180,8 +180,12 @@ def lasting_clauses(body: str, *, marker: bool | None = None) -> list[str]:
     return out
 
 
+_HAVE_GOT = re.compile(r"(?i)^(i|we)\s*(?:'ve|’ve|\s+have)\s+got\b")
+
+
 def _lasting_clause_en(clause: str, *, marker: bool = False) -> bool:
     c = clean_end(_LEAD_ADVERB_EN.sub("", clause.strip(), count=1))
+    c = _HAVE_GOT.sub(r"\1 have", c)  # "I've got a dog" is "I have a dog", not a past event
     m = _EN_SUBJECT.match(c)
     if not m or _past_en(c):
         return False
@@ -266,7 +270,7 @@ _RELATION_EN: dict[str, str] = {
 }
 _LINKING = frozenset({"am", "'m", "m", "is", "are", "'re", "was"})
 _EN_SUBJECT = re.compile(
-    r"(?i)^(?:i|we)(?:\s*(?:'m|’m|'ve|’ve|'d|’d|\s+am|\s+are|\s+have|\s+had|\s+would))?\s+"
+    r"(?i)^(?:i|we)(?:\s*(?:'m|’m|'ve|’ve|'d|’d|\s+am|\s+are|\s+had|\s+would))?\s+"
     r"(?P<rest>.+)$"
 )
 _EN_ADVERB = re.compile(
@@ -345,7 +349,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
             return None
         rel = _RELATION_ZH[m.group("verb")]
         return OpenSlot(rel, norm_value(m.group("obj")), rel not in SINGLE_VALUED)
-    m = _EN_SUBJECT.match(text)
+    m = _EN_SUBJECT.match(_HAVE_GOT.sub(r"\1 have", text))
     if not m:
         return None
     rest = m.group("rest")
