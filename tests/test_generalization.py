@@ -39,7 +39,11 @@ def test_the_suite_has_at_least_five_stories_of_every_kind() -> None:
     assert min(kinds.values()) >= 5, dict(kinds)
 
 
-@pytest.mark.xfail(strict=False, reason="BEFORE the extractor fixes: 75/110 (68.2%)")
+# BEFORE the extractor fixes: 75/110 (68.2%); after them (branch i10): 96/110 (87.3%). The
+# rest needs the semantic layer of the resolver (paraphrase dedup, open-slot supersession
+# by meaning, forget matching by meaning, trusted-JSON conflict sets): drop this mark when
+# the floor is reached.
+@pytest.mark.xfail(strict=False, reason="floor needs the resolver's semantic layer (i10b)")
 @pytest.mark.timeout(1800)  # ~110 stories, each on a fresh embedded instance
 def test_the_generalisation_suite_passes_at_the_floor(
     embedder: Embedder, capsys: pytest.CaptureFixture[str]
