@@ -65,7 +65,7 @@ def make_extractor(settings: Settings, ports: Ports) -> Extractor:
         if ports.chat is None:
             raise ExtractionError("extractor=llm needs SLEEPMEM_LLM_BASE_URL and a model")
         return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events)
-    return RulesExtractor()
+    return RulesExtractor(embedder=ports.embedder)
 
 
 def consolidate_scope(

@@ -51,6 +51,10 @@ def _refusal(cand: Candidate, policy: GatePolicy) -> str | None:
         return "tool output cannot write procedures"
     if cand.type in STRUCTURED_TYPES and REDACTED.search(cand.value):
         return "slot value is a secret"
+    if cand.type in STRUCTURED_TYPES and REDACTED.search(cand.statement):
+        # Whatever either extractor derived from a sentence that carried a secret is a guess
+        # about the secret ("Tech stack — backend: AWS" from an AWS key), not a fact.
+        return "structured statement derived from a secret-bearing sentence"
     if cand.one_off and not cand.scope.session:
         # A one-off instruction without a session has nowhere short-lived to go.
         return "one-off instruction outside a session"

@@ -44,6 +44,27 @@ class Candidate:
     only memories of the same slot may replace one another. ``value`` is the slot's
     normalised value, used to tell a repeat from a change. ``attribute`` is '' for
     free-standing memories (events) that never replace anything.
+
+    Open slots (facts outside the vocabulary, e.g. "I sold my Civic, I drive a Model 3
+    now"): the rules extractor reads the first-person relation and encodes it as
+
+    - ``attribute = "rel:<relation>"``: the relation normalised to a third-person verb or
+      verb_preposition (``rel:drives``, ``rel:owns``, ``rel:learns``, ``rel:uses``,
+      ``rel:prefers``, ``rel:likes``, ``rel:plays``, ``rel:is`` …), so two wordings of one
+      relation ("I drive …", "I'm driving …"; "我开…") meet in one slot. Relations that are
+      vocabulary slots already use the vocabulary attribute instead (lives_in/moves_to ->
+      ``residence``, works_at -> ``employer``, works_as -> ``occupation``).
+    - ``value``: the object as said, normalised (``norm_value``: lower case, no article,
+      trailing adverbials and fillers cut): "model 3", "特斯拉", "play the cello".
+    - ``details["open_slot"] = {"relation": str, "object": str, "multi": bool}``:
+      ``multi`` is False for single-valued relations (drives, lives_in, works_at,
+      works_as, studies_at …: a new value replaces the old one) and True for relations
+      that hold many values at once (likes, owns, learns, plays …: a new value replaces an
+      old one only on an explicit change, ``change=True``, about the same object by
+      meaning; otherwise both stay).
+    - ``details["unclassified"] = True`` (with ``details["type_by"]`` = "grammar" or
+      "meaning") marks a statement no vocabulary matcher recognised: type fact or
+      preference, importance 0.3, kept at that type's default lifetime.
     """
 
     type: str

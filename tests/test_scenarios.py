@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sleepmem.evals.scenarios import run_story, unknown_keys
+from sleepmem.evals.scenarios import StoryFormatError, run_story, validate_story
 from sleepmem.pipelines.ports import Embedder
 
 
@@ -55,7 +55,7 @@ def test_the_shared_stories_are_there() -> None:
 
 @pytest.mark.parametrize("story", STORIES, ids=[f"{p.parent.name}/{p.stem}" for p in STORIES])
 def test_every_story_uses_only_keys_the_runner_knows(story: Path) -> None:
-    assert unknown_keys(tomllib.loads(story.read_text(encoding="utf-8")), story.name) == []
+    validate_story(tomllib.loads(story.read_text(encoding="utf-8")), story.name)  # no raise
 
 
 def test_a_typo_in_a_check_fails_the_story_naming_file_and_step(tmp_path: Path) -> None:
@@ -68,11 +68,12 @@ def test_a_typo_in_a_check_fails_the_story_naming_file_and_step(tmp_path: Path) 
         '[[step]]\nchek = { search = "where?", top1 = "Graz" }\n',
         encoding="utf-8",
     )
-    result = run_story(story)
-    assert result.passed is False and result.checks == []
-    assert result.error is not None
-    assert "typo.toml step 3: unknown check key 'top_1'" in result.error
-    assert "typo.toml step 4: unknown key 'chek'" in result.error
+    with pytest.raises(StoryFormatError, match=r"typo\.toml step 3.*'top_1'"):
+        run_story(story)
+    story.write_text(story.read_text(encoding="utf-8").replace("top_1", "top1"),
+                     encoding="utf-8")
+    with pytest.raises(StoryFormatError, match=r"typo\.toml step 4.*'chek'"):
+        run_story(story)
 
 
 @pytest.fixture(scope="module")

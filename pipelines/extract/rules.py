@@ -14,9 +14,11 @@ All patterns are compiled at import: no per-call compilation on the hot loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +57,19 @@ from sleepmem.pipelines.extract.slots import (
     m_forget,
     m_tech,
     type_of,
+)
+from sleepmem.pipelines.extract.statements import (
+    FACT_RELATIONS,
+    VOCAB_SLOT,
+    clean_statement,
+    implied_subject,
+    is_one_off,
+    is_small_talk,
+    lasting_clauses,
+    lasting_first_person,
+    open_slot,
+    preference_cue,
+    uninvert,
 )
 from sleepmem.pipelines.extract.text import (
     ACK,
@@ -111,12 +126,32 @@ from sleepmem.pipelines.extract.zh import (
     mz_task,
     mz_tools,
 )
+from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.types import Candidate, EventView, Extraction
+
+# Low: an unclassified statement must earn its keep through mentions and hits.
+UNCLASSIFIED_IMPORTANCE = 0.3
+# What each lasting type sounds like; an unclassified statement takes the nearest one's
+# type (and so its default lifetime). Identity is not offered: a guess never becomes a
+# memory that never decays.
+TYPE_PROTOTYPES: dict[str, tuple[str, ...]] = {
+    "preference": (
+        "The user prefers window seats.", "The user likes spicy food.",
+        "The user would rather have tea than coffee.", "The user wants short answers.",
+        "用户喜欢安静的餐厅。", "用户更喜欢坐靠窗的位置。",
+    ),
+    "fact": (
+        "The user is learning to play the guitar.", "The user owns a bicycle.",
+        "The user works at a hospital.", "The user drives a Toyota.",
+        "The user volunteers at a library.", "用户最近在学法语。", "用户养了一只狗。",
+    ),
+}
 
 # Priority order: the first matcher that yields slots for a clause wins it.
 EN_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
     (("forget", "delete", "erase", "remove", "wipe", "purge", "scrub", "clear", "drop",
-      "discard", "get rid"), m_forget),
+      "discard", "get rid", "keep", "store", "save", "remember", "retain", "unlearn"),
+     m_forget),
     (("allergic", "allerg"), m_allergy),
     (("vegan", "vegetarian", "veggie", "pesc", "keto", "paleo", "halal", "kosher", "free",
       "plant", "carb", "flexitarian", "carnivore", "omnivore", "eat", "meat", "fish",
@@ -160,7 +195,7 @@ EN_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
     (("my ",), m_my_x_is),
 )
 ZH_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
-    (("忘", "删", "清除", "抹", "不要再记得", "别再记着"), m_forget),
+    (("忘", "删", "清除", "清掉", "抹", "去掉", "记", "保存", "保留"), m_forget),
     (("过敏",), mz_allergy),
     (("素", "吃"), mz_diet),
     (("病", "症", "炎", "哮喘", "高血压", "乳糖", "失眠", "贫血"), mz_condition),
@@ -185,6 +220,21 @@ ZH_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
 )
 
 
+
+
+def _compiled(
+    table: tuple[tuple[tuple[str, ...], Matcher], ...],
+) -> tuple[tuple[re.Pattern[str] | None, Matcher], ...]:
+    """One alternation per matcher: a single scan of the clause instead of a substring test
+    per trigger word (the hot loop of extraction)."""
+    return tuple(
+        (re.compile("|".join(re.escape(t) for t in triggers)) if triggers else None, matcher)
+        for triggers, matcher in table
+    )
+
+
+_EN_TABLE = _compiled(EN_MATCHERS)
+_ZH_TABLE = _compiled(ZH_MATCHERS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,13 +345,37 @@ def _emphasis(text: str) -> bool:
     return bool(EMPHASIS_EN.search(text) or EMPHASIS_ZH.search(text))
 
 
+# Prototype vectors per embedder instance: an extractor is built per consolidation run,
+# the embedder lives as long as its process; embedding the prototypes once per embedder
+# keeps the per-batch cost to the statements themselves.
+_PROTOTYPE_CACHE: weakref.WeakKeyDictionary[Embedder, tuple[list[str], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _prototypes_for(embedder: Embedder) -> tuple[list[str], Any]:
+    try:
+        cached = _PROTOTYPE_CACHE.get(embedder)
+    except TypeError:  # not weak-referenceable: embed per extractor instead
+        cached = None
+    if cached is None:
+        kinds = [k for k, texts in TYPE_PROTOTYPES.items() for _ in texts]
+        texts = [t for ts in TYPE_PROTOTYPES.values() for t in ts]
+        cached = (kinds, embedder.embed(texts))
+        with contextlib.suppress(TypeError):
+            _PROTOTYPE_CACHE[embedder] = cached
+    return cached
+
+
 class RulesExtractor:
     """Pattern-based extractor for English and Chinese; no model, no network."""
 
     name = "rules"
 
-    def __init__(self) -> None:
+    def __init__(self, embedder: Embedder | None = None) -> None:
         self._log = get_logger("sleepmem.extract.rules")
+        self._embedder = embedder
+        self._prototypes: tuple[list[str], Any] | None = None
 
     def extract(self, events: list[EventView]) -> Extraction:
         t0 = time.perf_counter()
@@ -309,6 +383,7 @@ class RulesExtractor:
         for event in events:
             candidates.extend(self.extract_event(event))
         _with_previous_turn(events, candidates)
+        self._type_by_meaning(candidates)
         kinds = Counter(c.type for c in candidates)
         self._log.info(
             "extract.rules",
@@ -319,6 +394,25 @@ class RulesExtractor:
             ms=round((time.perf_counter() - t0) * 1000, 2),
         )
         return Extraction(candidates=candidates, extractor=self.name)
+
+    def _type_by_meaning(self, candidates: list[Candidate]) -> None:
+        """Unclassified statements without a grammatical cue take the type of the nearest
+        prototype (one batched embedder call per extraction; prototypes embedded once)."""
+        todo = [c for c in candidates if c.details.get("type_by") == "grammar"
+                and not preference_cue(c.statement) and not c.one_off]
+        if not todo or self._embedder is None:
+            return
+        if self._prototypes is None:
+            self._prototypes = _prototypes_for(self._embedder)
+        kinds, protos = self._prototypes
+        vectors = self._embedder.embed([c.statement for c in todo])
+        sims = vectors @ protos.T
+        for cand, row in zip(todo, sims, strict=True):
+            best: dict[str, float] = {}
+            for kind, sim in zip(kinds, row, strict=True):
+                best[kind] = max(best.get(kind, -1.0), float(sim))
+            cand.type = max(best, key=lambda k: best[k])
+            cand.details["type_by"] = "meaning"
 
     # -- per kind ----------------------------------------------------------------------
     def extract_event(self, event: EventView) -> list[Candidate]:
@@ -352,6 +446,19 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         zh = is_zh(sentence)
         sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
         found, clauses = _match_sentence(sentence, zh, rewrite)
+        if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
+            found, clauses = _match_sentence(plain, zh, None)
+            sentence = plain if found else sentence
+        if not found and rewrite is None and not turn.speaker.prefix:
+            sentence = implied_subject(sentence)
+        if not found and rewrite is None and not turn.speaker.prefix and (
+            not REDACTED.search(sentence) and lasting_first_person(sentence)
+        ):
+            # Fail safe: what no matcher knows but the user states about themself is kept
+            # at its type's default lifetime, with low importance, not as an episode.
+            out.append(_unclassified(turn, sentence, zh, feedback=feedback))
+            structured_any = True
+            continue
         if not found:
             kept = [c for c in split_clauses(sentence, zh) if not REDACTED.search(c)]
             if len(kept) == len(split_clauses(sentence, zh)):
@@ -382,8 +489,56 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     out = _merge_same_slot(out)
     rest = " ".join(remainder).strip()
     if rest and not ACK.match(rest):
-        out.append(_event(turn, rest if structured_any else text, feedback=feedback))
+        event = _event(turn, rest if structured_any else text, feedback=feedback)
+        if is_one_off(rest) and not event.details.get("chitchat"):
+            # A one-off request stays in its session, short-lived, whatever it asks for.
+            event.one_off = True
+            event.scope = turn.event.scope
+        out.append(event)
     return out
+
+
+def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Candidate:
+    """A first-person lasting statement no matcher knows: a low-importance fact or
+    preference with an open slot, so it lives its type's default lifetime and a later
+    change of the same relation can supersede it."""
+    body = clean_end(strip_discourse(clean_statement(sentence.strip(), zh)))
+    third = third_person_zh(body) if zh else third_person_en(body)
+    statement = sentence_case(clean_statement(third, zh), zh)
+    slot = None
+    clauses = split_clauses(body, zh) if zh else lasting_clauses(
+        body, marker=True) or split_clauses(body, zh)
+    for clause in reversed(clauses):
+        slot = open_slot(clause)
+        if slot is not None:
+            break
+    kind = "preference" if preference_cue(body) else "fact"
+    details: dict[str, Any] = {"unclassified": True, "type_by": "grammar"}
+    attribute = ""
+    importance = UNCLASSIFIED_IMPORTANCE
+    if slot is not None:
+        details["open_slot"] = {"relation": slot.relation, "object": slot.object,
+                                "multi": slot.multi}
+        if kind == "fact" and slot.relation in FACT_RELATIONS:
+            details["type_by"] = "relation"  # the verb says it: no need to ask the embedder
+        attribute = VOCAB_SLOT.get(slot.relation, slot.attribute)
+        if attribute in VOCAB_SLOT.values():
+            # The relation is a known slot said in words no matcher knew: it is that
+            # slot (so "i live in lisbon btw" repeats "I live in Lisbon").
+            kind = type_of(attribute)
+            importance = IMPORTANCE[kind]
+            details.pop("unclassified")
+    if feedback:
+        details["feedback"] = True
+    one_off = is_one_off(sentence)
+    change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback
+    return turn.candidate(
+        Slot(type=kind, attribute=attribute, value=slot.object if slot else "", head=statement,
+             importance=importance,
+             change=change or (slot is not None and slot.relation == "moves_to"),
+             one_off=one_off, details=details),
+        statement, emphasis=_emphasis(sentence),
+    )
 
 
 def _match_sentence(
@@ -392,16 +547,16 @@ def _match_sentence(
     clauses: list[Clause] = []
     found: list[_Found] = []
     matched: list[int] = []
-    table = ZH_MATCHERS if zh else EN_MATCHERS
+    table = _ZH_TABLE if zh else _EN_TABLE
     for i, raw in enumerate(split_clauses(clean_end(sentence), zh)):
         text = rewrite(raw) if rewrite else raw
         stripped = strip_discourse(text).strip() or text
         clause = Clause(text=stripped, raw=raw, low=stripped.lower(), zh=zh)
         clauses.append(clause)
-        if FILLER_CLAUSE.match(raw):
-            continue
-        for triggers, matcher in table:
-            if triggers and not any(t in clause.low for t in triggers):
+        if FILLER_CLAUSE.match(raw) or REDACTED.search(raw):
+            continue  # a clause that carried a secret derives nothing
+        for trigger, matcher in table:
+            if trigger is not None and trigger.search(clause.low) is None:
                 continue
             slots = matcher(clause)
             if slots:
@@ -428,20 +583,21 @@ def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
         return slot.head
     head = strip_discourse(slot.head) if slot.from_clause else slot.head
     raw = clauses[f.clause_index].raw
-    if f.clause_index > 0 and slot.from_clause and not zh and (m := CONNECTOR.match(raw)):
+    attached = [j for j in (f.attached if slot.attach else ())
+                if not REDACTED.search(clauses[j].raw) and not is_small_talk(clauses[j].raw)]
+    if (f.clause_index > 0 and slot.from_clause and not zh and any(
+            j < f.clause_index for j in attached) and (m := CONNECTOR.match(raw))):
         head = f"{m.group(0).lower()} {head[:1].lower()}{head[1:]}"
     if zh and slot.subject == "user" and slot.from_clause and "用户" not in head[:6]:
         head = "用户" + head  # Chinese drops the subject; the statement must not
     parts: list[tuple[int, str]] = [(f.clause_index, head)]
-    for j in f.attached if slot.attach else ():
-        if REDACTED.search(clauses[j].raw):
-            continue  # the clause was about a secret: nothing of it is worth keeping
+    for j in attached:  # a clause about a secret, or a greeting, is not worth keeping
         other = clauses[j].raw
         parts.append((j, third_person_zh(other) if zh else third_person_en(other)))
     parts.sort(key=lambda p: p[0])
     joiner = "，" if zh else ", "
     text = joiner.join(clean_end(p) for _, p in parts if clean_end(p))
-    return sentence_case(text, zh)
+    return sentence_case(clean_statement(text, zh), zh)
 
 
 def _merge_same_slot(cands: list[Candidate]) -> list[Candidate]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sleepmem.pipelines.extract.statements import clean_forget_topic, forget_topic
 from sleepmem.pipelines.extract.text import (
     CHANGE_EN,
     CHANGE_ZH,
@@ -144,10 +145,15 @@ def m_forget(c: Clause) -> list[Slot]:
     for pat in patterns:
         m = pat.search(clean_end(c.text))
         if m:
-            topic = _topic(m.group("topic"))
+            topic = clean_forget_topic(_topic(m.group("topic")))
             if topic:
                 return [Slot(type="event", attribute="", value="", head=c.raw,
                              forget_topic=topic, importance=0.5, details={"forget": True})]
+    # Any other phrasing of the request: recognised by its shape, topic = what remains.
+    loose = forget_topic(c.raw)
+    if loose:
+        return [Slot(type="event", attribute="", value="", head=c.raw, forget_topic=loose,
+                     importance=0.5, details={"forget": True})]
     return []
 
 

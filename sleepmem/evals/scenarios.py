@@ -24,6 +24,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, SQLModel, col, select
 
 from sleepmem.adapters.redis.hits import read_hits, trim_hits
+from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import discard
@@ -38,6 +39,17 @@ from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_consolidation
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([dhms])$")
+
+# Every key a story may use, by where it stands: a misspelt key must fail loudly, not be
+# ignored (an ignored expectation is a check that always passes).
+STORY_KEYS = frozenset({"name", "about", "scope", "step"})
+STEP_KEYS = frozenset({"emit", "consolidate", "advance", "sweep", "refresh", "check"})
+EMIT_KEYS = frozenset({"at", "session", "role", "kind", "content", "scope", "meta"})
+SEARCH_KEYS = frozenset({"search", "k", "scope", "as_of", "types", "top1", "top", "absent",
+                         "empty", "conflict"})
+ACTIVE_KEYS = frozenset({"active", "count", "mentions", "type", "not_type", "session",
+                         "expires_within", "expires_after", "starts"})
+NOWHERE_KEYS = frozenset({"nowhere"})
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
 
@@ -71,6 +83,40 @@ def parse_duration(text: str) -> timedelta:
     if not m:
         raise ValueError(f"advance must look like 90d, 12h, 30m or 10s; got {text!r}")
     return timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+
+
+class StoryFormatError(ValidationError):
+    """A story file uses a key the runner does not know (or misplaces one)."""
+
+
+def validate_story(story: dict[str, Any], file: str) -> None:
+    """Refuse unknown keys, naming the file and the step, before anything runs."""
+    unknown = set(story) - STORY_KEYS
+    if unknown:
+        raise StoryFormatError(file, f"unknown top-level keys {sorted(unknown)}; "
+                               f"allowed: {sorted(STORY_KEYS)}")
+    for i, step in enumerate(story.get("step", []), start=1):
+        where = f"{file} step {i}"
+        bad = set(step) - STEP_KEYS
+        if bad or len(step) != 1:
+            raise StoryFormatError(where, f"a step holds exactly one of {sorted(STEP_KEYS)}; "
+                                   f"got {sorted(step)}")
+        if "emit" in step:
+            bad = set(step["emit"]) - EMIT_KEYS
+            allowed = EMIT_KEYS
+        elif "check" in step:
+            spec = step["check"]
+            allowed = (NOWHERE_KEYS if "nowhere" in spec else
+                       ACTIVE_KEYS if "active" in spec else SEARCH_KEYS)
+            bad = set(spec) - allowed
+            if not ({"nowhere", "active", "search"} & set(spec)):
+                raise StoryFormatError(where, f"a check needs one of search, active, nowhere; "
+                                       f"got {sorted(spec)}")
+        else:
+            continue
+        if bad:
+            raise StoryFormatError(where, f"unknown keys {sorted(bad)}; allowed here: "
+                                   f"{sorted(allowed)}")
 
 
 def parse_time(text: str | datetime) -> datetime:
@@ -154,9 +200,7 @@ class StoryRun:
             where = self.find_everywhere(str(spec["nowhere"]))
             return (not where, "found in: " + ", ".join(where) if where else "absent everywhere")
         if "active" in spec:
-            n = self.count_active(str(spec["active"]))
-            want = int(spec.get("count", 1))
-            return n == want, f"{n} active memories contain it, expected {want}"
+            return self.check_active(spec)
         cards = self.search(spec)
         texts = [_texts(c) for c in cards]
         flat = [t for ts in texts for t in ts]
@@ -185,9 +229,57 @@ class StoryRun:
         return not problems, ("; ".join(problems) + " — got " + shown) if problems else shown
 
     def count_active(self, text: str) -> int:
+        return len(self.active_memories(text))
+
+    def active_memories(self, text: str) -> list[Memory]:
         with Session(self.res.engine) as s:
             rows = s.exec(select(Memory).where(col(Memory.status) == "active"))
-            return sum(1 for m in rows if _has(m.statement, text))
+            return [m for m in rows if _has(m.statement, text)]
+
+    def check_active(self, spec: dict[str, Any]) -> tuple[bool, str]:
+        """Exactly ``count`` current memories contain the text, each as the spec says.
+
+        ``mentions``: each has that mention_count; ``type`` / ``not_type``: each has (not)
+        that type; ``session``: each is (true) or is not (false) scoped to a session;
+        ``expires_within`` / ``expires_after``: its expires_at is set and no later than /
+        is unset or later than the clock plus that duration; ``starts``: its statement
+        starts with that text (or one of a list).
+        """
+        found = self.active_memories(str(spec["active"]))
+        want = int(spec.get("count", 1))
+        now = self.clock()
+        problems: list[str] = []
+        if len(found) != want:
+            problems.append(f"{len(found)} active memories contain it, expected {want}")
+        starts = spec.get("starts")
+        starts_any = [starts] if isinstance(starts, str) else list(starts or [])
+        for m in found:
+            expires = parse_time(m.expires_at) if m.expires_at else None
+            if "mentions" in spec and m.mention_count != int(spec["mentions"]):
+                problems.append(f"mention_count {m.mention_count}, expected {spec['mentions']}")
+            if "type" in spec and m.type != spec["type"]:
+                problems.append(f"type {m.type}, expected {spec['type']}")
+            if "not_type" in spec and m.type == spec["not_type"]:
+                problems.append(f"type must not be {m.type}")
+            if "session" in spec and bool(m.session) != bool(spec["session"]):
+                problems.append(f"session scope {m.session!r}, expected "
+                                f"{'a session' if spec['session'] else 'none'}")
+            if "expires_within" in spec and (
+                expires is None or expires > now + parse_duration(spec["expires_within"])
+            ):
+                problems.append(f"expires_at {expires}, expected within "
+                                f"{spec['expires_within']}")
+            if "expires_after" in spec and expires is not None and (
+                expires <= now + parse_duration(spec["expires_after"])
+            ):
+                problems.append(f"expires_at {expires}, expected after "
+                                f"{spec['expires_after']}")
+            if starts_any and not any(m.statement.startswith(w) for w in starts_any):
+                problems.append(f"statement should start with {starts_any}")
+        shown = json.dumps([f"[{m.type}|{m.session or '-'}|x{m.mention_count}|"
+                            f"{m.expires_at}] {m.statement}" for m in found],
+                           ensure_ascii=False, default=str)
+        return not problems, ("; ".join(problems) + " — got " + shown) if problems else shown
 
     def find_everywhere(self, text: str) -> list[str]:
         needle = text.casefold()
@@ -244,41 +336,12 @@ def _has(text: str, want: str) -> bool:
     return want.casefold() in text.casefold()
 
 
-# The keys a story may use; anything else is a typo that would silently weaken a check.
-# (Emitted events need no list here: the event schema itself refuses unknown fields.)
-STORY_KEYS = frozenset({"name", "about", "scope", "step"})
-STEP_KEYS = frozenset({"emit", "consolidate", "advance", "sweep", "refresh", "check"})
-CHECK_KEYS = frozenset({"search", "scope", "k", "types", "as_of", "empty", "top1", "top",
-                        "absent", "conflict", "nowhere", "active", "count"})
-
-
-def unknown_keys(story: dict[str, Any], file: str) -> list[str]:
-    """Every key of ``story`` the runner would ignore, as "file step N: ..." lines."""
-    problems = [f"{file}: unknown key {k!r} (known: {', '.join(sorted(STORY_KEYS))})"
-                for k in story if k not in STORY_KEYS]
-    for i, step in enumerate(story.get("step", []), start=1):
-        for k in step:
-            if k not in STEP_KEYS:
-                problems.append(f"{file} step {i}: unknown key {k!r} "
-                                f"(known: {', '.join(sorted(STEP_KEYS))})")
-        check = step.get("check")
-        for k in check if isinstance(check, dict) else ():
-            if k not in CHECK_KEYS:
-                problems.append(f"{file} step {i}: unknown check key {k!r} "
-                                f"(known: {', '.join(sorted(CHECK_KEYS))})")
-    return problems
-
-
 def run_story(
     path: Path, *, settings: Settings | None = None, embedder: Embedder | None = None
 ) -> ScenarioResult:
     story = tomllib.loads(path.read_text(encoding="utf-8"))
+    validate_story(story, path.name)
     result = ScenarioResult(name=str(story.get("name", path.stem)), file=path.name)
-    problems = unknown_keys(story, path.name)
-    if problems:
-        result.passed = False
-        result.error = "; ".join(problems)
-        return result
     with tempfile.TemporaryDirectory(prefix="sleepmem-story-") as tmp, captured_logs() as logs:
         base = settings or Settings(_env_file=None)
         story_settings = base.model_copy(

@@ -1,0 +1,480 @@
+"""Fail-safe reading of what no vocabulary matcher recognised.
+
+The matchers in en_*/zh are a fast path, not the judgement: a sentence they miss must not
+fall through to the cheapest outcome (a short-lived episode). This module decides, by
+grammar rather than by vocabulary, what such a sentence is:
+
+- small talk, positively recognised (greetings, thanks, acknowledgements, filler,
+  weather): stays an episode that the sweep soon forgets;
+- a one-off request ("just this once", "for today only", "这次", "今天先…"): stays in its
+  session with the short session lifetime, whatever the request is about;
+- a first-person lasting statement ("I'm learning to play the cello", "我最近在学日语"):
+  kept as a fact or preference at that type's default lifetime with low importance, with
+  an *open slot* (subject + normalised relation) so a later change can supersede it;
+- a request to forget, in any phrasing: the topic is what is left once the request words
+  are taken away.
+
+It also cleans statements: greetings and connectives never start a memory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sleepmem.pipelines.extract.text import (
+    ACK,
+    CHITCHAT,
+    HEDGE_EN,
+    clean_end,
+    norm_value,
+    strip_discourse,
+)
+
+# -- small talk, positively recognised ------------------------------------------------------
+
+_GREETING_LEAD = re.compile(
+    r"(?i)^(?:(?:hello|hi|hey|hiya|howdy|yo|greetings|good\s+(?:morning|afternoon|evening)|"
+    r"hi\s+there|hey\s+there|thanks?(?:\s+you)?(?:\s+so\s+much|\s+a\s+lot)?|thx|ok(?:ay)?|"
+    r"so(?:\s+yeah)?|yeah|yes|yep|and(?:\s+also)?|also|plus|but|oh|ah|well|anyway|btw|"
+    r"by\s+the\s+way|actually|actualy|honestly|um+|uh+|hmm+|no|nope|wrong|sorry|correction|update|"
+    r"not\s+quite|that'?s\s+(?:wrong|not\s+right|not\s+true|outdated|incorrect))\b"
+    r"[\s,，!！.。:：;-]*"
+    r"|(?:你好|您好|嗨|哈喽|嗯+|哦|噢|好的?|对了|另外|还有|其实|那个|然后|谢谢你?|不对|错了|更正)"
+    r"[\s,，!！.。:：]*)+"
+)
+
+
+def clean_statement(text: str, zh: bool) -> str:
+    """Drop greetings and connectives that lead a statement; keep its sentence case."""
+    body = _GREETING_LEAD.sub("", text.strip(), count=1)
+    if not body or body == text.strip():
+        return text
+    if zh:
+        return body
+    return body[:1].upper() + body[1:]
+
+
+def is_small_talk(sentence: str) -> bool:
+    """Greetings, thanks, acknowledgements, filler and weather talk; nothing else."""
+    s = sentence.strip()
+    if not s:
+        return True
+    if ACK.match(s):
+        return True
+    rest = _GREETING_LEAD.sub("", s, count=1)
+    if not clean_end(rest):
+        return True
+    return bool(CHITCHAT.search(s)) and not _first_person(rest, _zh(rest))
+
+
+# -- one-off requests ----------------------------------------------------------------------------
+
+ONE_OFF_ANY_EN = re.compile(
+    r"(?i)\b(?:(?:just|only)\s+(?:for\s+)?(?:this|the)\s+(?:once|one\s+time|time|reply|"
+    r"answer|response|message|question|conversation|chat|session|request|task|email|one|"
+    r"post|draft|trip|flight|booking|order)|this\s+once|just\s+once|only\s+once|"
+    r"(?:this|one)\s+time\s+only|(?:only|just)\s+(?:for\s+)?(?:now|today|tonight)|"
+    r"for\s+(?:today|tonight|now)\s+only|for\s+(?:this|the)\s+(?:one|next)\s+(?:reply|"
+    r"answer|response|message|question)|for\s+this\s+(?:reply|answer|response|message|"
+    r"question|conversation|email|trip|flight|booking)|just\s+today|only\s+today|"
+    r"(?:a\s+)?one[-\s]off|temporarily|for\s+the\s+time\s+being)\b"
+)
+ONE_OFF_ANY_ZH = re.compile(
+    r"这次|这一次|本次|仅此一次|只此一次|就这一次|暂时|临时|今天先|今天就|今天暂且|这回|这一回|这条|"
+    r"先这样|今天只|只是今天|仅今天"
+)
+
+
+def is_one_off(sentence: str) -> bool:
+    return bool(ONE_OFF_ANY_ZH.search(sentence) or ONE_OFF_ANY_EN.search(sentence))
+
+
+# -- first-person lasting statements and their open slot -------------------------------------------
+
+_FIRST_EN = re.compile(r"(?i)^(?:i|i'm|im|i've|i'd|i\s+am|we|we're|we've)\b")
+_FIRST_ZH = re.compile(r"^(?:我们?|俺)")
+_ADDRESSED = re.compile(r"(?i)\byou(?:r|rs)?\b|[你您]")
+_PAST_EPISODE = re.compile(
+    r"(?i)\b(?:yesterday|last\s+(?:night|evening)|this\s+(?:morning|afternoon|evening)|"
+    r"just\s+now|earlier\s+today|an?\s+hour\s+ago|today|tomorrow|tonight|soon|"
+    r"(?:this|next)\s+(?:week|weekend|month|year|time)|right\s+now)\b|昨天|昨晚|刚才|刚刚|今天早上|今早|"
+    r"明天|下周|下个月|这周"
+)
+_HEDGE_ZH = re.compile(r"我觉得|可能|也许|大概|好像")
+_QUESTION = re.compile(r"[?？]\s*$|^(?i:what|how|why|when|where|who|which|can|could|would|"
+                       r"should|do|does|is|are)\b")
+_PREFERENCE_CUE = re.compile(
+    r"(?i)\b(?:prefer\w*|rather|like|likes|liking|love|loves|enjoy\w*|favou?rite|fond|"
+    r"hate|hates|dislike\w*|can'?t\s+stand|fan\s+of|want|wish)\b"
+    r"|喜欢|偏好|偏爱|更爱|爱吃|爱喝|讨厌|不爱|受不了|最爱"
+)
+
+
+def _zh(text: str) -> bool:
+    return bool(re.search(r"[\u4e00-\u9fff]", text))
+
+
+def _first_person(text: str, zh: bool) -> bool:
+    return bool((_FIRST_ZH if zh else _FIRST_EN).match(text.strip()))
+
+
+def lasting_first_person(sentence: str) -> bool:
+    """A first-person statement about the speaker that is not a question, request, hedge or
+    a dated episode: what a person says about themself to be remembered."""
+    zh = _zh(sentence)
+    body = strip_discourse(_GREETING_LEAD.sub("", sentence.strip(), count=1)).strip()
+    if not zh:
+        body = _LEAD_ADVERB_EN.sub("", body, count=1)
+    if not body or not _first_person(body, zh) or _QUESTION.search(body):
+        return False
+    if _ADDRESSED.search(body) or _PAST_EPISODE.search(body):
+        return False
+    if zh:
+        return not _HEDGE_ZH.search(body) and not _PAST_ZH.search(body)
+    if HEDGE_EN.search(body):
+        return False
+    # Lasting means something still true about the person: at least one clause in the
+    # present that states it (not a plan, a mood, a reaction or an obligation).
+    return bool(lasting_clauses(body, marker=bool(_LASTING_MARKER.search(sentence))))
+
+
+_NOT_LASTING_VERB = frozenset({
+    "going", "gonna", "should", "will", "'ll", "would", "might", "must", "may", "could",
+    "need", "want", "wanna", "think", "guess", "hope", "wonder", "feel", "mean", "see",
+    "work", "works", "working", "agree", "disagree", "know", "understand", "forgot", "got",
+})
+_REACTION_OBJECT = re.compile(r"(?i)^(?:that|this|it|these|those|your|the\s+(?:answer|idea|reply|"
+                              r"suggestion|response))\b")
+
+
+_LEAD_ADVERB_EN = re.compile(
+    r"(?i)^(?:(?:and|but|so)\s+)?(?:now|from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|"
+    r"these\s+days|nowadays|currently|actually|actualy|honestly|always)\b[\s,]*"
+    r"(?:(?:now|from\s+now\s+on|going\s+forward|these\s+days|nowadays)\b[\s,]*)*"
+)
+_LASTING_MARKER = re.compile(
+    r"(?i)\b(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|always|every\s+time|"
+    r"by\s+default|whenever)\b"
+)
+_IMPLIED_I = re.compile(r"(?i)^(?:(?:just|recently|finally)\s+)?(?:moved|relocated)\s+to\b")
+
+
+def implied_subject(sentence: str) -> str:
+    """English drops the subject of news about oneself ("Just relocated to Bangalore"):
+    read it with the "I" put back, so the same rules see it."""
+    body = clean_end(_GREETING_LEAD.sub("", sentence.strip(), count=1))
+    return f"I {body[:1].lower()}{body[1:]}" if _IMPLIED_I.match(body) else sentence
+
+
+def lasting_clauses(body: str, *, marker: bool | None = None) -> list[str]:
+    """The clauses of an English sentence that state something lasting, lead adverbs off."""
+    out = []
+    if marker is None:
+        marker = bool(_LASTING_MARKER.search(body))
+    for c in re.split(r"(?i)[,;]\s*|\s+(?:and|but)\s+(?=(?:now\s+|so\s+)?(?:i|i'm|we)\b)",
+                      body):
+        c = _LEAD_ADVERB_EN.sub("", c.strip(), count=1)
+        if _lasting_clause_en(c, marker=marker):
+            out.append(c)
+    return out
+
+
+_HAVE_GOT = re.compile(r"(?i)^(i|we)\s*(?:'ve|’ve|\s+have)\s+got\b")
+
+
+def _lasting_clause_en(clause: str, *, marker: bool = False) -> bool:
+    c = clean_end(_LEAD_ADVERB_EN.sub("", clause.strip(), count=1))
+    c = _HAVE_GOT.sub(r"\1 have", c)  # "I've got a dog" is "I have a dog", not a past event
+    m = _EN_SUBJECT.match(c)
+    if not m or _past_en(c):
+        return False
+    rest = m.group("rest")
+    while (a := _EN_ADVERB.match(rest)) is not None:
+        rest = rest[a.end():]
+    words = rest.split(None, 1)
+    if not words:
+        return False
+    verb = words[0].lower().replace("’", "'")
+    obj = words[1] if len(words) > 1 else ""
+    if verb in ("want", "wanna", "need") and marker:
+        return True  # "from now on I want …" is a standing wish, not a request
+    if verb in _NOT_LASTING_VERB or _REACTION_OBJECT.match(obj):
+        return False
+    linking = re.match(r"(?i)^(?:i'm|im|i\s+am|we're|we\s+are)\b", c) is not None
+    if linking and not verb.endswith("ing"):
+        # "I'm a morning person" is lasting; "I'm happy", "I'm in Tokyo" are states.
+        return verb in ("a", "an")
+    return _REACTION_OBJECT.match(rest.split(None, 1)[-1] if " " in rest else "") is None
+
+
+_PAST_ZH = re.compile(r"以前|过去|曾经|小时候|那时|当年|上学的时候")
+_PAST_IRREGULAR = frozenset({"was", "were", "had", "did", "went", "got", "sold", "bought", "left",
+                             "made", "took", "saw", "met", "came", "used", "lost", "found",
+                             "gave", "told", "said", "thought", "felt", "ate", "drove", "grew"})
+
+
+def _past_en(clause: str) -> bool:
+    m = _EN_SUBJECT.match(clean_end(clause.strip()))
+    if not m:
+        return False
+    if re.match(r"(?i)^(?:i|we)\s*(?:'d|’d|\s+had)\s+(?!rather|prefer|like|love)", clause.strip()):
+        return True
+    rest = m.group("rest")
+    while (a := _EN_ADVERB.match(rest)) is not None:
+        rest = rest[a.end():]
+    verb = (rest.split(None, 1) or [""])[0].lower()
+    if verb in ("moved", "relocated"):
+        return False  # a move is news about where the person lives now
+    return verb in _PAST_IRREGULAR or (verb.endswith("ed") and len(verb) > 3)
+
+
+def preference_cue(sentence: str) -> bool:
+    return bool(_PREFERENCE_CUE.search(sentence))
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSlot:
+    """subject + normalised relation (+ the object as said), for facts outside the vocabulary."""
+
+    relation: str
+    object: str
+    multi: bool
+
+    @property
+    def attribute(self) -> str:
+        return f"rel:{self.relation}"
+
+
+# Relations that say what a person has, does or is doing: facts, no embedder needed.
+FACT_RELATIONS = frozenset({
+    "owns", "has_pet", "drives", "rides", "uses", "learns", "practises", "plays", "volunteers",
+    "speaks", "reads", "collects", "lives_in", "moves_to", "works_at", "works_as", "is_at",
+    "can", "does", "runs", "trains", "teaches", "writes", "knits", "brews", "grows", "keeps",
+    "restores", "studies_at", "supports", "follows",
+})
+# Relations whose new value replaces the old one (a person drives one car, lives in one
+# place); the others hold many values at once (likes, owns, learns, plays …).
+SINGLE_VALUED = frozenset({"drives", "lives_in", "works_at", "works_as", "is_named",
+                           "studies_at", "speaks_natively"})
+_RELATION_EN: dict[str, str] = {
+    "own": "owns", "have": "owns", "got": "owns", "bought": "owns", "'ve": "owns",
+    "drive": "drives", "ride": "rides", "use": "uses", "learn": "learns", "study": "learns",
+    "practise": "practises", "practice": "practises", "play": "plays", "prefer": "prefers",
+    "rather": "prefers", "like": "likes", "love": "likes", "enjoy": "likes", "hate": "dislikes",
+    "dislike": "dislikes", "volunteer": "volunteers", "speak": "speaks", "read": "reads",
+    "collect": "collects", "support": "supports", "follow": "follows", "take": "takes",
+    "drink": "drinks", "eat": "eats", "wear": "wears", "run": "runs", "go": "goes",
+    "train": "trains", "teach": "teaches", "write": "writes", "watch": "watches",
+    "sold": "sold",
+}
+_LINKING = frozenset({"am", "'m", "m", "is", "are", "'re", "was"})
+_EN_SUBJECT = re.compile(
+    r"(?i)^(?:i|we)(?:\s*(?:'m|’m|'ve|’ve|'d|’d|\s+am|\s+are|\s+had|\s+would))?\s+"
+    r"(?P<rest>.+)$"
+)
+_EN_ADVERB = re.compile(
+    r"(?i)^(?:now|currently|still|also|really|usually|always|mostly|often|just|recently|"
+    r"finally|actually|generally|normally|typically|definitely|kind\s+of|sort\s+of|"
+    r"trying\s+to|starting\s+to|started\s+to|been|going\s+to)\s+"
+)
+_OBJ_TAIL = re.compile(
+    r"(?i)\s+(?:now|these\s+days|nowadays|every\s+\w+|each\s+\w+|on\s+weekends?|at\s+the\s+moment|"
+    r"lately|recently|again|too|as\s+well|instead|from\s+now\s+on)\b.*$"
+)
+_ZH_VERB = re.compile(
+    r"^(?:我们?)?(?:现在|最近|目前|一直|还|也|平时|每天|每周|每晚|经常|都|正在|在|已经|开始|刚|"
+    r"偶尔|总是|通常|习惯|早上|晚上|周末|下午)*(?P<verb>学习|学|开|用|有|养|喜欢|偏爱|更喜欢|讨厌|练习?|玩|会|住在|"
+    r"在|做|当|读|看|喝|吃|穿|跑|骑|带)(?P<obj>.+)$"
+)
+_RELATION_ZH: dict[str, str] = {
+    "学习": "learns", "学": "learns", "开": "drives", "用": "uses", "有": "owns", "养": "has_pet",
+    "喜欢": "likes", "偏爱": "prefers", "更喜欢": "prefers", "讨厌": "dislikes", "练": "practises",
+    "练习": "practises", "玩": "plays", "会": "can", "住在": "lives_in", "在": "is_at",
+    "做": "does", "当": "works_as", "读": "reads", "看": "watches", "喝": "drinks", "吃": "eats",
+    "穿": "wears", "跑": "runs", "骑": "rides", "带": "carries",
+}
+
+
+def _lemma(word: str) -> str:
+    w = word.lower().replace("’", "'")
+    if w.endswith("ing") and len(w) > 5:
+        base = w[:-3]
+        if len(base) > 2 and base[-1] == base[-2] and base[-1] not in "ls":
+            base = base[:-1]  # running -> run
+        elif base.endswith(("v", "c", "z", "g")) or (base.endswith("t") and base[-2] in "aiu"):
+            base += "e"  # driving -> drive, practising -> practise, writing -> write
+        return base
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        return w[:-1]
+    return w
+
+
+# Open relations that are vocabulary slots already: they meet the matchers' memories there.
+VOCAB_SLOT = {"lives_in": "residence", "moves_to": "residence", "works_at": "employer",
+              "works_as": "occupation"}
+_ZH_PLACE = re.compile(
+    r"^(?:我们?)?(?:全家)?(?:现在|最近|目前|一直|还|也|平时|已经)*(?:家)?(?:住在|生活在|定居在|在)"
+    r"(?P<obj>[^，,在]{1,12}?)(?P<what>生活|居住|住|定居|安家|工作|上班)?$"
+)
+_OBJ_CUT = re.compile(r"(?i)\s*(?:,|，|\bbtw\b|\bfyi\b|\blol\b|\bthough\b|\bhaha\b).*$")
+
+
+def open_slot(clause: str) -> OpenSlot | None:
+    slot = _open_slot(clause)
+    if slot is None:
+        return None
+    obj = _OBJ_CUT.sub("", slot.object).strip() or slot.object
+    if slot.relation in ("lives_in", "moves_to") and not _zh(obj):
+        # A place is the place: "paris last month", "bangalore for a new role" -> the city.
+        obj = re.sub(r"(?i)\s+(?:for|last|this|next|in|near|with|because|since|so|and|to|"
+                     r"from|after|before|ago|a|an)\b.*$", "", obj).strip() or obj
+    return OpenSlot(slot.relation, obj, slot.multi)
+
+
+def _open_slot(clause: str) -> OpenSlot | None:
+    """The relation a first-person clause states, normalised so two wordings of one
+    relation meet in one slot ("I drive …" / "I'm driving …" -> drives)."""
+    text = clean_end(strip_discourse(_GREETING_LEAD.sub("", clause.strip(), count=1)))
+    if _zh(text):
+        if (p := _ZH_PLACE.match(text)) is not None and (
+            p.group("what") or text.startswith(("我家", "我住", "我生活"))
+        ):
+            rel = "works_at" if p.group("what") in ("工作", "上班") else "lives_in"
+            return OpenSlot(rel, norm_value(p.group("obj")), False)
+        m = _ZH_VERB.match(text)
+        if not m or not clean_end(m.group("obj")):
+            return None
+        rel = _RELATION_ZH[m.group("verb")]
+        return OpenSlot(rel, norm_value(m.group("obj")), rel not in SINGLE_VALUED)
+    m = _EN_SUBJECT.match(_HAVE_GOT.sub(r"\1 have", text))
+    if not m:
+        return None
+    rest = m.group("rest")
+    while (a := _EN_ADVERB.match(rest)) is not None:
+        rest = rest[a.end():]
+    words = rest.split(None, 1)
+    if not words:
+        return None
+    verb = words[0].lower().replace("’", "'")
+    obj = words[1] if len(words) > 1 else ""
+    if verb in _LINKING or verb in ("a", "an", "the") or text.lower().startswith(("i'm ", "im ")):
+        # "I'm a morning person" / "I'm learning X": a linking verb, or a progressive.
+        if verb.endswith("ing") and verb not in ("morning", "evening", "thing"):
+            rel = _RELATION_EN.get(_lemma(verb), _lemma(verb) + "s")
+        else:
+            rel, obj = "is", rest
+    elif verb in ("work", "works", "working") and obj.lower().startswith(("at ", "for ")):
+        rel, obj = "works_at", obj.split(None, 1)[1] if " " in obj else ""
+    elif verb in ("live", "lives", "living") and obj.lower().startswith("in "):
+        rel, obj = "lives_in", obj[3:]
+    elif verb in ("moved", "relocated", "move", "moving", "relocating") and (
+            obj.lower().startswith("to ")):
+        rel, obj = "moves_to", re.sub(r"(?i)\s+(?:last|this|a|in)\s+\w+(?:\s+ago)?$", "", obj[3:])
+    else:
+        lemma = _lemma(verb)
+        rel = _RELATION_EN.get(verb) or _RELATION_EN.get(lemma) or f"{lemma}s"
+    obj = re.sub(r"(?i)^to\s+", "", _OBJ_TAIL.sub("", obj)).strip()
+    if not obj or not re.fullmatch(r"[a-z_']+", rel):
+        return None
+    return OpenSlot(rel, norm_value(obj), rel not in SINGLE_VALUED)
+
+
+# -- forget requests in any phrasing ------------------------------------------------------
+
+_FORGET_POLITE_EN = re.compile(
+    r"(?i)^(?:(?:please|pls|kindly|can\s+you|could\s+you|would\s+you|will\s+you|"
+    r"i\s+want\s+you\s+to|i'?d\s+like\s+you\s+to|i\s+need\s+you\s+to|i\s+would\s+like\s+you\s+to|"
+    r"you\s+(?:should|can|must)|go\s+ahead\s+and|just)\s+)+"
+)
+_FORGET_VERB_EN = re.compile(
+    r"(?i)^(?:forget|delete|erase|remove|wipe(?:\s+out)?|purge|scrub|clear(?:\s+out)?|drop|discard|"
+    r"get\s+rid\s+of|throw\s+away|unlearn|"
+    r"(?:stop|quit)\s+(?:remembering|keeping|storing|saving)|"
+    r"(?:do\s+not|don'?t|never)\s+(?:keep|store|save|remember|hold\s+on\s+to|retain)|"
+    r"no\s+longer\s+(?:keep|store|remember))\b"
+)
+_FORGET_FILL_EN = re.compile(
+    r"(?i)^(?:about|regarding|concerning|on|of|related\s+to|any(?:thing)?|every(?:thing)?|all|"
+    r"whatever|what(?:ever)?|the|that|this|those|these|any\s+(?:record|trace|note|memory|mention)s?|"
+    r"(?:record|trace|note|memory|mention|stuff|things?|info(?:rmation)?|details?|memories|"
+    r"data|notes)s?|(?:that\s+)?i(?:'ve|\s+have)?\s+(?:ever\s+)?(?:told|said|shared|mentioned|"
+    r"gave|wrote)(?:\s+(?:to\s+)?you)?|you\s+(?:know|have|remember|learned|stored|saved|keep)"
+    r"(?:\s+about\s+me)?|about\s+me)\s+"
+)
+_FORGET_TAIL_EN = re.compile(
+    r"(?i)(?:,?\s+(?:please|as\s+well|too|completely|entirely|for\s+good|permanently|"
+    r"from\s+(?:your\s+)?(?:memory|records?|notes)|right\s+now|now|thanks|thank\s+you|"
+    r"anymore|any\s+more|ever\s+again))+$"
+)
+_FORGET_VERB_ZH = re.compile(
+    r"忘掉|忘记|忘了|删除|删掉|删了|清除|清掉|抹掉|抹去|去掉|"
+    r"(?:别|不要|不用|无需|不必)(?:再)?(?:记住?|记得|记着|保存|保留|存)"
+)
+_FORGET_NOISE_ZH = re.compile(
+    r"请你?|麻烦你?|帮我|你|把|从(?:你的)?(?:记忆|记录)(?:里|中)?|记忆里|全部|统统|通通|都|所有的?|一切|"
+    r"(?:我)?(?:之前|以前|刚才|曾经)?(?:跟你|和你|对你)?(?:说过|讲过|告诉过?你?|提到过?|分享过?)的?|"
+    r"的?(?:事情|事儿|事|内容|信息|记忆|记录|资料|东西|那些|这些)|关于|有关|相关的?|"
+    r"吧|了|吗|好吗|啊|呀|掉|再|我的|我"
+)
+
+
+def forget_topic(sentence: str) -> str | None:
+    """The topic of a request to forget, or None when the sentence is not one.
+
+    Recognised by its shape (an imperative forget verb addressed to the assistant), and the
+    topic is what remains once the request words are removed: no list of whole phrasings.
+    """
+    text = clean_end(sentence.strip())
+    if _zh(text):
+        if re.match(r"^我(?:们)?(?:总是|经常|老是|又|常常)?(?:忘|删)", text):
+            return None  # "我忘了带钥匙": the speaker forgot something
+        if not _FORGET_VERB_ZH.search(text):
+            return None
+        topic = _FORGET_VERB_ZH.sub("", text)
+        topic = _FORGET_NOISE_ZH.sub("", topic)
+        topic = topic.strip(" ，,。.！!？?、的")
+        return topic or None
+    body = _FORGET_POLITE_EN.sub("", text, count=1)
+    m = _FORGET_VERB_EN.match(body)
+    if not m:
+        return None
+    rest = body[m.end():].strip()
+    rest = _FORGET_TAIL_EN.sub("", rest)
+    prev = None
+    while prev != rest:
+        prev = rest
+        rest = _FORGET_FILL_EN.sub("", rest + " ", count=1).strip()
+    rest = re.sub(r"(?i)^(?:my|our|the)\s+", "", rest)
+    rest = _FORGET_TAIL_EN.sub("", rest).strip(" ,.")
+    if rest.lower() in ("it", "that", "this", "them", "about it", "me"):
+        return None  # "forget it": never mind, not a request to erase anything
+    return rest or None
+
+
+_INVERTED_EN = re.compile(r"(?i)^(?P<x>[^,;]{1,60}?)\s+(?P<be>is|are)\s+my\s+(?P<y>[^,;]{1,60})$")
+_INVERTED_ZH = re.compile(r"^(?P<x>[^，,]{1,20}?)是我(?:的|最喜欢的)(?P<y>[^，,]{1,20})$")
+
+
+def uninvert(sentence: str) -> str | None:
+    """"Radiohead is my favourite band" says what "My favourite band is Radiohead" says:
+    give the matchers the form they read."""
+    text = clean_end(sentence.strip())
+    m = _INVERTED_ZH.match(text)
+    if m:
+        fav = "最喜欢的" if "最喜欢的" in text else ""
+        return f"我的{fav}{m.group('y')}是{m.group('x')}。"
+    m = _INVERTED_EN.match(text)
+    if m and not re.match(r"(?i)^(?:i|it|this|that|he|she|they|we|you|there)\b", m.group("x")):
+        return f"My {m.group('y')} {m.group('be')} {m.group('x')}."
+    return None
+
+
+def clean_forget_topic(topic: str) -> str:
+    """A topic caught by a fixed pattern may still carry request words ("…的事从记忆里")."""
+    if not _zh(topic):
+        return topic
+    cleaned = _FORGET_NOISE_ZH.sub("", topic).strip(" ，,。.！!？?、的")
+    return cleaned or topic

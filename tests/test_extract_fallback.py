@@ -1,0 +1,238 @@
+"""Fail safe, not fail cheap: what no matcher recognises is still judged by what it is.
+
+Small talk is positively recognised; a first-person lasting statement nobody wrote a rule
+for is kept as a low-importance fact or preference with an open slot, findable for its
+type's whole default lifetime; one-off requests stay in their session in any phrasing;
+statements start clean; a sentence that carried a secret derives nothing.
+"""
+
+from __future__ import annotations
+
+import string
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sleepmem.core.settings import Settings
+from sleepmem.evals.scenarios import StoryFormatError, run_story
+from sleepmem.models.scope import Scope
+from sleepmem.pipelines.extract.rules import UNCLASSIFIED_IMPORTANCE, RulesExtractor
+from sleepmem.pipelines.ports import Embedder
+from sleepmem.pipelines.types import Candidate, EventView
+
+SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
+AT = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)
+
+# Verbs no vocabulary matcher handles, and made-up objects no rule can know.
+VERBS = ("I'm learning to play the", "I collect old", "I volunteer at the", "I restore vintage",
+         "I knit", "I brew my own", "I'm training for the", "I keep", "I grow")
+ZH_VERBS = ("我最近在学", "我平时练", "我养了", "我一直在收集")
+WORD = st.text(alphabet=string.ascii_lowercase, min_size=5, max_size=9)
+
+
+def extract(content: str, **kw: Any) -> list[Candidate]:
+    event = EventView(event_id="ev1", scope=SCOPE, kind=kw.get("kind", "message"),
+                      role=kw.get("role", "user"), content=content, at=AT,
+                      meta=kw.get("meta", {}))
+    return RulesExtractor().extract([event]).candidates
+
+
+class TestUnrecognisedStatements:
+    @settings(max_examples=40, deadline=None)
+    @given(verb=st.sampled_from(VERBS), obj=WORD)
+    def test_an_unrecognised_first_person_statement_is_a_lasting_low_importance_memory(
+        self, verb: str, obj: str
+    ) -> None:
+        (c,) = extract(f"{verb} {obj}s.")
+        assert c.type in ("fact", "preference")
+        assert c.importance == UNCLASSIFIED_IMPORTANCE
+        assert c.statement.startswith("The user")
+        assert c.attribute.startswith("rel:") and obj in c.value
+        assert c.details["open_slot"]["relation"] == c.attribute.removeprefix("rel:")
+
+    @settings(max_examples=15, deadline=None)
+    @given(verb=st.sampled_from(ZH_VERBS),
+           obj=st.sampled_from(("日语", "书法", "古琴", "邮票", "一只猫")))
+    def test_the_same_holds_in_chinese(self, verb: str, obj: str) -> None:
+        (c,) = extract(f"{verb}{obj}。")
+        assert c.type in ("fact", "preference") and c.statement.startswith("用户")
+        assert obj in c.statement
+
+    def test_two_wordings_of_one_relation_meet_in_one_open_slot(self) -> None:
+        (a,) = extract("I drive a Honda Civic to work every day.")
+        (b,) = extract("I sold my Civic, I drive a Model 3 now.")
+        (z,) = extract("我把高尔夫卖了，现在开特斯拉。")
+        assert a.attribute == b.attribute == z.attribute == "rel:drives"
+        assert (a.value, b.value, z.value) == ("honda civic to work", "model 3", "特斯拉")
+        assert b.change and z.change and not a.change
+        assert a.details["open_slot"]["multi"] is False
+
+    def test_a_preference_is_typed_preference_never_identity(self) -> None:
+        for text in ("I always prefer window seats.", "Oh and also, I prefer window seats.",
+                     "I'd rather have aisle seats from now on."):
+            (c,) = extract(text)
+            assert c.type == "preference", text
+
+    @pytest.mark.parametrize("text", [
+        "I'm going to Paris next week.", "I am happy with the answer.", "I like that idea.",
+        "I think it will rain.", "I lived in Paris when I was a student.",
+        "We should meet on Thursday.", "I need you to book a table.",
+    ])
+    def test_plans_moods_reactions_requests_and_past_states_stay_episodes(self, text: str) -> None:
+        assert [c.type for c in extract(text)] == ["event"]
+
+
+class TestSmallTalkIsRecognised:
+    @pytest.mark.parametrize("text", ["Hello!", "Lovely sunny weather today, isn't it?",
+                                      "谢谢你，辛苦了！", "Good morning!", "哈哈"])
+    def test_greetings_thanks_and_weather_are_chitchat(self, text: str) -> None:
+        cands = extract(text)
+        assert all(c.type == "event" and c.details.get("chitchat") for c in cands), cands
+
+
+class TestOneOffRequests:
+    @pytest.mark.parametrize("text", [
+        "Just this once, book me an aisle seat.",
+        "For today only, keep the answers under three sentences.",
+        "Skip the summary at the end, only this time.",
+        "Answer in French just for now.",
+        "这次用英文回复我吧。",
+        "今天先用表格给我列出来吧。",
+        "这一次简短回答就行。",
+    ])
+    def test_a_one_off_request_stays_in_its_session(self, text: str) -> None:
+        cands = extract(text)
+        assert cands and all(c.one_off and c.scope.session == "s1" for c in cands), cands
+
+
+class TestCleanStatements:
+    @pytest.mark.parametrize(("text", "start"), [
+        ("Hello, my name is Carla.", "The user's name is Carla"),
+        ("And I'm allergic to shellfish.", "The user is allergic"),
+        ("So yeah, I'm a vegetarian now.", "The user is a vegetarian"),
+        ("嗯，我叫小王。", "用户"),
+        ("对了，我最近在学日语。", "用户最近在学日语"),
+    ])
+    def test_greetings_and_connectives_never_lead_a_statement(self, text: str, start: str) -> None:
+        structured = [c for c in extract(text) if c.type != "event"]
+        assert structured and structured[0].statement.startswith(start), structured
+
+    def test_a_sentence_that_carried_a_secret_invents_no_fact(self) -> None:
+        cands = extract("Here's the AWS key for the deploy bot: [REDACTED:aws_key], keep it handy.")
+        assert not [c for c in cands if c.type != "event"]
+        kept = extract("My OpenAI key is [REDACTED:api_key], I use OpenAI for my side project.")
+        assert [c.value for c in kept if c.type != "event"] == ["openai"]
+
+
+class TestForgetRequestsInOtherWords:
+    @pytest.mark.parametrize(("text", "topic"), [
+        ("Don't keep any record of my knee surgery, please.", "knee surgery"),
+        ("Erase the stuff about my debt from your memory.", "debt"),
+        ("把我看心理医生的事从记忆里删掉吧。", "看心理医生"),
+        ("前男友的事情你全部忘掉吧。", "前男友"),
+        ("请不要再记住我的病史了。", "病史"),
+    ])
+    def test_the_topic_is_what_remains_without_the_request_words(
+        self, text: str, topic: str
+    ) -> None:
+        assert [c.forget_topic for c in extract(text)] == [topic]
+
+    @pytest.mark.parametrize("text", ["Forget it.", "I forget things easily.", "我忘了带钥匙。"])
+    def test_other_uses_of_forget_are_not_requests(self, text: str) -> None:
+        assert all(c.forget_topic is None for c in extract(text))
+
+
+# -- end to end: findable for the type's default lifetime ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    from sleepmem.adapters.embedders import UsemEmbedder
+
+    return UsemEmbedder()
+
+
+def _story(path: Path, content: str, days: int, word: str) -> None:
+    at = datetime(2026, 3, 1, 9, 0, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    path.write_text(
+        'name = "unrecognised-lasts"\nabout = "generated"\n'
+        'scope = { tenant = "p", user = "u", agent = "a" }\n'
+        f'[[step]]\nemit = {{ at = "{at}", session = "s1", role = "user", '
+        f'content = "{content}" }}\n'
+        "[[step]]\nconsolidate = true\n"
+        f'[[step]]\ncheck = {{ active = "{word}", not_type = "event", '
+        f'expires_after = "{days - 1}d" }}\n'
+        f'[[step]]\nadvance = "{days - 1}d"\n[[step]]\nsweep = true\n'
+        f'[[step]]\ncheck = {{ search = "{word}", top = ["{word}"] }}\n',
+        encoding="utf-8",
+    )
+
+
+@settings(max_examples=3, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(verb=st.sampled_from(VERBS), obj=WORD)
+def test_an_unrecognised_statement_is_findable_for_its_types_default_lifetime(
+    verb: str, obj: str, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    ttl = Settings(_env_file=None).ttl("fact")
+    assert ttl is not None and Settings(_env_file=None).ttl("preference") == ttl
+    path = tmp_path_factory.mktemp("story") / "story.toml"
+    _story(path, f"{verb} {obj}s.", ttl // timedelta(days=1), obj)
+    result = run_story(path, embedder=embedder)
+    assert result.error is None, result.error
+    assert result.passed, [c.detail for c in result.checks if not c.passed]
+
+
+def test_the_runner_refuses_unknown_keys_naming_file_and_step(tmp_path: Path) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text('name = "x"\n[[step]]\ncheck = { active = "a", mentoins = 2 }\n',
+                    encoding="utf-8")
+    with pytest.raises(StoryFormatError, match=r"typo\.toml step 1.*mentoins"):
+        run_story(path)
+
+
+class TestGateOnSecrets:
+    def test_a_structured_statement_that_still_shows_a_redaction_is_refused(self) -> None:
+        from sleepmem.pipelines.gate import GatePolicy, gate
+
+        base = dict(provenance=["e1"], valid_from=AT, scope=SCOPE.owner)
+        leaked = Candidate(type="fact", statement="Tech stack — backend: AWS [REDACTED:aws_key].",
+                           attribute="backend", value="aws", **base)  # type: ignore[arg-type]
+        episode = Candidate(type="event", statement="Here is the key [REDACTED:aws_key].",
+                            **base)  # type: ignore[arg-type]
+        kept, rejected = gate([leaked, episode], policy=GatePolicy())
+        assert kept == [episode]
+        assert [r.reason for r in rejected] == [
+            "structured statement derived from a secret-bearing sentence"]
+
+
+class TestTypeByMeaning:
+    def test_a_statement_without_a_grammatical_cue_takes_its_nearest_prototypes_type(
+        self, embedder: Embedder
+    ) -> None:
+        calls: list[int] = []
+
+        class Counting:
+            name, dim = embedder.name, embedder.dim
+
+            def embed(self, texts: Any, *, kind: Any = "document") -> Any:
+                calls.append(len(texts))
+                return embedder.embed(texts, kind=kind)
+
+        counting = Counting()
+        events = [EventView(event_id=f"e{i}", scope=SCOPE, kind="message", role="user",
+                            content=text, at=AT, meta={})
+                  for i, text in enumerate(["I'm a morning person.", "I'm an early riser.",
+                                            "I drive a Honda Civic."])]
+        first = RulesExtractor(embedder=counting).extract(events).candidates  # type: ignore[arg-type]
+        again = RulesExtractor(embedder=counting).extract(events[:1]).candidates  # type: ignore[arg-type]
+        by_meaning = [c for c in first if c.details.get("type_by") == "meaning"]
+        assert len(by_meaning) == 2 and all(c.type in ("fact", "preference") for c in by_meaning)
+        assert [c.details["type_by"] for c in first if "Civic" in c.statement] == ["relation"]
+        assert again[0].type == first[0].type
+        # prototypes once per embedder, then one batch per extraction
+        assert calls[1:] == [2, 1] and calls[0] > 2

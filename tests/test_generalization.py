@@ -1,0 +1,73 @@
+"""The generalisation suite: stories of every public kind in words the project never saw.
+
+tests/generalization/ holds at least five stories per kind of ../shared/scenarios
+(the file prefix is the number of the public story they vary: 01 residence update …
+19 conflict set; 20 is our own kind, clean statements), written in other words: English
+and Chinese, other syntax and vocabulary, several facts in one message, typos, the change
+stated first or last. One memory decision must not depend on one wording, so the suite as
+a whole must pass at the floor; the per-kind breakdown is printed with the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from sleepmem.evals.scenarios import run_story
+from sleepmem.pipelines.ports import Embedder
+
+SUITE = Path(__file__).parent / "generalization"
+STORIES = sorted(SUITE.glob("*.toml"))
+FLOOR = 0.95
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    from sleepmem.adapters.embedders import UsemEmbedder
+
+    return UsemEmbedder()
+
+
+def test_the_suite_has_at_least_five_stories_of_every_kind() -> None:
+    kinds: dict[str, int] = defaultdict(int)
+    for p in STORIES:
+        kinds[p.name[:2]] += 1
+    assert set(kinds) >= {f"{n:02d}" for n in range(1, 20)}, sorted(kinds)
+    assert min(kinds.values()) >= 5, dict(kinds)
+
+
+# BEFORE the extractor fixes: 75/110 (68.2%); after them (branch i10): 96/110 (87.3%). The
+# rest needs the semantic layer of the resolver (paraphrase dedup, open-slot supersession
+# by meaning, forget matching by meaning, trusted-JSON conflict sets): drop this mark when
+# the floor is reached.
+@pytest.mark.xfail(strict=False, reason="floor needs the resolver's semantic layer (i10b)")
+@pytest.mark.timeout(1800)  # ~110 stories, each on a fresh embedded instance
+def test_the_generalisation_suite_passes_at_the_floor(embedder: Embedder) -> None:
+    by_kind: dict[str, list[bool]] = defaultdict(list)
+    failures: list[str] = []
+    for path in STORIES:
+        result = run_story(path, embedder=embedder)
+        ok = result.passed and result.error is None
+        by_kind[path.name[:2]].append(ok)
+        if not ok:
+            why = result.error or "; ".join(
+                f"step {c.step}: {c.check} -> {c.detail}" for c in result.checks if not c.passed
+            )
+            failures.append(f"{path.stem}: {why}")
+    passed = sum(sum(v) for v in by_kind.values())
+    rate = passed / len(STORIES)
+    report = {
+        "passed": passed,
+        "total": len(STORIES),
+        "rate": round(rate, 3),
+        "by_kind": {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_kind.items())},
+    }
+    # Plain print (shown with -s or -rA): capsys would hand run_story's log reset a stream
+    # that closes with this test and break every later test's logging.
+    print("\ngeneralisation suite:", json.dumps(report))
+    for line in failures:
+        print("  FAILED", line[:600])
+    assert rate >= FLOOR, json.dumps(report) + "\n" + "\n".join(failures)
