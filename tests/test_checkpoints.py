@@ -326,6 +326,8 @@ def _start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
         "SLEEPMEM_NAMESPACE": settings.namespace,
         "SLEEPMEM_DATA_DIR": str(settings.data_dir),
         "SLEEPMEM_EMBEDDER": "hashing",
+        # The api role names its stores; the embedded index is the one-host choice.
+        "SLEEPMEM_INDEX_BACKEND": "edge",
         "SLEEPMEM_AUTH_ENABLED": "false",
         "SLEEPMEM_PORT": str(port),
         "SLEEPMEM_LOG_LEVEL": "WARNING",
