@@ -201,6 +201,21 @@ class Resolver:
                 return mem
         return None
 
+    def _twin_in_slot(self, cand: Candidate, members: list[Memory]) -> Memory | None:
+        """A slot member that says what ``cand`` says with another value string ("nyc" /
+        "new york city"): the statements *and* the values must mean the same, since the
+        extractor already told the values apart ("英文" / "中文" differ by one character)."""
+        if self.meaning is None:
+            return None
+        for mem, _sim, same in self._near(cand, members)[:1]:
+            old, new = _value(mem), norm_text(cand.value)
+            if not same or not new:
+                return None
+            [sim] = self.meaning.similarities(new, [old])
+            if semantic.same_meaning(new, old, sim) and sim >= semantic.SAME_VALUE:
+                return mem
+        return None
+
     def _corrected(self, cand: Candidate) -> Memory | None:
         """The memory a slotless correction updates: same subject, close in meaning, and
         free to be replaced (no slot, or this candidate's slot)."""
@@ -355,7 +370,7 @@ class Resolver:
         if same:
             self._noop(same[0], cand, "repeat of an existing memory")
             return
-        twin = self._twin(cand) if not cand.negated else None
+        twin = self._twin_in_slot(cand, members) if not cand.negated else None
         if twin is not None:
             self._noop(twin, cand, "says what an existing memory says")
             return

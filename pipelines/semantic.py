@@ -36,6 +36,8 @@ SAME_MEANING_CROSS = 0.70
 # is a different fact unless it is near-identical in meaning ("owns"/"has").
 SAME_FRAME_SWAP = 0.90
 SWAP_OVERLAP = 0.5
+# Two values of one slot ("nyc" / "new york city") that name the same thing.
+SAME_VALUE = 0.80
 # About the same thing (a disagreement rather than a repeat): used to pair a trusted
 # tool field with what the user said, and a correction with the memory it corrects.
 RELATED = 0.60
@@ -152,9 +154,20 @@ def frame_swap(a: str, b: str) -> bool:
         sm.ratio() >= SWAP_OVERLAP)
 
 
+_IDENTIFIER = re.compile(r"[^\s,;()（）]*(?:@|://|\d)[^\s,;()（）]*")
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """E-mail addresses, URLs and codes: tokens that are right only when exactly equal."""
+    return frozenset(t.strip(".。").lower() for t in _IDENTIFIER.findall(text)
+                     if re.search(r"[a-z@/]", t, re.IGNORECASE))
+
+
 def guards_agree(a: str, b: str) -> bool:
     """The cheap checks a similar pair must pass to count as one meaning."""
     if negation_parity(a) != negation_parity(b):
+        return False
+    if identifiers(a) != identifiers(b):
         return False
     na, nb = numbers(a), numbers(b)
     if (na or nb) and na != nb:
