@@ -195,10 +195,39 @@ class Resolver:
         return out
 
     def _twin(self, cand: Candidate) -> Memory | None:
-        """The current memory that already says what ``cand`` says, if any."""
-        for mem, _sim, same in self._near(cand, self._restatable(cand))[:3]:
-            if same:
-                return mem
+        """The current memory that already says everything ``cand`` says, if any.
+
+        Compared sentence by sentence: a message that told several facts is one memory,
+        and a later restatement of one of them is a mention of it. A candidate that
+        carries a correction marker the memory lacks is a change, never a repeat.
+        """
+        if self.meaning is None:
+            return None
+        pool = self._restatable(cand)
+        if not pool:
+            return None
+        mine = semantic.sentences(gist(cand.statement))
+        owners: list[int] = []
+        theirs: list[str] = []
+        for i, mem in enumerate(pool):
+            for part in semantic.sentences(gist(mem.statement)):
+                owners.append(i)
+                theirs.append(part)
+        sims = self.meaning.matrix(mine) @ self.meaning.matrix(theirs).T
+        covered: dict[int, set[int]] = {}
+        best: dict[int, float] = {}
+        for k, j in zip(*np.nonzero(sims >= semantic.FLOOR), strict=True):
+            sim = float(sims[k, j])
+            if semantic.same_meaning(mine[k], theirs[j], sim):
+                covered.setdefault(owners[j], set()).add(int(k))
+                best[owners[j]] = max(best.get(owners[j], 0.0), sim)
+        marked = _marks_correction(cand)
+        for i in sorted(covered, key=lambda i: -best[i]):
+            if len(covered[i]) < len(mine):
+                continue
+            if marked and not _CORRECTION.search(pool[i].statement):
+                continue
+            return pool[i]
         return None
 
     def _twin_in_slot(self, cand: Candidate, members: list[Memory]) -> Memory | None:
@@ -219,7 +248,7 @@ class Resolver:
     def _corrected(self, cand: Candidate) -> Memory | None:
         """The memory a slotless correction updates: same subject, close in meaning, and
         free to be replaced (no slot, or this candidate's slot)."""
-        if self.meaning is None or not (cand.change or _CORRECTION.search(cand.statement)):
+        if self.meaning is None or not _marks_correction(cand):
             return None
         pool = [
             m for m in self._restatable(cand)
@@ -470,7 +499,7 @@ class Resolver:
         if len(old_value) < 2:
             return
         for mem in self.current():
-            if mem.type not in ("event", "summary") or mem.attribute:
+            if mem.type not in ("event", "summary") or mem.attribute or mem.id == by:
                 continue
             if _mentions(mem.statement, old_value):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
@@ -597,6 +626,10 @@ class Resolver:
         self.plan.audits.append(
             AuditDraft(op, before, [row.id], "outcome recorded", cand.provenance)
         )
+
+
+def _marks_correction(cand: Candidate) -> bool:
+    return cand.change or bool(_CORRECTION.search(cand.statement.rsplit("\n", 1)[-1]))
 
 
 def _open(attribute: str) -> bool:

@@ -36,6 +36,8 @@ SAME_MEANING_CROSS = 0.70
 # is a different fact unless it is near-identical in meaning ("owns"/"has").
 SAME_FRAME_SWAP = 0.90
 SWAP_OVERLAP = 0.5
+# Below every bar: pairs under it are not worth running the guards on.
+FLOOR = min(SAME_MEANING, SAME_MEANING_CROSS)
 # Two values of one slot ("nyc" / "new york city") that name the same thing.
 SAME_VALUE = 0.80
 # About the same thing (a disagreement rather than a repeat): used to pair a trusted
@@ -61,6 +63,12 @@ _THIRD_EN = (
     (re.compile(r"\bthe user\b", re.IGNORECASE), "I"),
 )
 _THIRD_ZH = re.compile(r"用户")
+# Discourse and time markers change no fact (corrections are told apart separately).
+_DISCOURSE = re.compile(
+    r"(?i)\b(?:actually|honestly|basically|really|these days|nowadays|currently|right now|"
+    r"at the moment|by the way|btw|anyway|just so you know|fyi)\b,?\s*"
+    r"|其实|目前|如今|最近|顺便说一下|另外|说实话"
+)
 _NEG_EN = re.compile(
     r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|n't|dont|doesnt|"
     r"didnt|isnt|arent|wasnt|wont|cant)\b|n't\b",
@@ -104,7 +112,17 @@ def gist(statement: str) -> str:
     for pattern, repl in _THIRD_EN:
         text = pattern.sub(repl, text)
     text = _THIRD_ZH.sub("我", text)
+    text = _DISCOURSE.sub("", text)
     return text.strip(" .,;:!?。，；：！？") or statement.strip()
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|[。！？；;\n]+")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a gist (several facts told in one message are compared one by one)."""
+    parts = [p.strip(" .,;:!?。，；：！？") for p in _SENTENCE_END.split(text)]
+    return [p for p in parts if p] or [text]
 
 
 def is_zh(text: str) -> bool:

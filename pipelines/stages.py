@@ -18,7 +18,7 @@ from sleepmem.pipelines.compress import Compression, compress
 from sleepmem.pipelines.gate import gate
 from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.resolve import Resolver
-from sleepmem.pipelines.semantic import gist
+from sleepmem.pipelines.semantic import gist, sentences
 from sleepmem.pipelines.types import Candidate, EventView, Extraction, Extractor
 
 StageTimer = Callable[[str], AbstractContextManager[None]]
@@ -67,7 +67,8 @@ def judge(
         kept, rejected = gate(extraction.candidates, policy=policy.gate)
     if meaning is not None:
         with stage("meaning"):
-            meaning.prime([gist(c.statement) for c in kept if c.forget_topic is None])
+            texts = [gist(c.statement) for c in kept if c.forget_topic is None]
+            meaning.prime([*texts, *(part for t in texts for part in sentences(t))])
     with stage("resolve"):
         for rej in rejected:
             resolver.reject(rej)
