@@ -183,12 +183,13 @@ class Resolver:
 
     def _restatable(self, cand: Candidate) -> list[Memory]:
         """Current memories a candidate may restate: same session, not summaries or
-        procedures, and not a *different* known slot (the extractor told those apart)."""
+        procedures, and not another *kind* of known slot (the extractor told residence
+        from employer; "likes:jazz" and "likes:jazz music" are left to the meaning)."""
         out = []
         for m in self.current():
             if m.session != cand.scope.session or m.type in _NOT_RESTATABLE:
                 continue
-            if (m.attribute and cand.attribute and m.attribute != cand.attribute
+            if (m.attribute and cand.attribute and _kind(m.attribute) != _kind(cand.attribute)
                     and not _open(m.attribute) and not _open(cand.attribute)):
                 continue
             out.append(m)
@@ -232,14 +233,18 @@ class Resolver:
 
     def _twin_in_slot(self, cand: Candidate, members: list[Memory]) -> Memory | None:
         """A slot member that says what ``cand`` says with another value string ("nyc" /
-        "new york city"): the statements *and* the values must mean the same, since the
-        extractor already told the values apart ("英文" / "中文" differ by one character)."""
+        "new york city"): the statements must mean the same *and* either the values do too
+        or each wording names the other's value, since the extractor already told the
+        values apart ("英文" / "中文" differ by one character)."""
         if self.meaning is None:
             return None
         for mem, _sim, same in self._near(cand, members)[:1]:
             old, new = _value(mem), norm_text(cand.value)
             if not same or not new:
                 return None
+            if (len(old) >= 2 and _mentions(cand.statement, old)) or (
+                    len(new) >= 2 and _mentions(mem.statement, new)):
+                return mem  # each wording names the other's value: one was misread
             [sim] = self.meaning.similarities(new, [old])
             if semantic.same_meaning(new, old, sim) and sim >= semantic.SAME_VALUE:
                 return mem
@@ -630,6 +635,10 @@ class Resolver:
 
 def _marks_correction(cand: Candidate) -> bool:
     return cand.change or bool(_CORRECTION.search(cand.statement.rsplit("\n", 1)[-1]))
+
+
+def _kind(attribute: str) -> str:
+    return attribute.split(":", 1)[0]
 
 
 def _open(attribute: str) -> bool:
