@@ -83,17 +83,18 @@ _NUM_WORDS = {
     "七": "7", "八": "8", "九": "9", "十": "10", "百": "100", "日": "7", "天": "7",
     # Days and months are numbers too: "my flight is on Monday" is not "on Friday".
     **{d: f"day{i}" for i, d in enumerate(
-        "monday tuesday wednesday thursday friday saturday sunday".split(), 1)},
+        ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"), 1)},
     **{m: f"month{i}" for i, m in enumerate(
-        "january february march april may june july august september october november "
-        "december".split(), 1)},
+        ("january", "february", "march", "april", "may", "june", "july", "august",
+         "september", "october", "november", "december"), 1)},
 }
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?|[a-z]+|[〇零两二三四五六七八九十百]|(?<=[周期])[日天]",
                      re.IGNORECASE)
-_FILLER_EN = frozenset(
-    "a an the is are was were be been am to of in on at for with and or so that this it "
-    "really very just also now still currently".split()
-)
+_FILLER_EN = frozenset({
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "am", "to", "of", "in", "on",
+    "at", "for", "with", "and", "or", "so", "that", "this", "it", "really", "very", "just",
+    "also", "now", "still", "currently",
+})
 # A frame swap changes one short span and nothing else.
 SWAP_MAX_UNITS = 3
 

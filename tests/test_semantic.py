@@ -7,14 +7,13 @@ loads once and embeds ~1,800 sentences/s), so these tests hold what production d
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from semantic_pairs import DIFFERENT, SAME
 
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
@@ -27,9 +26,6 @@ from sleepmem.pipelines.resolve import Resolver
 from sleepmem.pipelines.semantic import Meaning, gist
 from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.types import Candidate, EventView, Op, open_slot
-
-sys.path.insert(0, str(Path(__file__).parent))
-from semantic_pairs import DIFFERENT, SAME  # noqa: E402
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 OWNER = Scope(tenant="acme", agent="bot", user="u1")
