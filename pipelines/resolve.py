@@ -189,6 +189,10 @@ class Resolver:
         for m in self.current():
             if m.session != cand.scope.session or m.type in _NOT_RESTATABLE:
                 continue
+            if m.type == "event" and (m.source not in ("user", "system", "tool")
+                                      or m.trust == Trust.low.value and m.source != "tool"
+                                      or m.details.get("chitchat")):
+                continue  # see weighs_meaning: never embedded, never restated
             if (m.attribute and cand.attribute and _kind(m.attribute) != _kind(cand.attribute)
                     and not _open(m.attribute) and not _open(cand.attribute)):
                 continue
@@ -358,9 +362,18 @@ class Resolver:
         mem = self._add(self._new(cand))
         self.plan.audits.append(AuditDraft(Op.ADD, [], [mem.id], "new memory", cand.provenance))
 
+    def weighs_meaning(self, cand: Candidate) -> bool:
+        """Whether ``cand`` is judged by meaning too. Not an assistant's or an observer's
+        episode, nor small talk: their repeats cost an embedding each and a duplicate of
+        them loses nothing (exact repeats are still caught by their text)."""
+        return self.meaning is not None and not (
+            cand.type == "event" and (cand.source not in ("user", "system", "tool")
+                                      or cand.inferred or bool(cand.details.get("chitchat")))
+        )
+
     def _by_meaning(self, cand: Candidate) -> bool:
         """Judge ``cand`` by meaning against the scope; True when that decided it."""
-        if self.meaning is None:
+        if not self.weighs_meaning(cand):
             return False
         twin = self._twin(cand)
         if twin is not None:

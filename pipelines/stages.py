@@ -67,7 +67,8 @@ def judge(
         kept, rejected = gate(extraction.candidates, policy=policy.gate)
     if meaning is not None:
         with stage("meaning"):
-            texts = [gist(c.statement) for c in kept if c.forget_topic is None]
+            texts = [gist(c.statement) for c in kept
+                     if c.forget_topic is None and resolver.weighs_meaning(c)]
             meaning.prime([*texts, *(part for t in texts for part in sentences(t))])
     with stage("resolve"):
         for rej in rejected:
