@@ -46,10 +46,12 @@ TtlFor = Callable[[str], timedelta | None]
 Slot = tuple[str, str, str]  # subject, attribute, session
 # Memories that never absorb a restatement: compressed summaries and procedure statistics.
 _NOT_RESTATABLE = ("summary", "procedure")
+# Strong correction markers only: "now" or "these days" also open plain statements
+# ("I'm now learning Spanish too"), and a correction by meaning retires a memory.
 _CORRECTION = re.compile(
     r"(?i)\b(?:actually|not any ?more|no longer|that'?s (?:wrong|not (?:right|true))|"
-    r"correction|instead|these days|nowadays|now|sold|switched|changed|gave up|quit|"
-    r"stopped|used to)\b|其实|不对|错了|更正|纠正|不再|现在|如今|已经不|改成|换成|卖了|不是.{1,8}了"
+    r"correction|instead|sold|switched|changed|gave up|quit|stopped|used to)\b"
+    r"|其实|不对|错了|更正|纠正|不再|已经不|改成|换成|卖了|不是.{1,8}了"
 )
 
 
@@ -257,7 +259,7 @@ class Resolver:
     def _corrected(self, cand: Candidate) -> Memory | None:
         """The memory a slotless correction updates: same subject, close in meaning, and
         free to be replaced (no slot, or this candidate's slot)."""
-        if self.meaning is None or not _marks_correction(cand):
+        if self.meaning is None or not _CORRECTION.search(_last_turn(cand.statement)):
             return None
         pool = [
             m for m in self._restatable(cand)
@@ -646,8 +648,12 @@ class Resolver:
         )
 
 
+def _last_turn(statement: str) -> str:
+    return statement.rsplit("\n", 1)[-1]
+
+
 def _marks_correction(cand: Candidate) -> bool:
-    return cand.change or bool(_CORRECTION.search(cand.statement.rsplit("\n", 1)[-1]))
+    return cand.change or bool(_CORRECTION.search(_last_turn(cand.statement)))
 
 
 def _kind(attribute: str) -> str:

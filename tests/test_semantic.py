@@ -297,6 +297,14 @@ class TestOpenSlots:
         assert scope.holding("pharmacist")
 
 
+    def test_a_plain_statement_near_a_memory_is_no_correction_of_it(self, usem: Embedder) -> None:
+        scope = Scope_(usem)
+        scope.run("I'm learning French.")
+        scope.run("I'm now learning Spanish too.")
+        assert scope.holding("French") and scope.holding("Spanish")
+        assert all(m.status == "active" for m in scope.current())
+
+
 # -- trusted tool output ---------------------------------------------------------------------
 
 BILLING = {"source": "billing", "trusted": True}
