@@ -117,6 +117,8 @@ class Resolver:
         self.now = now
         self.policy = policy
         self.meaning = meaning
+        self._gists: dict[str, str] = {}
+        self._parts: dict[str, list[str]] = {}
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
             m.id: m for m in existing if m.status in CURRENT_STATUSES
@@ -170,12 +172,23 @@ class Resolver:
         self._forget_lookup(row)
 
     # -- meaning -------------------------------------------------------------------------
+    def _gist(self, statement: str) -> str:
+        # Memoised: every candidate of a run is compared with the same memories.
+        if statement not in self._gists:
+            self._gists[statement] = gist(statement)
+        return self._gists[statement]
+
+    def _sentences(self, statement: str) -> list[str]:
+        if statement not in self._parts:
+            self._parts[statement] = semantic.sentences(self._gist(statement))
+        return self._parts[statement]
+
     def _near(self, cand: Candidate, pool: list[Memory]) -> list[tuple[Memory, float, bool]]:
         """``pool`` members by similarity to ``cand``, best first: (memory, sim, same)."""
         if self.meaning is None or not pool:
             return []
         text = gist(cand.statement)
-        others = [gist(m.statement) for m in pool]
+        others = [self._gist(m.statement) for m in pool]
         sims = self.meaning.similarities(text, others)
         order = np.argsort(-np.asarray(sims, dtype=np.float32), kind="stable")
         return [
@@ -192,7 +205,7 @@ class Resolver:
             if m.session != cand.scope.session or m.type in _NOT_RESTATABLE:
                 continue
             if m.type == "event" and (m.source not in ("user", "system", "tool")
-                                      or m.trust == Trust.low.value and m.source != "tool"
+                                      or (m.trust == Trust.low.value and m.source != "tool")
                                       or m.details.get("chitchat")):
                 continue  # see weighs_meaning: never embedded, never restated
             if (m.attribute and cand.attribute and _kind(m.attribute) != _kind(cand.attribute)
@@ -213,11 +226,11 @@ class Resolver:
         pool = self._restatable(cand)
         if not pool:
             return None
-        mine = semantic.sentences(gist(cand.statement))
+        mine = self._sentences(cand.statement)
         owners: list[int] = []
         theirs: list[str] = []
         for i, mem in enumerate(pool):
-            for part in semantic.sentences(gist(mem.statement)):
+            for part in self._sentences(mem.statement):
                 owners.append(i)
                 theirs.append(part)
         sims = self.meaning.matrix(mine) @ self.meaning.matrix(theirs).T
@@ -581,7 +594,7 @@ class Resolver:
         if self.meaning is None or not topic.strip():
             return []
         pool = [m for m in self.current() if m.type != "procedure"]
-        sims = self.meaning.similarities(topic, [gist(m.statement) for m in pool])
+        sims = self.meaning.similarities(topic, [self._gist(m.statement) for m in pool])
         if not sims:
             return []
         best = max(sims)
