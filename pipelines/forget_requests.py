@@ -17,6 +17,7 @@ the resolver matches it to memories by meaning and by words.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -88,6 +89,10 @@ _REQUEST_WORDS_ZH = re.compile(
     r"关于|有关|相关|的|事情|事儿|事|内容|信息|资料|记忆|东西|话|那些|这些|那件|这件|"
     r"了|吧|吗|呢|啊|掉|再|好吗"
 )
+# An extractor's third-person rewording of a request ("the user has forgotten …",
+# "the user wants … deleted") reads as a statement: go back to what the user said.
+_REWORDED = re.compile(r"(?i)^(?:the )?user\b|^用户")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
 _TRIM = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）-—"
 
 
@@ -104,28 +109,44 @@ def may_ask_to_forget(cand: Candidate) -> bool:
             and cand.trust == "high")
 
 
-def recognise(candidates: list[Candidate], meaning: Meaning) -> int:
+def _own_words(cand: Candidate, said: Mapping[str, str]) -> str:
+    """What to read: the candidate's statement, or for an episode an extractor reworded
+    ("The user has forgotten about their divorce."), the sentence of the user's own
+    event that carries the cue."""
+    text = cand.statement.rsplit("\n", 1)[-1]
+    if cand.attribute or not _REWORDED.search(text):
+        return text  # the user's own words already (or a slot fact, never a request)
+    raw = said.get(cand.provenance[-1], "") if cand.provenance else ""
+    cued = [s for s in _SENTENCE.split(raw) if CUE.search(s)]
+    return cued[0].strip() if cued else text
+
+
+def recognise(candidates: list[Candidate], meaning: Meaning,
+              said: Mapping[str, str] | None = None) -> int:
     """Mark the forget requests among ``candidates`` (sets ``forget_topic``); how many.
 
-    A request is its own candidate: it becomes an event that names its topic and is
-    resolved as a DELETE (the resolver erases the memories it means and the request's
-    raw event).
+    ``said`` maps event ids to what the event said, so a request an extractor reworded
+    is read in the user's words. A request is its own candidate: it becomes an event
+    that names its topic and is resolved as a DELETE (the resolver erases the memories
+    it means and the request's raw event).
     """
-    cued = [c for c in candidates
-            if c.forget_topic is None and may_ask_to_forget(c) and CUE.search(c.statement)]
+    said = said or {}
+    pairs = [(c, _own_words(c, said)) for c in candidates
+             if c.forget_topic is None and may_ask_to_forget(c)]
+    cued = [c for c, text in pairs if CUE.search(text)]
+    texts = [text for _c, text in pairs if CUE.search(text)]
     if not cued:
         return 0
-    texts = [c.statement.rsplit("\n", 1)[-1] for c in cued]
     protos = [*REQUEST_PROTOTYPES, *OTHER_PROTOTYPES]
     meaning.prime([*protos, *texts])
     sims = meaning.matrix(texts) @ meaning.matrix(protos).T
     is_request = np.array([True] * len(REQUEST_PROTOTYPES) + [False] * len(OTHER_PROTOTYPES))
     found = 0
-    for cand, row in zip(cued, sims, strict=True):
+    for cand, text, row in zip(cued, texts, sims, strict=True):
         top = np.argsort(-row, kind="stable")[:VOTES]
         if int(is_request[top].sum()) * 2 <= VOTES:
             continue
-        topic = topic_of(cand.statement)
+        topic = topic_of(text)
         if not topic:
             continue
         cand.forget_topic = topic

@@ -49,7 +49,7 @@ _NOT_RESTATABLE = ("summary", "procedure")
 # Strong correction markers only: "now" or "these days" also open plain statements
 # ("I'm now learning Spanish too"), and a correction by meaning retires a memory.
 _CORRECTION = re.compile(
-    r"(?i)\b(?:actually|not any ?more|no longer|that'?s (?:wrong|not (?:right|true))|"
+    r"(?i)\b(?:actually|not\b.{0,30}\bany ?more|no longer|that'?s (?:wrong|not (?:right|true))|"
     r"correction|instead|sold|switched|changed|gave up|quit|stopped|used to)\b"
     r"|其实|不对|错了|更正|纠正|不再|已经不|改成|换成|卖了|不是.{1,8}了"
 )
@@ -274,9 +274,12 @@ class Resolver:
         free to be replaced (no slot, or this candidate's slot)."""
         if self.meaning is None or not _CORRECTION.search(_last_turn(cand.statement)):
             return None
+        # A slotless correction may update any memory of the subject (it inherits the
+        # slot); a slotted one only a slotless memory or one of its own slot.
         pool = [
             m for m in self._restatable(cand)
-            if m.subject == cand.subject and (not m.attribute or m.attribute == cand.attribute)
+            if m.subject == cand.subject and (
+                not cand.attribute or not m.attribute or m.attribute == cand.attribute)
         ]
         for mem, sim, _same in self._near(cand, pool)[:1]:
             if sim < semantic.RELATED:

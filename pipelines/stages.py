@@ -62,7 +62,8 @@ def judge(
     meaning = resolver.meaning
     if meaning is not None:
         with stage("meaning"):
-            forget_requests.recognise(extraction.candidates, meaning)
+            forget_requests.recognise(extraction.candidates, meaning,
+                                      {e.event_id: e.content for e in events})
     with stage("gate"):
         kept, rejected = gate(extraction.candidates, policy=policy.gate)
     if meaning is not None:
