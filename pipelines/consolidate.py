@@ -30,6 +30,7 @@ from sleepmem.pipelines.persist import AuditContext, persist
 from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.resolve import Plan, Resolver
+from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.store import session_scope
 from sleepmem.pipelines.types import EventView, Extractor
@@ -125,7 +126,7 @@ def _consolidate_batch(
     policy = Policy.from_settings(settings, extractor=extractor.name)
     resolver = Resolver(
         scope_key=scope_key, existing=versions, all_versions=versions, now=now,
-        policy=policy.resolve,
+        policy=policy.resolve, meaning=Meaning(ports.embedder),
     )
     try:
         judged = judge(
@@ -166,6 +167,9 @@ def _consolidate_batch(
             payload_only=[m for m in plan.changed.values() if m not in restate],
             delete=list(plan.deleted),
         )
+    if plan.deleted and ports.hot is not None:
+        # A forget request reaches the Redis side too: retrieval hits naming what it erased.
+        ports.hot.erase_hits(set(plan.deleted))
     if comp.archive_after_index:
         with report.stage("archive"):
             _archive_compressed(engine, ports, comp.archive_after_index, now, task_id, worker)

@@ -3,6 +3,20 @@
 Nothing is overwritten: an UPDATE closes the old version (valid_to, invalidated_at,
 superseded_by) and appends a new one that ``supersedes`` it. Only memories of the same
 slot (subject + attribute) can replace one another.
+
+With a :class:`~sleepmem.pipelines.semantic.Meaning` (the embedder of the run), the
+judgement also goes by meaning, the same for every extractor:
+
+- a candidate that says what a current memory says, in any wording or language, is a
+  NOOP on that memory (mention + provenance), never a second memory;
+- a slotless statement that corrects a memory it is close to in meaning ("actually …",
+  "not … anymore") is an UPDATE of that memory;
+- a trusted tool field and a user statement about the same thing that disagree form a
+  conflict set; agreeing, they are one memory mentioned twice;
+- a forget request erases the memories its object means, by meaning and by words.
+
+Open slots (``rel:<relation>``, see :mod:`sleepmem.pipelines.types`) resolve like known
+slots; many-valued relations ("owns", "uses") add a value instead of contradicting.
 """
 
 from __future__ import annotations
@@ -12,14 +26,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import numpy as np
+
 from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
+from sleepmem.pipelines import semantic
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import content_hash, copy_row, memory_id, new_memory, norm_text
-from sleepmem.pipelines.types import Candidate, Op, Rejection
+from sleepmem.pipelines.semantic import Meaning, gist
+from sleepmem.pipelines.types import (
+    TOOL_PREFIX,
+    Candidate,
+    Op,
+    Rejection,
+    is_many_valued,
+)
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 TtlFor = Callable[[str], timedelta | None]
 Slot = tuple[str, str, str]  # subject, attribute, session
+# Memories that never absorb a restatement: compressed summaries and procedure statistics.
+_NOT_RESTATABLE = ("summary", "procedure")
+# Strong correction markers only: "now" or "these days" also open plain statements
+# ("I'm now learning Spanish too"), and a correction by meaning retires a memory.
+_CORRECTION = re.compile(
+    r"(?i)\b(?:actually|not\b.{0,30}\bany ?more|no longer|that'?s (?:wrong|not (?:right|true))|"
+    r"correction|instead|sold|switched|changed|gave up|quit|stopped|used to)\b"
+    r"|其实|不对|错了|更正|纠正|不再|已经不|改成|换成|卖了|不是.{1,8}了"
+)
 
 
 @dataclass(slots=True)
@@ -79,9 +112,13 @@ class Resolver:
         now: datetime,
         policy: ResolvePolicy,
         all_versions: list[Memory] | None = None,
+        meaning: Meaning | None = None,
     ) -> None:
         self.now = now
         self.policy = policy
+        self.meaning = meaning
+        self._gists: dict[str, str] = {}
+        self._parts: dict[str, list[str]] = {}
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
             m.id: m for m in existing if m.status in CURRENT_STATUSES
@@ -133,6 +170,152 @@ class Resolver:
         row.conflict_set = None
         self._current.pop(mem.id, None)
         self._forget_lookup(row)
+
+    # -- meaning -------------------------------------------------------------------------
+    def _gist(self, statement: str) -> str:
+        # Memoised: every candidate of a run is compared with the same memories.
+        if statement not in self._gists:
+            self._gists[statement] = gist(statement)
+        return self._gists[statement]
+
+    def _sentences(self, statement: str) -> list[str]:
+        if statement not in self._parts:
+            self._parts[statement] = semantic.sentences(self._gist(statement))
+        return self._parts[statement]
+
+    def _near(self, cand: Candidate, pool: list[Memory]) -> list[tuple[Memory, float, bool]]:
+        """``pool`` members by similarity to ``cand``, best first: (memory, sim, same)."""
+        if self.meaning is None or not pool:
+            return []
+        text = gist(cand.statement)
+        others = [self._gist(m.statement) for m in pool]
+        sims = self.meaning.similarities(text, others)
+        order = np.argsort(-np.asarray(sims, dtype=np.float32), kind="stable")
+        return [
+            (pool[i], sims[i], semantic.same_meaning(text, others[i], sims[i]))
+            for i in (int(j) for j in order)
+        ]
+
+    def _restatable(self, cand: Candidate) -> list[Memory]:
+        """Current memories a candidate may restate: same session, not summaries or
+        procedures, and not another *kind* of known slot (the extractor told residence
+        from employer; "likes:jazz" and "likes:jazz music" are left to the meaning)."""
+        out = []
+        for m in self.current():
+            if m.session != cand.scope.session or m.type in _NOT_RESTATABLE:
+                continue
+            if m.type == "event" and (m.source not in ("user", "system", "tool")
+                                      or (m.trust == Trust.low.value and m.source != "tool")
+                                      or m.details.get("chitchat")):
+                continue  # see weighs_meaning: never embedded, never restated
+            if (m.attribute and cand.attribute and _kind(m.attribute) != _kind(cand.attribute)
+                    and not _open(m.attribute) and not _open(cand.attribute)):
+                continue
+            out.append(m)
+        return out
+
+    def _twin(self, cand: Candidate) -> Memory | None:
+        """The current memory that already says everything ``cand`` says, if any.
+
+        Compared sentence by sentence: a message that told several facts is one memory,
+        and a later restatement of one of them is a mention of it. A candidate that
+        carries a correction marker the memory lacks is a change, never a repeat.
+        """
+        if self.meaning is None:
+            return None
+        pool = self._restatable(cand)
+        if not pool:
+            return None
+        mine = self._sentences(cand.statement)
+        owners: list[int] = []
+        theirs: list[str] = []
+        for i, mem in enumerate(pool):
+            for part in self._sentences(mem.statement):
+                owners.append(i)
+                theirs.append(part)
+        sims = self.meaning.matrix(mine) @ self.meaning.matrix(theirs).T
+        covered: dict[int, set[int]] = {}
+        best: dict[int, float] = {}
+        for k, j in zip(*np.nonzero(sims >= semantic.FLOOR), strict=True):
+            sim = float(sims[k, j])
+            if semantic.same_meaning(mine[k], theirs[j], sim):
+                covered.setdefault(owners[j], set()).add(int(k))
+                best[owners[j]] = max(best.get(owners[j], 0.0), sim)
+        marked = _marks_correction(cand)
+        for i in sorted(covered, key=lambda i: -best[i]):
+            if len(covered[i]) < len(mine):
+                continue
+            if marked and not _CORRECTION.search(pool[i].statement):
+                continue
+            return pool[i]
+        return None
+
+    def _twin_in_slot(self, cand: Candidate, members: list[Memory]) -> Memory | None:
+        """A slot member that says what ``cand`` says with another value string ("nyc" /
+        "new york city"): the statements must mean the same *and* either the values do too
+        or each wording names the other's value, since the extractor already told the
+        values apart ("英文" / "中文" differ by one character)."""
+        if self.meaning is None:
+            return None
+        for mem, _sim, same in self._near(cand, members)[:1]:
+            old, new = _value(mem), norm_text(cand.value)
+            if not same or not new:
+                return None
+            if (len(old) >= 2 and _mentions(cand.statement, old)) or (
+                    len(new) >= 2 and _mentions(mem.statement, new)):
+                return mem  # each wording names the other's value: one was misread
+            [sim] = self.meaning.similarities(new, [old])
+            if semantic.same_meaning(new, old, sim) and sim >= semantic.SAME_VALUE:
+                return mem
+        return None
+
+    def _corrected(self, cand: Candidate) -> Memory | None:
+        """The memory a slotless correction updates: same subject, close in meaning, and
+        free to be replaced (no slot, or this candidate's slot)."""
+        if self.meaning is None or not _CORRECTION.search(_last_turn(cand.statement)):
+            return None
+        # A slotless correction may update any memory of the subject (it inherits the
+        # slot); a slotted one only a slotless memory or one of its own slot.
+        pool = [
+            m for m in self._restatable(cand)
+            if m.subject == cand.subject and (
+                not cand.attribute or not m.attribute or m.attribute == cand.attribute)
+        ]
+        for mem, sim, _same in self._near(cand, pool)[:1]:
+            if sim < semantic.RELATED:
+                return None
+            if cand.trust == Trust.low.value and mem.trust == Trust.high.value:
+                return None
+            return mem
+        return None
+
+    def _tool_counterpart(self, cand: Candidate) -> tuple[Memory, bool] | None:
+        """A trusted tool field and what the user said about the same thing.
+
+        Returns the other side and whether they agree. "About the same thing" needs the
+        meaning to be close and either the field's key words in the user's words or a
+        closer meaning still (another language), so that a tool's renewal date is never
+        paired with the user's plan.
+        """
+        if self.meaning is None or cand.trust != Trust.high.value:
+            return None
+        is_tool = cand.attribute.startswith(TOOL_PREFIX)
+        pool = [
+            m for m in self._restatable(cand)
+            if m.trust == Trust.high.value and m.subject == cand.subject
+            and (m.attribute.startswith(TOOL_PREFIX) != is_tool)
+            and (m.source != "tool" if is_tool else m.attribute.startswith(TOOL_PREFIX))
+        ]
+        for mem, sim, same in self._near(cand, pool)[:1]:
+            tool_side, user_side = (cand.attribute, mem.statement) if is_tool else (
+                mem.attribute, cand.statement)
+            value = cand.value if is_tool else str(mem.details.get("value") or "")
+            keyed = bool(set(_key_words(tool_side)) & set(tokens(user_side)))
+            if sim < semantic.RELATED or not (keyed or sim >= semantic.SAME_MEANING_CROSS):
+                return None
+            agrees = same or bool(value and _mentions(user_side, norm_text(value)))
+            return mem, agrees
+        return None
 
     # -- the judgement -------------------------------------------------------------------
     def apply(self, cand: Candidate) -> None:
@@ -192,8 +375,43 @@ class Resolver:
         if same is not None and same in self._current:
             self._noop(self._row(same), cand, "repeat of an existing memory")
             return
+        if self._by_meaning(cand):
+            return
         mem = self._add(self._new(cand))
         self.plan.audits.append(AuditDraft(Op.ADD, [], [mem.id], "new memory", cand.provenance))
+
+    def weighs_meaning(self, cand: Candidate) -> bool:
+        """Whether ``cand`` is judged by meaning too. Not an assistant's or an observer's
+        episode, nor small talk: their repeats cost an embedding each and a duplicate of
+        them loses nothing (exact repeats are still caught by their text)."""
+        return self.meaning is not None and not (
+            cand.type == "event" and (cand.source not in ("user", "system", "tool")
+                                      or cand.inferred or bool(cand.details.get("chitchat")))
+        )
+
+    def _by_meaning(self, cand: Candidate) -> bool:
+        """Judge ``cand`` by meaning against the scope; True when that decided it."""
+        if not self.weighs_meaning(cand):
+            return False
+        twin = self._twin(cand)
+        if twin is not None:
+            self._noop(twin, cand, "says what an existing memory says")
+            return True
+        pair = self._tool_counterpart(cand)
+        if pair is not None:
+            other, agrees = pair
+            if agrees:
+                self._noop(other, cand, "a trusted tool agrees with what the user said")
+            else:
+                self._conflict([other], cand)
+            return True
+        old = self._corrected(cand)
+        if old is not None:
+            if old.attribute and not cand.attribute:
+                cand.attribute, cand.subject = old.attribute, old.subject
+            self._supersede([old], cand, reason="a correction of a memory close in meaning")
+            return True
+        return False
 
     def _slot(self, cand: Candidate) -> None:
         slot: Slot = (cand.subject, cand.attribute, cand.scope.session)
@@ -205,6 +423,8 @@ class Resolver:
                     AuditDraft(Op.NOOP, [], [], "negation of an unknown slot", cand.provenance)
                 )
                 return
+            if self._by_meaning(cand):
+                return
             mem = self._add(self._new(cand))
             self.plan.audits.append(
                 AuditDraft(Op.ADD, [], [mem.id], "new memory", cand.provenance)
@@ -215,6 +435,22 @@ class Resolver:
         if same:
             self._noop(same[0], cand, "repeat of an existing memory")
             return
+        twin = self._twin_in_slot(cand, members) if not cand.negated else None
+        if twin is not None:
+            self._noop(twin, cand, "says what an existing memory says")
+            return
+        if is_many_valued(cand.attribute, cand.details):
+            # "I own a bike" and "I own a car" are both true: only an explicit change
+            # (or negation) retires a value, and only the values it names (else all).
+            if not (cand.change or cand.negated):
+                mem = self._add(self._new(cand))
+                self.plan.audits.append(
+                    AuditDraft(Op.ADD, [], [mem.id], "another value of a many-valued slot",
+                               cand.provenance)
+                )
+                return
+            named = _named(members, cand)
+            members = named or members
 
         high = [m for m in members if m.trust == Trust.high.value]
         if cand.trust == Trust.low.value and high:
@@ -251,7 +487,7 @@ class Resolver:
             return
         self._conflict(members, cand)
 
-    def _supersede(self, members: list[Memory], cand: Candidate) -> None:
+    def _supersede(self, members: list[Memory], cand: Candidate, *, reason: str = "") -> None:
         head = max(members, key=lambda m: m.version)
         new = self._new(
             cand, lineage=head.lineage, version=head.version + 1, supersedes=head.id
@@ -265,7 +501,9 @@ class Resolver:
                 Op.UPDATE,
                 [m.id for m in members],
                 [new.id],
-                "explicit change" if cand.change else "newer statement of equal or higher trust",
+                reason or (
+                    "explicit change" if cand.change else "newer statement of equal or higher trust"
+                ),
                 cand.provenance,
             )
         )
@@ -297,7 +535,7 @@ class Resolver:
         if len(old_value) < 2:
             return
         for mem in self.current():
-            if mem.type not in ("event", "summary") or mem.attribute:
+            if mem.type not in ("event", "summary") or mem.attribute or mem.id == by:
                 continue
             if _mentions(mem.statement, old_value):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
@@ -317,6 +555,7 @@ class Resolver:
             m for m in self._versions.values()
             if m.id not in self.plan.deleted and topic and _mentions(m.statement, topic)
         ]
+        matched += [m for m in self._meant(cand.forget_topic or "") if m not in matched]
         # A reply remembered with the turn before it: when only that context names the
         # topic, the context (and its raw event) goes and the reply stays.
         stripped = [m for m in matched if _only_in_context(m, topic)]
@@ -347,6 +586,23 @@ class Resolver:
                 content_hash(*sorted(m.statement for m in [*victims, *stripped])),
             )
         )
+
+    def _meant(self, topic: str) -> list[Memory]:
+        """Current memories a forget request's topic means, by meaning (any language).
+
+        A memory is meant when it is near the topic in absolute terms and among the
+        nearest of the scope: erasure cannot be undone, so a memory merely on a related
+        subject (the user's hospital job for "my medical records") stays.
+        """
+        if self.meaning is None or not topic.strip():
+            return []
+        pool = [m for m in self.current() if m.type != "procedure"]
+        sims = self.meaning.similarities(topic, [self._gist(m.statement) for m in pool])
+        if not sims:
+            return []
+        best = max(sims)
+        return [m for m, sim in zip(pool, sims, strict=True)
+                if sim >= semantic.FORGET_MATCH and sim >= best - semantic.FORGET_MARGIN]
 
     def apply_merge(
         self, cand: Candidate, *, old: Memory | None, op: Op, members: list[str] | None
@@ -406,6 +662,35 @@ class Resolver:
         self.plan.audits.append(
             AuditDraft(op, before, [row.id], "outcome recorded", cand.provenance)
         )
+
+
+def _last_turn(statement: str) -> str:
+    return statement.rsplit("\n", 1)[-1]
+
+
+def _marks_correction(cand: Candidate) -> bool:
+    return cand.change or bool(_CORRECTION.search(_last_turn(cand.statement)))
+
+
+def _kind(attribute: str) -> str:
+    return attribute.split(":", 1)[0]
+
+
+def _open(attribute: str) -> bool:
+    """Open slots and tool key paths: named by the extractor, not by the vocabulary."""
+    return attribute.startswith(("rel:", TOOL_PREFIX))
+
+
+def _key_words(attribute: str) -> list[str]:
+    return tokens(attribute.removeprefix(TOOL_PREFIX).replace(".", " ").replace("_", " "))
+
+
+def _named(members: list[Memory], cand: Candidate) -> list[Memory]:
+    """The members a change names: by ``details['replaces']`` or by value in its words."""
+    replaces = norm_text(str(cand.details.get("replaces") or ""))
+    if replaces:
+        return [m for m in members if _value(m) == replaces]
+    return [m for m in members if len(_value(m)) >= 2 and _mentions(cand.statement, _value(m))]
 
 
 def _value(mem: Memory) -> str:

@@ -13,10 +13,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 
+from sleepmem.pipelines import forget_requests
 from sleepmem.pipelines.compress import Compression, compress
 from sleepmem.pipelines.gate import gate
 from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.resolve import Resolver
+from sleepmem.pipelines.semantic import gist, sentences
 from sleepmem.pipelines.types import Candidate, EventView, Extraction, Extractor
 
 StageTimer = Callable[[str], AbstractContextManager[None]]
@@ -50,11 +52,25 @@ def judge(
     ``event_sessions`` maps event ids to sessions, to find an ended session's fragments;
     ``older_sessions`` adds the sessions behind older memories, looked up only when a
     session ended.
+
+    When the resolver has a meaning layer (the run's embedder), forget requests the
+    extractor missed are recognised here, and every kept candidate is embedded in one
+    batch before the judgement: the same code for every extractor.
     """
     with stage("extract"):
         extraction = extractor.extract(events)
+    meaning = resolver.meaning
+    if meaning is not None:
+        with stage("meaning"):
+            forget_requests.recognise(extraction.candidates, meaning,
+                                      {e.event_id: e.content for e in events})
     with stage("gate"):
         kept, rejected = gate(extraction.candidates, policy=policy.gate)
+    if meaning is not None:
+        with stage("meaning"):
+            texts = [gist(c.statement) for c in kept
+                     if c.forget_topic is None and resolver.weighs_meaning(c)]
+            meaning.prime([*texts, *(part for t in texts for part in sentences(t))])
     with stage("resolve"):
         for rej in rejected:
             resolver.reject(rej)

@@ -36,6 +36,42 @@ class Op(StrEnum):
     REJECT = "REJECT"
 
 
+# -- slot names ---------------------------------------------------------------------------
+# Open slot: a fact about the subject outside the known vocabulary, named by a normalised
+# relation: ``rel:<relation>``, the relation lowercase snake_case in the present tense
+# ("rel:owns", "rel:uses", "rel:drives", "rel:learns", "rel:prefers", "rel:works_at",
+# "rel:lives_in"). ``value`` is the relation's object, normalised ("toyota corolla").
+# A change supersedes the slot's earlier version; two high-trust values without a change
+# form a conflict set, except for many-valued relations (below), where they both hold.
+OPEN_SLOT_PREFIX = "rel:"
+# Trusted structured tool output: one candidate per scalar field, the attribute being
+# ``tool:<key path>`` ("tool:subscription.plan", list items as "tool:orders.0.status").
+TOOL_PREFIX = "tool:"
+# Relations whose values accumulate ("I own a bike" and "I own a car" are both true):
+# a new value is added; only an explicit change or negation retires a value, and then
+# only the values it names (Candidate.details["replaces"] or the old value in its words).
+MANY_VALUED_RELATIONS = frozenset({
+    "owns", "has", "uses", "learns", "likes", "loves", "enjoys", "prefers", "speaks",
+    "plays", "knows", "reads", "watches", "collects", "visits", "follows", "studies",
+})
+
+
+def open_slot(relation: str) -> str:
+    """The attribute of an open slot: ``open_slot("works at") == "rel:works_at"``."""
+    return OPEN_SLOT_PREFIX + "_".join(relation.lower().split())
+
+
+def is_many_valued(attribute: str, details: dict[str, Any] | None = None) -> bool:
+    """Whether an open slot holds several values at once. The extractor's own reading
+    (``details["open_slot"]["multi"]``) wins; otherwise the relation decides."""
+    if not attribute.startswith(OPEN_SLOT_PREFIX):
+        return False
+    slot = (details or {}).get("open_slot")
+    if isinstance(slot, dict) and isinstance(slot.get("multi"), bool):
+        return bool(slot["multi"])
+    return attribute.removeprefix(OPEN_SLOT_PREFIX) in MANY_VALUED_RELATIONS
+
+
 @dataclass(slots=True)
 class Candidate:
     """One thing an extractor believes is worth remembering, before any judgement.
@@ -65,6 +101,8 @@ class Candidate:
     - ``details["unclassified"] = True`` (with ``details["type_by"]`` = "grammar" or
       "meaning") marks a statement no vocabulary matcher recognised: type fact or
       preference, importance 0.3, kept at that type's default lifetime.
+
+    ``tool:<key path>`` is the attribute of a trusted tool field (see above).
     """
 
     type: str

@@ -27,7 +27,7 @@ from sleepmem.core.logs import configure_logging
 from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS, render, value
 from sleepmem.core.settings import Settings
 from sleepmem.models.scope import Scope
-from sleepmem.pipelines.extract.llm import LLMExtractor
+from sleepmem.pipelines.extract.llm import OUTPUT_SCHEMA, LLMExtractor
 from sleepmem.pipelines.types import EventView
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
@@ -243,7 +243,9 @@ class TestOutputMapping:
     ) -> None:
         LLMExtractor(chat, batch_events=10).extract([event(0, "Hello there.")])
         request = script[0].requests[0]
-        assert request["response_format"] == {"type": "json_object"}
+        # Structured outputs: the server is given the schema itself, not only the prompt.
+        assert request["response_format"] == {
+            "type": "json_schema", "json_schema": {"name": "reply", "schema": OUTPUT_SCHEMA}}
         assert '"event_ids"' in request["messages"][0]["content"]
         assert request["model"] == "scripted"
 
@@ -287,14 +289,32 @@ class TestInvalidOutputIsRefused:
     def test_a_server_without_json_mode_is_asked_again_without_it(
         self, script: tuple[Script, str], chat: OpenAIChatModel
     ) -> None:
+        refused = (400, {"error": {"message": "response_format is not supported"}})
         script[0].replies.extend([
-            (400, {"error": {"message": "response_format is not supported"}}),
+            refused, refused, refused,
             reply({"event_ids": ["e1"], "type": "event", "statement": "Hello."}),
         ])
         extraction = LLMExtractor(chat, batch_events=10).extract([event(0, "Hello.")])
         assert len(extraction.candidates) == 1
-        assert "response_format" in script[0].requests[0]
-        assert "response_format" not in script[0].requests[1]
+        asked = [r.get("response_format", {}).get("type") for r in script[0].requests]
+        # JSON schema, then the llama.cpp schema form, then JSON mode, then words only.
+        assert asked == ["json_schema", "json_object", "json_object", None]
+        assert "schema" in script[0].requests[1]["response_format"]
+        assert "schema" not in script[0].requests[2]["response_format"]
+        assert chat.response_format == "text"
+
+    def test_a_server_that_refuses_json_schema_with_a_500_falls_back_to_json_mode(
+        self, script: tuple[Script, str], chat: OpenAIChatModel
+    ) -> None:
+        # llama-cpp-python's server answers an unknown response_format type with a 500.
+        script[0].replies.extend([
+            (500, {"error": {"message": "body.response_format.type: Input should be 'text' "
+                                        "or 'json_object'"}}),
+            reply({"event_ids": ["e1"], "type": "event", "statement": "Hello."}),
+        ])
+        extraction = LLMExtractor(chat, batch_events=10).extract([event(0, "Hello.")])
+        assert len(extraction.candidates) == 1
+        assert chat.response_format == "json_object_schema"
 
     def test_a_server_error_is_transient(
         self, script: tuple[Script, str], chat: OpenAIChatModel

@@ -200,3 +200,28 @@ class TestRefusedExtraction:
         with Session(engine) as s:
             errors = list(s.exec(select(Audit).where(col(Audit.op) == "ERROR")))
         assert len(errors) == 1 and "ExtractionError" in errors[0].reason
+
+
+class TestForgetRequestReachesRedis:
+    def test_the_retrieval_hits_of_what_a_forget_request_erased_go_too(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex,
+    ) -> None:
+        from sleepmem.adapters.redis.erase import RedisHotStore
+        from sleepmem.adapters.redis.hits import read_hits, record_hits
+
+        emit_and_drain(cfg, redis, keys, engine,
+                       ["I'm going through a divorce.", "I work as a nurse."])
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        ids = {m.id: m.statement for m in memory_rows(engine)}
+        (divorce,) = [i for i, s in ids.items() if "divorce" in s]
+        others = [i for i in ids if i != divorce]
+        record_hits(redis, keys, [divorce, *others], at=T0)
+        emit_and_drain(cfg, redis, keys, engine,
+                       ["Please forget everything I told you about my divorce."])
+        hot = Ports(embedder=HashingEmbedder(), index=index, clock=lambda: T0,
+                    hot=RedisHotStore(redis, keys))
+        consolidate_scope(engine=engine, ports=hot, settings=cfg, scope_key=OWNER)
+        named = {i for _e, hit_ids, _t in read_hits(redis, keys) for i in hit_ids}
+        assert divorce not in named
+        assert set(others) <= named

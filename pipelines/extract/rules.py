@@ -127,7 +127,7 @@ from sleepmem.pipelines.extract.zh import (
     mz_tools,
 )
 from sleepmem.pipelines.ports import Embedder
-from sleepmem.pipelines.types import Candidate, EventView, Extraction
+from sleepmem.pipelines.types import TOOL_PREFIX, Candidate, EventView, Extraction
 
 # Low: an unclassified statement must earn its keep through mentions and hits.
 UNCLASSIFIED_IMPORTANCE = 0.3
@@ -783,13 +783,21 @@ def _flat_value(value: Any) -> str:
     return str(value).strip()
 
 
-def _profile_facts(turn: _Turn, data: Any, depth: int = 0) -> list[Candidate]:
+def _profile_facts(turn: _Turn, data: Any, depth: int = 0, path: str = "") -> list[Candidate]:
+    """Every scalar field of trusted JSON as a candidate fact (DESIGN: trusted tool output).
+
+    Fields the vocabulary knows (address, email, …) fill the same slot as the user's own
+    words; every other scalar gets its key path as an open attribute (``tool:<path>``,
+    see sleepmem.pipelines.types), so a trusted source that disagrees with the user on
+    any field can form a conflict set. Envelope fields (ids, timestamps, trust markers)
+    and anything secret are skipped.
+    """
     if depth > 4:
         return []
     out: list[Candidate] = []
     if isinstance(data, list):
-        for item in data[:20]:
-            out.extend(_profile_facts(turn, item, depth + 1))
+        for i, item in enumerate(data[:20]):
+            out.extend(_profile_facts(turn, item, depth + 1, f"{path}.{i}" if path else str(i)))
         return out
     if not isinstance(data, dict):
         return out
@@ -799,8 +807,9 @@ def _profile_facts(turn: _Turn, data: Any, depth: int = 0) -> list[Candidate]:
         return out  # a profile of somebody else
     source = turn.speaker.prefix.removeprefix("Tool").strip(" ()") or "a tool"
     for key, value in data.items():
+        here = f"{path}.{key}" if path else str(key)
         if isinstance(value, dict) and key.lower() not in _PROFILE_KEYS:
-            out.extend(_profile_facts(turn, value, depth + 1))
+            out.extend(_profile_facts(turn, value, depth + 1, here))
             continue
         attr = _PROFILE_KEYS.get(key.lower())
         if attr is None and key.lower() == "allergies" and isinstance(value, list):
@@ -812,7 +821,13 @@ def _profile_facts(turn: _Turn, data: Any, depth: int = 0) -> list[Candidate]:
                     f"The user is allergic to {item} (according to {source}).",
                 ))
             continue
-        if attr is None or value in (None, "", [], {}):
+        if attr is None:
+            if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+                out.extend(_profile_facts(turn, value, depth + 1, here))
+            elif (fact := _tool_field(turn, here, key, value, source, root=not path)):
+                out.append(fact)
+            continue
+        if value in (None, "", [], {}):
             continue
         text = _flat_value(value)
         if not text or REDACTED.search(text) or SECRET_WORDS.search(key):
@@ -830,6 +845,47 @@ def _profile_facts(turn: _Turn, data: Any, depth: int = 0) -> list[Candidate]:
             statement,
         ))
     return out
+
+
+# Envelope fields of a tool reply: about the call, not about the user.
+_ENVELOPE_KEYS = frozenset({"ok", "success", "error", "code", "id", "request_id", "ts",
+                            "timestamp", "verified", "trusted", "auth", "etag", "version",
+                            "took_ms", "latency_ms", "page", "next", "cursor"})
+
+
+def _tool_field(turn: _Turn, path: str, key: str, value: Any, source: str, *,
+                root: bool) -> Candidate | None:
+    """One scalar (or list of scalars) field of trusted JSON as a ``tool:<path>`` fact."""
+    low = key.lower()
+    if low in _ENVELOPE_KEYS or low in _USER_KEYS or low.endswith("_id") or (
+            root and low == "status") or SECRET_WORDS.search(low.replace("_", " ")):
+        return None
+    if isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, int | float | str):
+        text = str(value).strip()
+    elif isinstance(value, list) and value and all(
+            isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+        text = ", ".join(str(v).strip() for v in value[:20])
+    else:
+        return None
+    if not text or len(text) > 300 or REDACTED.search(text) or INSTRUCTION.search(text):
+        return None
+    label = " ".join(
+        w for w in re.split(r"[._\s-]+", path) if w and not w.isdigit()
+    ).lower() or low
+    # "renews on is 2026-12-01" reads badly: a label ending in a verb or preposition
+    # takes a colon instead of "is".
+    verb = ": " if _LABEL_NO_IS.search(label) else " is "
+    return turn.candidate(
+        Slot(type="fact", attribute=f"{TOOL_PREFIX}{path}", value=norm_value(text), head="",
+             importance=0.5, details={"tool_key": path}),
+        f"The user's {label}{verb}{text} (according to {source}).",
+    )
+
+
+_LABEL_NO_IS = re.compile(r"(?i)\b(?:on|at|in|by|to|for|of|from|until|is|are|has|have|was|"
+                          r"ed|s)$|\w+(?:ed|s)$")
 
 
 _BORING_KEYS = frozenset({"status", "ok", "success", "code", "id", "request_id", "ts",

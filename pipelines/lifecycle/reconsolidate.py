@@ -58,6 +58,7 @@ from sleepmem.pipelines.memories import copy_row, memory_id, norm_text
 from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.resolve import Resolver
+from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.store import audit_row
 from sleepmem.pipelines.types import Candidate, EventView
@@ -341,6 +342,7 @@ def replay(
             resolver = Resolver(
                 scope_key=scope_key, existing=start, all_versions=start,
                 now=judged[events[0].event_id], policy=policy.resolve,
+                meaning=Meaning(ports.embedder),
             )
         sessions.update({e.event_id: e.scope.session for e in events})
         comp = judge(

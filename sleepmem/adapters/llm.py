@@ -24,6 +24,10 @@ from sleepmem.pipelines.ports import LLMUsage
 # times out: (retries + 1) x timeout stays well under the lease.
 MAX_RETRIES = 5
 MAX_TIMEOUT_S = 300.0
+# What a reply is asked to be, best first: OpenAI structured outputs (JSON schema); the
+# llama.cpp form of the same (JSON mode constrained by a schema grammar); plain JSON mode;
+# and, for servers with none of these, words only (the first {...} block is parsed).
+RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "text")
 
 
 class OpenAIChatModel:
@@ -44,7 +48,9 @@ class OpenAIChatModel:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.timeout_s = min(max(timeout_s, 1.0), MAX_TIMEOUT_S)
-        self._json_mode = True
+        # Structured outputs first; each server that refuses a form steps down once, for
+        # the life of this client (see RESPONSE_FORMATS).
+        self._format = 0
         self._log = get_logger("sleepmem.llm")
         # Local servers ignore the key, but the SDK refuses an empty one.
         key = api_key.get_secret_value() or "not-needed"
@@ -67,14 +73,20 @@ class OpenAIChatModel:
         ]
         t0 = time.perf_counter()
         try:
-            try:
-                response = self._create(messages)
-            except openai.BadRequestError as exc:
-                if not self._json_mode or "response_format" not in str(exc):
-                    raise
-                # Servers without JSON mode: ask in words, parse the first {...} block.
-                self._json_mode = False
-                response = self._create(messages)
+            while True:
+                try:
+                    response = self._create(messages, schema)
+                    break
+                except (openai.BadRequestError, openai.UnprocessableEntityError,
+                        openai.InternalServerError) as exc:
+                    # A server that does not know this response_format says so (some
+                    # with a 500); step down to the next form and ask again.
+                    if self._format + 1 >= len(RESPONSE_FORMATS) or (
+                            "response_format" not in str(exc)):
+                        raise
+                    self._format += 1
+                    self._log.info("llm.response_format", model=self.model,
+                                   now=RESPONSE_FORMATS[self._format])
         except openai.BadRequestError as exc:
             self._count("refused", t0)
             raise ExtractionError(f"the model refused the request: {_brief(exc)}") from None
@@ -97,14 +109,27 @@ class OpenAIChatModel:
         self._count("ok", t0, usage)
         return data, usage
 
-    def _create(self, messages: list[dict[str, str]]) -> Any:
+    @property
+    def response_format(self) -> str:
+        """The form of structured output this client asks for now."""
+        return RESPONSE_FORMATS[self._format]
+
+    def _create(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> Any:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
-        if self._json_mode:
+        form = RESPONSE_FORMATS[self._format]
+        if form == "json_schema":
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "schema": schema},
+            }
+        elif form == "json_object_schema":
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        elif form == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
         return self._client.chat.completions.create(**kwargs)
 
@@ -117,7 +142,7 @@ class OpenAIChatModel:
             "llm.call",
             model=self.model,
             outcome=outcome,
-            json_mode=self._json_mode,
+            response_format=RESPONSE_FORMATS[self._format],
             ms=round((time.perf_counter() - t0) * 1000, 1),
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,

@@ -68,6 +68,8 @@ class ScenarioResult:
     passed: bool = True
     checks: list[CheckResult] = field(default_factory=list)
     error: str | None = None
+    events: int = 0
+    llm_calls: int = 0
 
 
 class Clock:
@@ -145,6 +147,8 @@ class StoryRun:
         self.clock = Clock()
         resources.clock = self.clock
         self.default_scope = dict(story.get("scope", {}))
+        self.events = 0
+        self.llm_calls = 0
         self.client = MemoryClient(
             resources.settings, redis_url=resources.redis_url, resources=resources
         )
@@ -172,7 +176,9 @@ class StoryRun:
                 set(s.exec(select(RawEvent.scope_key).where(col(RawEvent.consolidated).is_(False))))
             )
         for key in scopes:
-            run_consolidation(self.res, scope_key=key, pipeline=consolidate_scope)
+            report = run_consolidation(self.res, scope_key=key, pipeline=consolidate_scope)
+            self.events += report.events
+            self.llm_calls += report.llm_calls
 
     def sweep(self) -> None:
         sweep(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings)
@@ -378,6 +384,7 @@ def run_story(
                     result.error = f"step {i}: {type(exc).__name__}: {exc}"
                     break
             run.client.close()
+            result.events, result.llm_calls = run.events, run.llm_calls
         finally:
             discard(res)
     return result
@@ -390,8 +397,13 @@ def run_directory(
         run_story(p, settings=settings, embedder=embedder)
         for p in sorted(directory.glob("*.toml"))
     ]
+    events = sum(r.events for r in results)
+    calls = sum(r.llm_calls for r in results)
     return {
         "passed": sum(r.passed for r in results),
         "failed": sum(not r.passed for r in results),
+        "events": events,
+        "llm_calls": calls,
+        "llm_calls_per_100_events": round(100 * calls / events, 2) if events else 0.0,
         "scenarios": [asdict(r) for r in results],
     }

@@ -1,0 +1,157 @@
+"""Forget requests in any phrasing: recognised by cue and meaning, whatever the extractor.
+
+An extractor may already mark a request (``Candidate.forget_topic``); this stage also
+catches the ones it missed. Two signals must agree, so neither a word list nor the
+embedder decides alone:
+
+1. a cue: one of a small set of forget/delete verbs and "do not keep" phrasings (EN, ZH);
+2. meaning: the statement is nearer to forget-request prototypes than to prototypes of
+   statements that merely use those verbs ("I forgot my keys", "别忘了提醒我").
+
+Only what the user (or the system) says can ask to forget; tool output, assistant turns
+and observations never can (an instruction inside tool output is not the user's wish).
+The request's object (its topic) is what remains once the request words are stripped;
+the resolver matches it to memories by meaning and by words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from sleepmem.pipelines.semantic import Meaning
+from sleepmem.pipelines.types import Candidate
+
+CUE = re.compile(
+    r"(?i)\b(?:forget|forgetting|delete|erase|remove|wipe|purge|scrub|discard|unlearn|"
+    r"clear|drop|get rid of|stop (?:remembering|storing|keeping|saving)|"
+    r"(?:don'?t|do not|no need to|never) (?:remember|keep|store|save|record|retain|hold on to)|"
+    r"no longer (?:remember|keep|store))\b"
+    r"|忘|删|清除|清掉|抹掉|抹去|去掉|别再记|不要再记|不要记|别记|不用记|不需要记|不必记|"
+    r"不要保存|别保存|不要存|别存|不要保留|别保留|不要留|移除"
+)
+
+# What a request sounds like, and what the same verbs sound like when nobody asks to forget.
+REQUEST_PROTOTYPES = (
+    "Please forget what I told you about it.",
+    "Forget everything I said about that.",
+    "Delete what you know about this from your memory.",
+    "Erase that information about me.",
+    "Don't remember this about me anymore.",
+    "Stop keeping that information.",
+    "Remove the things I shared about it.",
+    "I want you to forget about that.",
+    "The user asks to forget what they said about it.",
+    "请忘掉我说过的那件事。",
+    "把那件事忘了吧。",
+    "删除关于这个的信息。",
+    "别再记着这件事了。",
+    "不要保存这方面的信息。",
+    "请把我说的那些都删掉。",
+)
+OTHER_PROTOTYPES = (
+    "I forgot my keys at home.",
+    "I keep forgetting my passwords.",
+    "Don't forget to remind me about the meeting.",
+    "I deleted the old branch yesterday.",
+    "Remove the onions from the recipe.",
+    "Please delete the draft email in my outbox.",
+    "Can you clear the table formatting in this document?",
+    "Remember that I am allergic to nuts.",
+    "我忘了带钥匙。",
+    "别忘了提醒我明天开会。",
+    "我把旧文件删掉了。",
+    "帮我把这段代码里的空行去掉。",
+    "我总是忘记密码。",
+)
+# Nearest-prototype vote over this many neighbours.
+VOTES = 3
+
+_REQUEST_WORDS_EN = re.compile(
+    r"(?i)\b(?:please|pls|kindly|can|could|would|will|you|your|yours|i|i'd|i'm|i've|me|my|"
+    r"want|like|need|to|forget|forgetting|delete|erase|remove|wipe|purge|scrub|discard|"
+    r"unlearn|clear|drop|get rid of|stop|remembering|storing|keeping|saving|remember|keep|"
+    r"store|save|record|retain|hold on to|don'?t|do|not|no|need|never|longer|anymore|"
+    r"any more|everything|anything|all|whatever|what|that|this|those|these|the|a|an|"
+    r"stuff|things?|info|information|details|data|memories|memory|notes|about|regarding|"
+    r"concerning|on|of|related|told|tell|said|say|shared|share|mentioned|mention|gave|"
+    r"wrote|ever|have|has|had|from|for good|permanently|completely|entirely|now|right|"
+    r"thanks?|thank|asks?|user|they|their|them|it|its|is|was|and|just|also|as well|too|"
+    r"out|of it)\b"
+)
+_REQUEST_WORDS_ZH = re.compile(
+    r"请你?|麻烦你?|能不能|可以|帮我|你|把|我的|我|跟你|和你|对你|之前|以前|刚才|曾经|"
+    r"说过|讲过|告诉过?|提到过?|分享过?|忘掉|忘记|忘了|忘|删除|删掉|删|清除|清掉|抹掉|抹去|去掉|"
+    r"别再记着|别再记|不要再记得|不要再记|不要记|别记|不用记|不需要记|不必记|记着|记得|"
+    r"不要保存|别保存|不要存|别存|不要保留|别保留|不要留|移除|保存|所有|全部|一切|统统|都|"
+    r"关于|有关|相关|的|事情|事儿|事|内容|信息|资料|记忆|东西|话|那些|这些|那件|这件|"
+    r"了|吧|吗|呢|啊|掉|再|好吗"
+)
+# An extractor's third-person rewording of a request ("the user has forgotten …",
+# "the user wants … deleted") reads as a statement: go back to what the user said.
+_REWORDED = re.compile(r"(?i)^(?:the )?user\b|^用户")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
+_TRIM = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）-—"
+
+
+def topic_of(statement: str) -> str:
+    """The request's object: the statement without the words that make it a request."""
+    text = statement.rsplit("\n", 1)[-1]
+    text = _REQUEST_WORDS_ZH.sub(" ", text)
+    text = _REQUEST_WORDS_EN.sub(" ", text)
+    return " ".join(text.split()).strip(_TRIM)
+
+
+def may_ask_to_forget(cand: Candidate) -> bool:
+    return (cand.source in ("user", "system") and not cand.from_tool and not cand.inferred
+            and cand.trust == "high")
+
+
+def _own_words(cand: Candidate, said: Mapping[str, str]) -> str:
+    """What to read: the candidate's statement, or for an episode an extractor reworded
+    ("The user has forgotten about their divorce."), the sentence of the user's own
+    event that carries the cue."""
+    text = cand.statement.rsplit("\n", 1)[-1]
+    if cand.attribute or not _REWORDED.search(text):
+        return text  # the user's own words already (or a slot fact, never a request)
+    raw = said.get(cand.provenance[-1], "") if cand.provenance else ""
+    cued = [s for s in _SENTENCE.split(raw) if CUE.search(s)]
+    return cued[0].strip() if cued else text
+
+
+def recognise(candidates: list[Candidate], meaning: Meaning,
+              said: Mapping[str, str] | None = None) -> int:
+    """Mark the forget requests among ``candidates`` (sets ``forget_topic``); how many.
+
+    ``said`` maps event ids to what the event said, so a request an extractor reworded
+    is read in the user's words. A request is its own candidate: it becomes an event
+    that names its topic and is resolved as a DELETE (the resolver erases the memories
+    it means and the request's raw event).
+    """
+    said = said or {}
+    pairs = [(c, _own_words(c, said)) for c in candidates
+             if c.forget_topic is None and may_ask_to_forget(c)]
+    cued = [c for c, text in pairs if CUE.search(text)]
+    texts = [text for _c, text in pairs if CUE.search(text)]
+    if not cued:
+        return 0
+    protos = [*REQUEST_PROTOTYPES, *OTHER_PROTOTYPES]
+    meaning.prime([*protos, *texts])
+    sims = meaning.matrix(texts) @ meaning.matrix(protos).T
+    is_request = np.array([True] * len(REQUEST_PROTOTYPES) + [False] * len(OTHER_PROTOTYPES))
+    found = 0
+    for cand, text, row in zip(cued, texts, sims, strict=True):
+        top = np.argsort(-row, kind="stable")[:VOTES]
+        if int(is_request[top].sum()) * 2 <= VOTES:
+            continue
+        topic = topic_of(text)
+        if not topic:
+            continue
+        cand.forget_topic = topic
+        cand.type = "event"
+        cand.attribute = ""
+        cand.details = {**cand.details, "forget": True, "recognised_by": "meaning"}
+        found += 1
+    return found

@@ -1,0 +1,257 @@
+"""The meaning layer of the judgement: when two wordings say the same thing.
+
+Consolidation decides by meaning, not by wording, through the Embedder port: a candidate
+that restates a current memory (paraphrase, other language, other word order) is a
+repeat; a forget request is recognised and matched to memories by what it means. Both
+extractors feed the same code here, called from the resolver and the stage sequence.
+
+Similarity alone cannot tell "I like tea" from "I don't like tea" or "allergic to
+peanuts" from "allergic to shellfish" (USE scores those pairs 0.80-0.88, above many true
+paraphrases), so a pair counts as one meaning only when the similarity clears the bar
+*and* cheap guards agree: the same negation parity, the same numbers, the same
+Latin-script names, and, for a pair that shares its frame and swaps one filler word,
+a much higher bar. The thresholds were chosen on the labelled pairs in
+tests/semantic_pairs.py (EN, ZH, EN↔ZH; positives and hard negatives) with the USE
+embedder; tests/test_semantic_usem.py measures and asserts their precision and recall.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleepmem.pipelines.ports import Embedder, Vector
+
+# -- thresholds (cosine on unit vectors; see the module docstring for how they were set) --
+
+# Same language: a restatement of the same fact.
+SAME_MEANING = 0.78
+# English ↔ Chinese: USE puts translations lower than same-language paraphrases.
+SAME_MEANING_CROSS = 0.70
+# A pair that keeps its frame and swaps a filler ("allergic to peanuts"/"to shellfish")
+# is a different fact unless it is near-identical in meaning ("owns"/"has").
+SAME_FRAME_SWAP = 0.90
+SWAP_OVERLAP = 0.5
+# Below every bar: pairs under it are not worth running the guards on.
+FLOOR = min(SAME_MEANING, SAME_MEANING_CROSS)
+# Two values of one slot ("nyc" / "new york city") that name the same thing.
+SAME_VALUE = 0.80
+# About the same thing (a disagreement rather than a repeat): used to pair a trusted
+# tool field with what the user said, and a correction with the memory it corrects.
+RELATED = 0.60
+# A forget request's object (a few words, "离婚", "my health problems") against a memory:
+# short texts score low against whole statements, so the bar is low but relative too:
+# a memory must also be within FORGET_MARGIN of the scope's best match.
+FORGET_MATCH = 0.30
+FORGET_MARGIN = 0.12
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9'+.#-]*")
+_SPEAKER = re.compile(r"^(?:tool(?: \([^)]*\))?|assistant(?: observation)?|observation|"
+                      r"system)\s*:\s*", re.IGNORECASE)
+_SOURCE_NOTE = re.compile(r"\s*\((?:according to|per|from) [^)]*\)", re.IGNORECASE)
+# Third person to first: "The user lives in Oslo" and "I live in Oslo" compare as one.
+_THIRD_EN = (
+    (re.compile(r"\b(?:the user's|user's)\s*", re.IGNORECASE), "my "),
+    (re.compile(r"\bthe user is\b", re.IGNORECASE), "I am"),
+    (re.compile(r"\bthe user has\b", re.IGNORECASE), "I have"),
+    (re.compile(r"\bthe user was\b", re.IGNORECASE), "I was"),
+    (re.compile(r"\bthe user\b", re.IGNORECASE), "I"),
+)
+_THIRD_ZH = re.compile(r"用户")
+# Discourse and time markers change no fact (corrections are told apart separately).
+_DISCOURSE = re.compile(
+    r"(?i)\b(?:actually|honestly|basically|really|these days|nowadays|currently|right now|"
+    r"at the moment|by the way|btw|anyway|just so you know|fyi)\b,?\s*"
+    r"|其实|目前|如今|最近|顺便说一下|另外|说实话"
+)
+_NEG_EN = re.compile(
+    r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|n't|dont|doesnt|"
+    r"didnt|isnt|arent|wasnt|wont|cant)\b|n't\b",
+    re.IGNORECASE,
+)
+_NEG_ZH = re.compile(r"不|没|别|非|无|未|莫|勿")
+_NUM_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
+    "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11",
+    "twelve": "12", "twenty": "20", "hundred": "100", "twice": "2", "single": "1",
+    "〇": "0", "零": "0", "两": "2", "二": "2", "三": "3", "四": "4", "五": "5", "六": "6",
+    "七": "7", "八": "8", "九": "9", "十": "10", "百": "100", "日": "7", "天": "7",
+    # Days and months are numbers too: "my flight is on Monday" is not "on Friday".
+    **{d: f"day{i}" for i, d in enumerate(
+        ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"), 1)},
+    **{m: f"month{i}" for i, m in enumerate(
+        ("january", "february", "march", "april", "may", "june", "july", "august",
+         "september", "october", "november", "december"), 1)},
+}
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?|[a-z]+|[〇零两二三四五六七八九十百]|(?<=[周期])[日天]",
+                     re.IGNORECASE)
+_FILLER_EN = frozenset({
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "am", "to", "of", "in", "on",
+    "at", "for", "with", "and", "or", "so", "that", "this", "it", "really", "very", "just",
+    "also", "now", "still", "currently",
+})
+# A frame swap changes one short span and nothing else.
+SWAP_MAX_UNITS = 3
+
+
+def gist(statement: str) -> str:
+    """What a statement says, without who says it: the text two wordings are compared on.
+
+    Drops a speaker prefix ("Tool (crm): "), a source note ("(according to crm)") and,
+    for an episode remembered with the turn before it, that turn; a third-person
+    statement is put in the first person ("The user is" -> "I am", "用户" -> "我"), so
+    what the extractor rephrased and what the user said meet.
+    """
+    text = statement.rsplit("\n", 1)[-1]
+    text = _SPEAKER.sub("", text.strip())
+    text = _SOURCE_NOTE.sub("", text)
+    for pattern, repl in _THIRD_EN:
+        text = pattern.sub(repl, text)
+    text = _THIRD_ZH.sub("我", text)
+    text = _DISCOURSE.sub("", text)
+    return text.strip(" .,;:!?。，；：！？") or statement.strip()
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|[。！？；;\n]+")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a gist (several facts told in one message are compared one by one)."""
+    parts = [p.strip(" .,;:!?。，；：！？") for p in _SENTENCE_END.split(text)]
+    return [p for p in parts if p] or [text]
+
+
+def is_zh(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def negation_parity(text: str) -> int:
+    """Odd (1) when the text negates, even (0) when it does not ("not … never" affirms)."""
+    n = len(_NEG_EN.findall(text)) + len(_NEG_ZH.findall(text))
+    return n % 2
+
+
+def numbers(text: str) -> frozenset[str]:
+    out = set()
+    for tok in _NUMBER.findall(text.lower()):
+        if tok[0].isdigit():
+            out.add(tok.replace(",", ""))
+        elif tok in _NUM_WORDS:
+            out.add(_NUM_WORDS[tok])
+    return frozenset(out)
+
+
+def latin_names(text: str) -> frozenset[str]:
+    """Latin-script words of a Chinese sentence (brand and place names survive translation)."""
+    return frozenset(w for w in _LATIN_WORD.findall(text.lower()) if len(w) > 1)
+
+
+def _units(text: str) -> list[str]:
+    low = text.lower()
+    if is_zh(low):
+        return [c for c in low if _CJK.match(c) or c.isalnum()]
+    return [w for w in _LATIN_WORD.findall(low) if w not in _FILLER_EN]
+
+
+def frame_swap(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` share most of their words and each has words of its own:
+    the same frame with another filler ("likes cats" / "likes dogs")."""
+    ua, ub = _units(a), _units(b)
+    if not ua or not ub:
+        return False
+    sm = difflib.SequenceMatcher(a=ua, b=ub, autojunk=False)
+    diffs = [op for op in sm.get_opcodes() if op[0] != "equal"]
+    if len(diffs) != 1 or diffs[0][0] != "replace":
+        return False
+    _, i1, i2, j1, j2 = diffs[0]
+    return i2 - i1 <= SWAP_MAX_UNITS and j2 - j1 <= SWAP_MAX_UNITS and (
+        sm.ratio() >= SWAP_OVERLAP)
+
+
+_IDENTIFIER = re.compile(r"[^\s,;()（）]*(?:@|://|\d)[^\s,;()（）]*")
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """E-mail addresses, URLs and codes: tokens that are right only when exactly equal."""
+    return frozenset(t.strip(".。").lower() for t in _IDENTIFIER.findall(text)
+                     if re.search(r"[a-z@/]", t, re.IGNORECASE))
+
+
+def guards_agree(a: str, b: str) -> bool:
+    """The cheap checks a similar pair must pass to count as one meaning."""
+    if negation_parity(a) != negation_parity(b):
+        return False
+    if identifiers(a) != identifiers(b):
+        return False
+    na, nb = numbers(a), numbers(b)
+    if (na or nb) and na != nb:
+        return False
+    za, zb = is_zh(a), is_zh(b)
+    if za != zb:
+        # Names written in Latin script inside the Chinese side must appear on the other.
+        zh_side, en_side = (a, b) if za else (b, a)
+        names = latin_names(zh_side)
+        if names and not names <= latin_names(en_side):
+            return False
+    return True
+
+
+def same_meaning(a: str, b: str, similarity: float) -> bool:
+    """Whether gists ``a`` and ``b`` (similarity already measured) say the same thing."""
+    if not guards_agree(a, b):
+        return False
+    cross = is_zh(a) != is_zh(b)
+    bar = SAME_MEANING_CROSS if cross else SAME_MEANING
+    if not cross and frame_swap(a, b):
+        bar = max(bar, SAME_FRAME_SWAP)
+    return similarity >= bar
+
+
+class Meaning:
+    """Embeds texts for one consolidation run: batched, and each text only once."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._cache: dict[str, Vector] = {}
+        self.calls = 0
+
+    def prime(self, texts: Sequence[str]) -> None:
+        """Embed, in one batch, every text not embedded yet."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if not missing:
+            return
+        vectors = self.embedder.embed(missing, kind="document")
+        self.calls += 1
+        for text, vec in zip(missing, vectors, strict=True):
+            self._cache[text] = vec
+
+    def vector(self, text: str) -> Vector:
+        if text not in self._cache:
+            self.prime([text])
+        return self._cache[text]
+
+    def matrix(self, texts: Sequence[str]) -> Vector:
+        self.prime(texts)
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.vstack([self._cache[t] for t in texts])
+
+    def similarities(self, text: str, others: Sequence[str]) -> list[float]:
+        if not others:
+            return []
+        sims = self.matrix(others) @ self.vector(text)
+        return [float(s) for s in sims]
+
+
+@dataclass(frozen=True, slots=True)
+class Near:
+    """A memory near a candidate in meaning."""
+
+    memory_id: str
+    similarity: float
+    same: bool
