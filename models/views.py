@@ -75,6 +75,22 @@ class FeedbackBody(BaseModel):
     note: str = Field(default="", max_length=500, description="kept in the audit row")
 
 
+class ConflictChoice(BaseModel):
+    """A person's decision on a conflict set: which side is true."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep: str = Field(min_length=1, max_length=64,
+                      description="id of the side to keep; the other sides are invalidated")
+    reason: str = Field(default="", max_length=500, description="kept in the audit row")
+
+
+class ConflictResolution(BaseModel):
+    conflict_set: str
+    kept: MemoryView = Field(description="now active, trust 'human' (confirmed by a person)")
+    invalidated: list[MemoryView] = Field(description="the other sides, superseded by the kept one")
+
+
 class JobView(BaseModel):
     id: str
     kind: str

@@ -216,7 +216,9 @@ class Resolver:
             self._noop(same[0], cand, "repeat of an existing memory")
             return
 
-        high = [m for m in members if m.trust == Trust.high.value]
+        # What a person wrote or confirmed counts at least as high trust: an inference
+        # never overwrites it, and a disagreeing trusted statement asks again.
+        high = [m for m in members if m.trust in (Trust.high.value, Trust.human.value)]
         if cand.trust == Trust.low.value and high:
             self.plan.audits.append(
                 AuditDraft(
