@@ -32,6 +32,8 @@ class MemoryView(BaseModel):
     confidence: float
     importance: float
     status: str
+    conflict_set: str | None = Field(
+        default=None, description="set of disagreeing sides awaiting a person's decision")
     pinned: bool
     version: int
     valid_from: datetime
