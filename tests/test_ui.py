@@ -192,6 +192,7 @@ class TestTheInspectorInABrowser:
         edited = page.locator("#d-id").inner_text()
         assert edited != original
         assert page.locator("#d-trust").inner_text() == "human"
+        assert "written by a person" in page.locator("#d-why").inner_text()
         versions = page.locator("#d-versions").inner_text()
         assert "Kreuzberg" in versions and "superseded" in versions
         assert "edited by a person: more precise" in page.locator("#d-audits").inner_text()
@@ -263,6 +264,7 @@ class TestTheInspectorInABrowser:
         assert page.locator("#d-id").inner_text() == kept
         assert page.locator("#d-trust").inner_text() == "human"
         assert "RESOLVE" in page.locator("#d-audits").inner_text()
+        assert "confirmed by a person" in page.locator("#d-why").inner_text()
         shot(page, "10-conflict-resolved")
         loser = httpx.get(f"{server}/v1/memories/{other}",
                           headers={"Authorization": f"Bearer {KEY}"}, timeout=5).json()
