@@ -762,7 +762,10 @@ def _conflict_sides(session: Session, conflict_set: str, tenant: str | None) -> 
     )
     if tenant is not None:
         stmt = stmt.where(col(Memory.tenant) == tenant)
-    return list(session.exec(stmt.order_by(col(Memory.valid_from), col(Memory.id))))
+    # Row locks (PostgreSQL): a second person deciding the same set at the same moment
+    # waits, then finds it no longer open instead of overwriting the first decision.
+    return list(session.exec(
+        stmt.order_by(col(Memory.valid_from), col(Memory.id)).with_for_update()))
 
 
 def _settle(session: Session, conflict_set: str, *, kept: Memory, others: Sequence[Memory],

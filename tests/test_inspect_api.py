@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from sleepmem.api.app import create_app
@@ -32,6 +33,12 @@ def memory(mid: str, statement: str, **values: object) -> Memory:
     )
     base.update(values)
     return Memory(**base)
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """On SQLite and on PostgreSQL (the conflict resolution takes row locks there)."""
+    return settings.model_copy(update={"database_url": sql_url})
 
 
 @pytest.fixture
