@@ -32,6 +32,8 @@ class MemoryView(BaseModel):
     confidence: float
     importance: float
     status: str
+    conflict_set: str | None = Field(
+        default=None, description="set of disagreeing sides awaiting a person's decision")
     pinned: bool
     version: int
     valid_from: datetime
@@ -73,6 +75,22 @@ class FeedbackBody(BaseModel):
 
     verdict: Verdict = Field(description="helpful: importance up; wrong: the memory is invalidated")
     note: str = Field(default="", max_length=500, description="kept in the audit row")
+
+
+class ConflictChoice(BaseModel):
+    """A person's decision on a conflict set: which side is true."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep: str = Field(min_length=1, max_length=64,
+                      description="id of the side to keep; the other sides are invalidated")
+    reason: str = Field(default="", max_length=500, description="kept in the audit row")
+
+
+class ConflictResolution(BaseModel):
+    conflict_set: str
+    kept: MemoryView = Field(description="now active, trust 'human' (confirmed by a person)")
+    invalidated: list[MemoryView] = Field(description="the other sides, superseded by the kept one")
 
 
 class JobView(BaseModel):

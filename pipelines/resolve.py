@@ -452,7 +452,9 @@ class Resolver:
             named = _named(members, cand)
             members = named or members
 
-        high = [m for m in members if m.trust == Trust.high.value]
+        # What a person wrote or confirmed counts at least as high trust: an inference
+        # never overwrites it, and a disagreeing trusted statement asks again.
+        high = [m for m in members if m.trust in (Trust.high.value, Trust.human.value)]
         if cand.trust == Trust.low.value and high:
             self.plan.audits.append(
                 AuditDraft(

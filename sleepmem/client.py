@@ -33,7 +33,7 @@ from sleepmem.core.errors import (
 )
 from sleepmem.core.localkey import read_local_key
 from sleepmem.models import LEVELS, Scope, SearchResult
-from sleepmem.models.views import JobView, MemoryPage, MemoryView
+from sleepmem.models.views import ConflictResolution, JobView, MemoryPage, MemoryView
 from sleepmem.models.working import ContextResult
 from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
 from sleepmem.pipelines.lifecycle.explain import Explanation
@@ -203,6 +203,11 @@ class _Calls:
                 parse: Any = MemoryView) -> Call:
         return Call(method, f"/v1/memories/{memory_id}{suffix}", json=json, parse=parse)
 
+    @staticmethod
+    def _resolve(conflict_set: str, keep: str, reason: str) -> Call:
+        return Call("POST", f"/v1/conflicts/{conflict_set}/resolve",
+                    json={"keep": keep, "reason": reason}, parse=ConflictResolution)
+
     def _reconsolidate(self, scope: Any, since: datetime | None, apply: bool) -> Call:
         body = {"scope": _scope_key(self.target, scope), "apply": apply,
                 "since": since.isoformat() if since else None}
@@ -313,6 +318,13 @@ class Client(_Calls):
         view: MemoryView = self._send(
             self._memory(memory_id, "/feedback", "POST", {"verdict": verdict, "note": note}))
         return view
+
+    def resolve_conflict(self, conflict_set: str, keep: str, *,
+                         reason: str = "") -> ConflictResolution:
+        """Keep one side of a conflict set (it becomes active, trust ``"human"``); the
+        other sides are invalidated and superseded by it."""
+        done: ConflictResolution = self._send(self._resolve(conflict_set, keep, reason))
+        return done
 
     def forget(self, memory_id: str | None = None, *,
                scope: Scope | Mapping[str, Any] | str | None = None) -> DeletionReceipt:
@@ -453,6 +465,11 @@ class AsyncClient(_Calls):
         view: MemoryView = await self._send(
             self._memory(memory_id, "/feedback", "POST", {"verdict": verdict, "note": note}))
         return view
+
+    async def resolve_conflict(self, conflict_set: str, keep: str, *,
+                               reason: str = "") -> ConflictResolution:
+        done: ConflictResolution = await self._send(self._resolve(conflict_set, keep, reason))
+        return done
 
     async def forget(self, memory_id: str | None = None, *,
                      scope: Scope | Mapping[str, Any] | str | None = None) -> DeletionReceipt:

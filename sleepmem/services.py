@@ -56,7 +56,7 @@ from sleepmem.models import (
     ScopeState,
     Trust,
 )
-from sleepmem.models.views import MemoryPage, MemoryView
+from sleepmem.models.views import ConflictResolution, MemoryPage, MemoryView
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.consolidate import ConsolidationReport
 from sleepmem.pipelines.index import apply_to_index, reconcile
@@ -652,13 +652,25 @@ def update_memory(
         old.invalidated_at = now
         old.superseded_by = new.id
         old.index_state = IndexState.pending.value
+        # Editing one side of a conflict set is the person's answer to it: the edited
+        # version wins, the other sides are invalidated in the same transaction.
+        settled = set_id = old.conflict_set
+        old.conflict_set = None
         session.add(old)
         session.add(new)
         session.add(_audit_row(old, "UPDATE", before=[old.id], after=[new.id],
                                reason=f"edited by a person{': ' + reason if reason else ''}",
                                worker=worker, now=now))
+        others: list[Memory] = []
+        if set_id:
+            others = [m for m in _conflict_sides(session, set_id, old.tenant) if m.id != old.id]
+            _settle(session, set_id, kept=new, others=others, now=now, worker=worker,
+                    reason="resolved by a person's edit of one side", before=[old.id])
         session.commit()
-    _index_now(res, upsert=[new], payload=[old])
+    _index_now(res, upsert=[new], payload=[old, *others])
+    if settled:
+        log.info("conflict_resolved", tenant=new.tenant, conflict_set=settled, kept=new.id,
+                 invalidated=len(others), by="edit")
     log.info("memory_edit", tenant=new.tenant, memory_id=old.id, new_id=new.id)
     return MemoryView.of(new)
 
@@ -733,3 +745,79 @@ def memory_history(res: Resources, *, memory_id: str, tenant: str | None) -> lis
             .order_by(col(Memory.version), col(Memory.recorded_at))
         ).all()
         return [MemoryView.of(m) for m in rows]
+
+
+# -- conflict sets, as a person settles them ---------------------------------------------
+#
+# Two high-trust statements that disagree wait as a conflict set (pending_confirmation)
+# until a person says which is true: that side becomes active with trust 'human', the
+# others are invalidated and superseded by it, all in one transaction with one RESOLVE
+# audit row naming every side.
+
+
+def _conflict_sides(session: Session, conflict_set: str, tenant: str | None) -> list[Memory]:
+    stmt = select(Memory).where(
+        col(Memory.conflict_set) == conflict_set,
+        col(Memory.status) == MemoryStatus.pending_confirmation.value,
+    )
+    if tenant is not None:
+        stmt = stmt.where(col(Memory.tenant) == tenant)
+    # Row locks (PostgreSQL): a second person deciding the same set at the same moment
+    # waits, then finds it no longer open instead of overwriting the first decision.
+    return list(session.exec(
+        stmt.order_by(col(Memory.valid_from), col(Memory.id)).with_for_update()))
+
+
+def _settle(session: Session, conflict_set: str, *, kept: Memory, others: Sequence[Memory],
+            now: datetime, worker: str, reason: str, before: Sequence[str] = ()) -> None:
+    for mem in others:
+        mem.status = MemoryStatus.superseded.value
+        mem.valid_to = now if mem.valid_to is None else mem.valid_to
+        mem.invalidated_at = now
+        mem.superseded_by = kept.id
+        mem.conflict_set = None
+        mem.details = {**mem.details, "resolved_conflict_set": conflict_set}
+        mem.index_state = IndexState.pending.value
+        session.add(mem)
+    kept.details = {**kept.details, "resolved_conflict_set": conflict_set}
+    session.add(kept)
+    session.add(_audit_row(kept, "RESOLVE",
+                           before=list(dict.fromkeys([*before, *(m.id for m in others)])),
+                           after=[kept.id],
+                           reason=f"conflict set {conflict_set} {reason}; kept {kept.id}",
+                           worker=worker, now=now))
+
+
+def resolve_conflict(
+    res: Resources, *, conflict_set: str, keep: str, tenant: str | None, reason: str = "",
+    worker: str = "api",
+) -> ConflictResolution:
+    """Keep one side of a conflict set: it becomes active, confirmed by a person (trust
+    'human'); every other side is invalidated and superseded by it."""
+    now = res.ports().clock()
+    with Session(res.engine, expire_on_commit=False) as session:
+        sides = _conflict_sides(session, conflict_set, tenant)
+        if not sides:
+            # Another tenant's set is reported missing, like one that never existed.
+            raise NotFoundError(f"no open conflict set {conflict_set} (resolved already, "
+                                "or never existed)")
+        chosen = next((m for m in sides if m.id == keep), None)
+        if chosen is None:
+            raise ValidationError("keep", f"{keep} is not a side of conflict set "
+                                          f"{conflict_set}; its sides are "
+                                          f"{', '.join(m.id for m in sides)}")
+        others = [m for m in sides if m.id != keep]
+        chosen.status = MemoryStatus.active.value
+        chosen.conflict_set = None
+        chosen.trust = Trust.human.value
+        chosen.confidence = 1.0
+        chosen.needs_verification = False
+        chosen.index_state = IndexState.pending.value
+        _settle(session, conflict_set, kept=chosen, others=others, now=now, worker=worker,
+                reason=f"resolved by a person{': ' + reason if reason else ''}")
+        session.commit()
+    _index_now(res, upsert=[], payload=[chosen, *others])
+    log.info("conflict_resolved", tenant=chosen.tenant, conflict_set=conflict_set,
+             kept=chosen.id, invalidated=len(others), by="choice")
+    return ConflictResolution(conflict_set=conflict_set, kept=MemoryView.of(chosen),
+                              invalidated=[MemoryView.of(m) for m in others])

@@ -21,9 +21,16 @@ import redis as redis_lib
 from support import REDIS_URL, wait_for
 
 from sleepmem.client import AsyncClient, Client
-from sleepmem.core.errors import AuthError, ConfigurationError, ForbiddenError, NotFoundError
+from sleepmem.core.errors import (
+    AuthError,
+    ConfigurationError,
+    ForbiddenError,
+    NotFoundError,
+    ValidationError,
+)
 from sleepmem.core.localkey import DEFAULT_TENANT, key_file
 from sleepmem.core.settings import Settings
+from sleepmem.models import ConflictGroup
 from sleepmem.models.views import MemoryView
 from sleepmem.runtime import Runtime, announce_lines
 
@@ -181,6 +188,84 @@ class TestClientCorrections:
             assert receipt.memory_id == target.id and ids
             with pytest.raises(NotFoundError):
                 mem.get(target.id)
+
+
+def seed_conflict(mem: Client, user: str, session: str) -> tuple[str, dict[str, str]]:
+    """The user names one city, a trusted CRM record another: a conflict set.
+    Returns the set's id and its sides by city."""
+    where = {**SCOPE, "user": user}
+    mem.emit_many([
+        {**where, "session": session, "role": "user", "content": "I live in Portland, Oregon."},
+        {**where, "session": session, "role": "tool", "kind": "tool_result",
+         "meta": {"source": "crm", "trusted": True},
+         "content": json.dumps({"customer": {"user": user, "city": "Seattle",
+                                             "verified": True}})},
+        {**where, "session": session, "kind": "session_end", "role": "system", "content": ""},
+    ])
+
+    def sides() -> list[MemoryView]:
+        return [m for m in mem.list(where, limit=500).items if m.status == "pending_confirmation"]
+
+    assert wait_for(lambda: len(sides()) == 2, timeout=60), mem.list(where, limit=500).items
+    found = sides()
+    assert len({m.conflict_set for m in found}) == 1 and found[0].conflict_set
+    by_city = {("Seattle" if "Seattle" in m.statement else "Portland"): m.id for m in found}
+    return found[0].conflict_set, by_city
+
+
+def conflicts_in(mem: Client, user: str) -> list[ConflictGroup]:
+    result = mem.search("Which city does the user live in?", {**SCOPE, "user": user}, k=10)
+    return [c for c in result.cards if isinstance(c, ConflictGroup)]
+
+
+class TestConflictResolution:
+    def test_keeping_one_side_confirms_it_and_invalidates_the_other(self, mem: Client) -> None:
+        conflict_set, side = seed_conflict(mem, "cara", "c1")
+        assert [g.conflict_set for g in conflicts_in(mem, "cara")] == [conflict_set]
+        done = mem.resolve_conflict(conflict_set, side["Portland"], reason="she told us")
+        assert done.kept.id == side["Portland"]
+        assert (done.kept.status, done.kept.trust) == ("active", "human")
+        assert [m.id for m in done.invalidated] == [side["Seattle"]]
+        loser = mem.get(side["Seattle"])
+        assert loser.status == "superseded" and loser.superseded_by == side["Portland"]
+        assert loser.valid_to is not None and loser.invalidated_at is not None
+        audit = [a for a in mem.explain(side["Seattle"]).audits if a.op == "RESOLVE"]
+        assert audit and "she told us" in audit[0].reason
+        assert not conflicts_in(mem, "cara")
+        cards = mem.search("Which city does the user live in?", {**SCOPE, "user": "cara"}, k=10)
+        assert side["Portland"] in {c.id for c in cards.flat()}
+        assert side["Seattle"] not in {c.id for c in cards.flat()}
+        with pytest.raises(NotFoundError, match="no open conflict set"):
+            mem.resolve_conflict(conflict_set, side["Portland"])
+
+    def test_editing_one_side_resolves_the_set_in_favour_of_the_edit(self, mem: Client) -> None:
+        conflict_set, side = seed_conflict(mem, "dora", "d1")
+        edited = mem.update(side["Seattle"], "The user lives in Seattle, Washington.")
+        assert edited.status == "active" and edited.trust == "human"
+        other = mem.get(side["Portland"])
+        assert other.status == "superseded" and other.superseded_by == edited.id
+        assert "RESOLVE" in {a.op for a in mem.explain(side["Portland"]).audits}
+        with pytest.raises(NotFoundError):
+            mem.resolve_conflict(conflict_set, side["Portland"])
+
+    def test_a_memory_outside_the_set_cannot_be_kept(self, mem: Client) -> None:
+        conflict_set, _ = seed_conflict(mem, "emma", "e1")
+        stranger = find(mem, "window")
+        with pytest.raises(ValidationError, match="not a side of conflict set"):
+            mem.resolve_conflict(conflict_set, stranger.id)
+
+
+    def test_the_async_client_resolves_too(self, server: Runtime, mem: Client) -> None:
+        conflict_set, side = seed_conflict(mem, "fay", "f1")
+
+        async def run() -> None:
+            async with AsyncClient(data_dir=server.settings.data_dir, **SCOPE) as amem:
+                done = await amem.resolve_conflict(conflict_set, side["Seattle"])
+                assert done.kept.trust == "human"
+                assert [m.id for m in done.invalidated] == [side["Portland"]]
+
+        asyncio.run(run())
+        assert mem.get(side["Portland"]).superseded_by == side["Seattle"]
 
 
 class TestJobs:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from sleepmem.api.app import create_app
@@ -32,6 +33,12 @@ def memory(mid: str, statement: str, **values: object) -> Memory:
     )
     base.update(values)
     return Memory(**base)
+
+
+@pytest.fixture
+def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
+    """On SQLite and on PostgreSQL (the conflict resolution takes row locks there)."""
+    return settings.model_copy(update={"database_url": sql_url})
 
 
 @pytest.fixture
@@ -110,3 +117,32 @@ def test_the_page_ships_with_the_package() -> None:
     page = resources.files("sleepmem.api") / "static" / "inspector.html"
     assert page.is_file()
     assert Path(str(page)).read_text(encoding="utf-8").startswith("<!doctype html>")
+
+
+def post(client: TestClient, path: str, key: str, body: dict[str, str]) -> object:
+    return client.post(path, json=body, headers={"Authorization": f"Bearer {key}"})
+
+
+class TestResolvingAConflictSet:
+    def test_another_tenants_key_finds_no_such_set(self, client: TestClient) -> None:
+        r = post(client, "/v1/conflicts/cs-1/resolve", KEYS["umbrella"], {"keep": "m-tea"})
+        assert r.status_code == 404  # type: ignore[attr-defined]
+        still = get(client, "/v1/inspect/memories", KEYS["acme"], tenant="acme", agent="bot",
+                    user="ann").json()  # type: ignore[attr-defined]
+        assert sorted(still["conflicts"]["cs-1"]) == ["m-coffee", "m-tea"]
+
+    def test_the_owner_keeps_one_side_and_the_set_is_gone(self, client: TestClient) -> None:
+        r = post(client, "/v1/conflicts/cs-1/resolve", KEYS["acme"], {"keep": "m-tea"})
+        assert r.status_code == 200, r.text  # type: ignore[attr-defined]
+        body = r.json()  # type: ignore[attr-defined]
+        assert body["kept"]["status"] == "active" and body["kept"]["trust"] == "human"
+        assert [m["superseded_by"] for m in body["invalidated"]] == ["m-tea"]
+        listed = get(client, "/v1/inspect/memories", KEYS["acme"], tenant="acme",
+                     agent="bot", user="ann").json()  # type: ignore[attr-defined]
+        assert listed["conflicts"] == {}
+        assert {m["id"]: m["status"] for m in listed["memories"]}["m-coffee"] == "superseded"
+
+    def test_keeping_something_that_is_not_a_side_says_which_are(self, client: TestClient) -> None:
+        r = post(client, "/v1/conflicts/cs-1/resolve", KEYS["acme"], {"keep": "m-city"})
+        assert r.status_code == 422  # type: ignore[attr-defined]
+        assert "m-coffee" in r.text and "m-tea" in r.text  # type: ignore[attr-defined]

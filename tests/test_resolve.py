@@ -90,6 +90,20 @@ class TestChanges:
         assert mem.statement == "Prefers detailed answers."
         assert r.plan.audits[-1].op == Op.REJECT
 
+    def test_what_a_person_wrote_or_confirmed_is_never_overwritten_by_an_inference(
+        self,
+    ) -> None:
+        first = run([cand("Prefers window seats.", attribute="seat", value="window")])
+        [mem] = current_in_slot(first, "seat")
+        mem.trust = "human"  # confirmed in the inspector, or edited through the API
+        r = run([cand("Might prefer aisle seats.", attribute="seat", value="aisle",
+                      trust="low")], existing=[mem])
+        assert [m.statement for m in current_in_slot(r, "seat")] == ["Prefers window seats."]
+        assert r.plan.audits[-1].op == Op.REJECT
+        again = run([cand("Prefers aisle seats.", attribute="seat", value="aisle",
+                          source="tool")], existing=[mem])
+        assert {m.status for m in current_in_slot(again, "seat")} == {"pending_confirmation"}
+
     def test_a_negation_invalidates_the_slot(self) -> None:
         r = run([cand("Is vegan.", attribute="diet", value="vegan"),
                  cand("Is not vegan anymore.", attribute="diet", negated=True, change=True)])

@@ -167,7 +167,7 @@ def _why(
                 f"deleted after {_deletion(mem, settings)}")
     parts = [
         f"{'in a conflict set awaiting confirmation' if mem.conflict_set else 'active'}: "
-        f"stated by the {mem.source} on {_day(mem.valid_from)}",
+        f"{_origin(mem)} on {_day(mem.valid_from)}",
         f"mentioned {mem.mention_count}×",
         f"last used {_day(mem.last_access)}" if mem.access_count else "never retrieved yet",
     ]
@@ -201,6 +201,15 @@ def _deletion(mem: Memory, settings: Settings) -> str:
     if start is None:
         return f"{settings.delete_after_s / 86400:g} d"
     return _day(aware(start) + timedelta(seconds=settings.delete_after_s))
+
+
+def _origin(mem: Memory) -> str:
+    if mem.source == "human":
+        return "written by a person"
+    if mem.details.get("resolved_conflict_set"):
+        # Kept when a person settled a conflict: who stated it, and who confirmed it.
+        return f"stated by the {mem.source}, confirmed by a person"
+    return f"stated by the {mem.source}"
 
 
 def _day(t: datetime | None) -> str:

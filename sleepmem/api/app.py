@@ -16,7 +16,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
-from sleepmem.api import health, ingest, inspect, jobs, memories, metrics, search, ui, working
+from sleepmem.api import (
+    conflicts,
+    health,
+    ingest,
+    inspect,
+    jobs,
+    memories,
+    metrics,
+    search,
+    ui,
+    working,
+)
 from sleepmem.api.auth import KeyRing
 from sleepmem.api.limits import BodyLimit
 from sleepmem.api.state import ApiState
@@ -42,7 +53,7 @@ log = get_logger("sleepmem.api")
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
     health.router, ingest.router, search.router, jobs.router, memories.router, metrics.router,
-    inspect.router, ui.router, working.router,
+    inspect.router, ui.router, working.router, conflicts.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (

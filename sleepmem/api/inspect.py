@@ -45,6 +45,7 @@ class MemoryRow(BaseModel):
     recorded_at: datetime
     expires_at: datetime | None
     conflict_set: str | None
+    pinned: bool
 
 
 class MemoryList(BaseModel):
