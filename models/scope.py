@@ -93,6 +93,18 @@ class Scope(BaseModel):
             )
         return scope
 
+    @classmethod
+    def parse_levels(cls, *, field: str = "scope", **levels: str) -> Scope:
+        """The scope of these levels (query parameters, form fields), or a ValidationError
+        naming the level that is wrong; the keyword twin of :meth:`parse_key`."""
+        try:
+            return cls(**levels)
+        except PydanticValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or field
+            message = str(err["msg"]).removeprefix("Value error, ")
+            raise ValidationError(f"{field}.{where}", message) from None
+
     def levels(self) -> dict[str, str]:
         return {lvl: getattr(self, lvl) for lvl in LEVELS}
 

@@ -54,6 +54,9 @@ _CORRECTION = re.compile(
     r"|其实|不对|错了|更正|纠正|不再|已经不|改成|换成|卖了|不是.{1,8}了"
 )
 
+# Words that say a value joins the others rather than replacing them.
+_ADDITIVE = re.compile(r"(?i)\b(?:too|also|as well|in addition)\b|也|还")
+
 
 @dataclass(slots=True)
 class AuditDraft:
@@ -261,8 +264,12 @@ class Resolver:
             old, new = _value(mem), norm_text(cand.value)
             if not same or not new:
                 return None
-            if (len(old) >= 2 and _mentions(cand.statement, old)) or (
-                    len(new) >= 2 and _mentions(mem.statement, new)):
+            # A correction names the value it retires ("gave up the violin"): that is a
+            # change, not a misread of the same value.
+            if not _marks_correction(cand) and (
+                (len(old) >= 2 and _mentions(cand.statement, old))
+                or (len(new) >= 2 and _mentions(mem.statement, new))
+            ):
                 return mem  # each wording names the other's value: one was misread
             [sim] = self.meaning.similarities(new, [old])
             if semantic.same_meaning(new, old, sim) and sim >= semantic.SAME_VALUE:
@@ -442,7 +449,13 @@ class Resolver:
         if is_many_valued(cand.attribute, cand.details):
             # "I own a bike" and "I own a car" are both true: only an explicit change
             # (or negation) retires a value, and only the values it names (else all).
-            if not (cand.change or cand.negated):
+            # Only a strong marker retires a value of a many-valued slot: "now" alone also
+            # opens an addition ("I'm now learning Spanish too").
+            retires = cand.negated or (
+                bool(_CORRECTION.search(_last_turn(cand.statement)))
+                and not _ADDITIVE.search(_last_turn(cand.statement))
+            )
+            if not retires:
                 mem = self._add(self._new(cand))
                 self.plan.audits.append(
                     AuditDraft(Op.ADD, [], [mem.id], "another value of a many-valued slot",

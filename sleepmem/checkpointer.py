@@ -106,7 +106,8 @@ class SleepmemSaver(BaseCheckpointSaver[str]):
                 step = change(doc)
                 state = CheckpointState(current_step=step, variables={KEY: doc})
                 try:
-                    self.wm.put(scope, state, base_version=version)
+                    # Every value was redacted before serialisation (_redact).
+                    self.wm.put(scope, state, base_version=version, redacted=True)
                     return
                 except ConflictError:
                     if attempt == RETRIES - 1:

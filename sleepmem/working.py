@@ -109,12 +109,18 @@ class WorkingMemory:
         state: CheckpointState | Mapping[str, Any],
         *,
         base_version: int,
+        redacted: bool = False,
     ) -> PreparedPut:
-        """Validate, redact, bound and encode a write; no I/O (the API awaits the store)."""
+        """Validate, redact, bound and encode a write; no I/O (the API awaits the store).
+
+        ``redacted``: the in-process caller redacted every value itself before encoding it
+        (the LangGraph saver stores serialised blobs, which redaction would corrupt); the
+        HTTP routes never pass it."""
         request = parse(CheckpointPut, {"scope": scope, "state": state,
                                         "base_version": base_version})
         where = session_scope(request.scope)
-        clean = redact_json(request.state.model_dump(mode="json"))
+        dumped = request.state.model_dump(mode="json")
+        clean = dumped if redacted else redact_json(dumped)
         body = orjson.dumps(clean)
         limit = self.res.settings.checkpoint_max_bytes
         if len(body) > limit:
@@ -142,9 +148,10 @@ class WorkingMemory:
         state: CheckpointState | Mapping[str, Any],
         *,
         base_version: int,
+        redacted: bool = False,
     ) -> Checkpoint:
         """Write version ``base_version + 1``; ConflictError if ``base_version`` is stale."""
-        prepared = self.prepare(scope, state, base_version=base_version)
+        prepared = self.prepare(scope, state, base_version=base_version, redacted=redacted)
         self.commit(prepared)
         return Checkpoint.model_validate_json(prepared.doc)
 

@@ -53,10 +53,13 @@ class TestJsonOutput:
 
 
 def databases() -> set[str]:
+    """The bench's scratch databases on the server (other test runs make their own)."""
     admin = sa.create_engine(f"{PG_SERVER}/postgres")
     try:
         with admin.connect() as conn:
-            return set(conn.execute(sa.text("SELECT datname FROM pg_database")).scalars())
+            return set(conn.execute(sa.text(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'sleepmem\\_drain\\_%'"
+            )).scalars())
     finally:
         admin.dispose()
 

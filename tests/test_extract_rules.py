@@ -488,15 +488,26 @@ class TestEvents:
         (c,) = extract("Such a grey, rainy morning here, isn't it?")
         assert c.type == "event" and c.importance <= 0.15 and c.details["chitchat"] is True
 
-    def test_an_unstructured_turn_is_an_event_with_the_users_words(self) -> None:
+    def test_an_unclassified_first_person_statement_is_kept_as_a_low_importance_fact(
+        self,
+    ) -> None:
+        # Fail safe, not fail cheap: what no matcher knows keeps its type's default lifetime
+        # (with low importance, left to decay and hits) instead of a short-lived episode.
         (c,) = extract("I'm dealing with a lawsuit from my landlord Tobias and it's exhausting.")
-        assert (c.type, c.attribute, c.statement) == (
-            "event", "", "I'm dealing with a lawsuit from my landlord Tobias and it's exhausting.")
-        assert 0.3 <= c.importance <= 0.6
+        assert (c.type, c.attribute) == ("fact", "rel:deals")
+        assert c.statement.startswith("The user is dealing with a lawsuit")
+        assert c.importance <= 0.3 and c.details["unclassified"] is True
 
     def test_only_the_uncaptured_remainder_becomes_an_event(self) -> None:
         cands = extract("Where is my parcel? The order number is 55107.")
         assert [c.statement for c in cands if c.type == "event"] == ["Where is my parcel?"]
+
+    @pytest.mark.parametrize("question", [
+        "Where is my parcel?", "Who is my dentist again", "What is my balance?",
+        "谁是我的医生？", "我的快递在哪？",
+    ])
+    def test_a_question_about_the_user_states_no_fact(self, question: str) -> None:
+        assert [c for c in extract(question) if c.type in ("fact", "identity")] == []
 
     def test_a_named_speaker_prefixes_the_event(self) -> None:
         (c,) = extract("We should meet on Thursday.", meta={"speaker": "Alice"})

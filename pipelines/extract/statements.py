@@ -458,9 +458,17 @@ _INVERTED_EN = re.compile(r"(?i)^(?P<x>[^,;]{1,60}?)\s+(?P<be>is|are)\s+my\s+(?P
 _INVERTED_ZH = re.compile(r"^(?P<x>[^，,]{1,20}?)是我(?:的|最喜欢的)(?P<y>[^，,]{1,20})$")
 
 
+_QUESTION = re.compile(
+    r"[?？]$|^(?i:what|where|who|whom|whose|which|when|why|how)\b|谁|什么|哪|吗[。.]?$"
+)
+
+
 def uninvert(sentence: str) -> str | None:
     """"Radiohead is my favourite band" says what "My favourite band is Radiohead" says:
-    give the matchers the form they read."""
+    give the matchers the form they read. A question ("Where is my parcel?") states
+    nothing and is never turned around."""
+    if _QUESTION.search(sentence.strip()):
+        return None
     text = clean_end(sentence.strip())
     m = _INVERTED_ZH.match(text)
     if m:

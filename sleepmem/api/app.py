@@ -90,6 +90,9 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
             max_batch=cfg.batch_max_events,
         )
         log.info("api.started", namespace=res.keys.namespace, auth=cfg.auth_enabled)
+        # A session manager runs once: each start of the app (tests start one app many
+        # times) mounts a fresh one.
+        mcp_sessions = _mount_mcp(app)
         try:
             if mcp_sessions is not None:
                 async with mcp_sessions.run():
@@ -114,7 +117,6 @@ def create_app(settings: Settings | None = None, *, resources: Resources | None 
     app.state.settings = cfg
     for router in ROUTERS:
         app.include_router(router)
-    mcp_sessions = _mount_mcp(app)
     app.add_exception_handler(SleepmemError, _sleepmem_error)  # type: ignore[arg-type]
     # FastAPI's own errors in the project's shape too, and never with the input echoed.
     app.add_exception_handler(RequestValidationError, _request_error)  # type: ignore[arg-type]
@@ -141,6 +143,7 @@ def _mount_mcp(app: FastAPI) -> Any:
     except ImportError:
         log.info("api.mcp_unavailable", reason="install sleepmem[mcp]")
         return None
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", "") != "/mcp"]
     app.router.routes.append(route)
     return sessions
 

@@ -55,7 +55,7 @@ class MemoryList(BaseModel):
 
 
 def _owner(tenant: str, agent: str, user: str, project: str, caller: str | None) -> Scope:
-    scope = Scope(tenant=tenant, agent=agent, user=user, project=project)
+    scope = Scope.parse_levels(tenant=tenant, agent=agent, user=user, project=project)
     if caller is not None and scope.tenant != caller:
         raise ForbiddenError(f"tenant: this API key may only read tenant {caller!r}")
     return scope

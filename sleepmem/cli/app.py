@@ -7,6 +7,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from sleepmem.core.errors import (
     AuthError,
+    ConflictError,
     ForbiddenError,
     NotFoundError,
     SleepmemError,
@@ -35,6 +36,7 @@ EXIT_CODES: tuple[tuple[type[SleepmemError], int], ...] = (
     (AuthError, 4),
     (ForbiddenError, 4),
     (NotFoundError, 3),
+    (ConflictError, 5),  # a stale version: read the current one and try again
     (TransientError, 75),  # EX_TEMPFAIL: a dependency is down or busy; try again later
 )
 

@@ -615,6 +615,12 @@ class _Finder:
         merged: list[list[Any]] = []
         for i in order:
             start, end, kind = self.spans[i]
+            # A clause break after a value is the sentence's, not the secret's: keeping it
+            # keeps "key is X, I use OpenAI" two clauses (the extractor reads the second).
+            while end > start and self.text[end - 1] in _CLAUSE_BREAKS and (
+                end == len(self.text) or self.text[end].isspace()
+            ):
+                end -= 1
             if start >= end:
                 continue
             if merged and start < merged[-1][1]:
@@ -631,6 +637,9 @@ class _Finder:
             last_end = end
         out.append(self.text[last_end:])
         return RedactionResult("".join(out), tuple(m[2] for m in merged))
+
+
+_CLAUSE_BREAKS = frozenset(",;，；、。")
 
 
 def _worth_scanning(text: str, low: str) -> bool:
