@@ -6,12 +6,10 @@ import operator
 from collections import Counter
 from typing import Annotated, Any, TypedDict
 
+import langgraph  # noqa: F401  (the [langgraph] extra, installed by scripts/bootstrap)
 import orjson
 import pytest
 import redis as redis_lib
-
-pytest.importorskip("langgraph")
-
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages

@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TypedDict
 
+import langgraph  # noqa: F401  (the [langgraph] extra, installed by scripts/bootstrap)
 import pytest
-
-pytest.importorskip("langgraph")
-
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError
 from support import wait_for

@@ -234,3 +234,29 @@ class TestTheTriggerScanOnlySkipsWork:
             patch.setattr(redaction, "_TRIGGERS", _EveryTextTrips())
             unscanned = redact(text)
         assert scanned == unscanned
+
+
+class TestIdsAreNotSecrets:
+    """Generated ids are hex runs with digits in them; none may read as a one-time code (a
+    refused id would make an event with a made-up id fail at random)."""
+
+    def test_no_generated_event_id_looks_like_a_secret(self) -> None:
+        import uuid
+
+        from sleepmem.core.redaction import contains_secret
+        from sleepmem.ingest.validation import next_event_id
+
+        ids = [uuid.uuid4().hex for _ in range(20_000)] + [next_event_id() for _ in range(5_000)]
+        assert [i for i in ids if contains_secret(i)] == []
+
+    def test_the_hex_id_that_once_read_as_a_code_is_left_alone(self) -> None:
+        from sleepmem.core.redaction import redact
+
+        for seen in ("5da01692fa55422fa6aa32ccc2143541", "88d9b8a1f7b947359506e412fa963234"):
+            assert redact(seen).text == seen
+
+    def test_codes_standing_alone_are_still_codes(self) -> None:
+        from sleepmem.core.redaction import redact
+
+        for text in ("my pin1234", "2FA code 839201", "验证码123456", "the code is 483920"):
+            assert "[REDACTED:one_time_code]" in redact(text).text

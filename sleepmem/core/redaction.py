@@ -64,7 +64,9 @@ _VALUE_CHAR = r"[^\s\"'“”‘’`，。；：、！？（）【】《》\u4e0
 # "<label> is <value>": a connector is required, so "password manager" stays untouched.
 _SEP = r"[\"']?\s*(?:[:=：]|\bis(?:\s+now)?\b|\bwas\b|\bare\b|是|为|為)\s*[\"'“‘`]?\s*"
 # Dates, times and decimals ("2024-05-01", "12:30", "3.1415") are not codes.
-_CODE_DIGITS = r"(?<!\d)(\d{4,8})(?!\d)(?![\-/.:]\d)"
+# A code stands alone: digits that run on into letters are part of an id or a hash
+# ("…fa55422fa6…"), never a code someone was sent.
+_CODE_DIGITS = r"(?<!\d)(\d{4,8})(?![\dA-Za-z])(?![\-/.:]\d)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +180,8 @@ _STRONG_SEP = (
 _OTP_STRONG = _Rule(
     "one_time_code",
     re.compile(
-        r"(?:(?<![a-z])(?:otp|one[ \-]time\s+(?:pass(?:word|code)?|code|pin)|"
+        # A label starts a word: "…412fa963234" in a hex id holds no "2fa" label.
+        r"(?:(?<![a-z0-9])(?:otp|one[ \-]time\s+(?:pass(?:word|code)?|code|pin)|"
         r"verification(?:\s+code)?|security\s+code|log[ \-]?in\s+code|"
         r"auth(?:entication)?\s+code|2fa(?:\s+code)?|confirmation\s+code|sms\s+code)|"
         r"验证码|校验码|动态码|短信码)[^\d\n]{0,24}?" + _CODE_DIGITS
@@ -189,7 +192,7 @@ _OTP_STRONG = _Rule(
 _OTP_WEAK = _Rule(
     "one_time_code",
     re.compile(
-        r"(?<![a-z])(?:([a-z]+)[ \-])?(passcode|pin(?:\s+code)?|code)"
+        r"(?<![a-z0-9])(?:([a-z]+)[ \-])?(passcode|pin(?:\s+code)?|code)"
         r"\s*(?:\bis\b|[:=：#]|是|为)?\s*" + _CODE_DIGITS
     ),
     3,
