@@ -36,6 +36,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sleepmem.core.errors import ConflictError, NotFoundError
 from sleepmem.core.redaction import redact_json
 from sleepmem.models import Scope
+from sleepmem.models.scope import IDENT
 from sleepmem.models.working import CheckpointState, EventsAccepted
 from sleepmem.resources import Resources
 from sleepmem.working import WorkingMemory
@@ -276,6 +277,4 @@ class SleepmemSaver(BaseCheckpointSaver[str]):
 
 
 def _ident(value: object) -> bool:
-    from sleepmem.models.scope import IDENT
-
     return isinstance(value, str) and IDENT.match(value) is not None

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from sleepmem.client import Client
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.localkey import DEFAULT_TENANT
 from sleepmem.core.settings import Settings
@@ -162,7 +163,6 @@ QUESTION = "Where does Ann live?"
 def _read_back(report: DemoReport, res: Any, rt: Runtime, settings: Settings) -> None:
     """Search over HTTP as an agent would, and ask the top memory why it exists: the
     client finds the server and its generated key in the data directory's key file."""
-    from sleepmem.client import Client
 
     scope = {"tenant": TENANT, "agent": AGENT, "user": USER}
     with Client(data_dir=settings.data_dir) as reader:

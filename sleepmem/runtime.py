@@ -38,6 +38,8 @@ from sleepmem.ingest.drain import run_drain_loop
 from sleepmem.resources import Resources, build_resources
 from sleepmem.schedules.leader import LeaderElector
 from sleepmem.schedules.scheduler import Scheduler, celery_sender
+from sleepmem.services import recover_jobs
+from sleepmem.tasks import names
 from sleepmem.tasks.context import install_resources, uninstall_resources
 from sleepmem.workers.app import create_celery
 from sleepmem.workers.process import warm
@@ -164,8 +166,6 @@ class Runtime:
         self._stops.append(("worker", worker.stop))
 
         # Jobs a previous process left queued or running: re-queued or failed, never stuck.
-        from sleepmem.services import recover_jobs
-        from sleepmem.tasks import names
 
         send = celery_sender(self.celery)
         recover_jobs(res, lambda job_id: send(names.RECONSOLIDATE, args=(job_id,)))

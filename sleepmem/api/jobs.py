@@ -17,11 +17,12 @@ from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Job, Scope
 from sleepmem.models.views import JobView
 from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, job_name
 from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
 from sleepmem.resources import Resources
 from sleepmem.schedules.scheduler import celery_sender
-from sleepmem.services import cancel_job, consolidate_now
+from sleepmem.services import cancel_job, consolidate_now, refresh_job, run_maintenance, sweep_job
 from sleepmem.tasks import names
 from sleepmem.workers.app import create_celery
 
@@ -96,10 +97,8 @@ async def reconsolidate(
 
 @router.get("", response_model=list[JobView], summary="Recent jobs of the caller's tenant")
 async def list_jobs(request: Request, tenant: CallerTenant, limit: int = 20) -> list[JobView]:
-    from sleepmem.pipelines.lifecycle.reconsolidate import list_jobs as load
-
     res: Resources = request.app.state.resources
-    rows = await run_in_threadpool(lambda: load(engine=res.engine, tenant=tenant,
+    rows = await run_in_threadpool(lambda: recon.list_jobs(engine=res.engine, tenant=tenant,
                                                 limit=max(1, min(limit, 500))))
     return [job_view(j) for j in rows]
 
@@ -129,8 +128,6 @@ async def consolidate_scope_now(
 async def run_now(name: str, request: Request, tenant: CallerTenant) -> dict[str, Any]:
     """Operator maintenance over every tenant: the same job the scheduler runs nightly /
     hourly, under the same lease (idempotent, so a double run is harmless)."""
-    from sleepmem.services import refresh_job, run_maintenance, sweep_job
-    from sleepmem.tasks import names
 
     jobs = {"sweep": (names.SWEEP, sweep_job), "refresh": (names.REFRESH, refresh_job)}
     if name not in jobs:

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from sleepmem.adapters.redis.checkpoints import AsyncCheckpointStore
 from sleepmem.api.auth import CallerTenant
 from sleepmem.api.state import api_state
+from sleepmem.context import ContextBuilder
 from sleepmem.core.errors import ForbiddenError, ValidationError
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import get_logger
@@ -242,8 +243,6 @@ async def end_session(
     responses=_COMMON,
 )
 async def context(body: ContextRequest, request: Request, tenant: CallerTenant) -> ContextResult:
-    from sleepmem.context import ContextBuilder
-
     _own(tenant, body.scope.tenant)
     builder: ContextBuilder | None = getattr(request.app.state, "context_builder", None)
     if builder is None:

@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from sleepmem.adapters.redis.stream import FIELD, encode, ensure_group
 from sleepmem.adapters.sql import make_engine
 from sleepmem.bench.scratch import scratch_database
+from sleepmem.client import Client
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.evals.metrics import percentile
@@ -254,7 +255,6 @@ def _http(
 def _client(base: str, tenant: str, n: int, batch_total: int) -> dict[str, Any]:
     """The documented client (sleepmem.Client, httpx, one connection), as an agent uses it:
     one emit at a time, then emit_many in batches of 1,000."""
-    from sleepmem.client import Client
 
     with Client(base, HTTP_KEY, tenant=tenant) as client:
         for i in range(200):  # warm the connection and the server's path

@@ -187,8 +187,6 @@ def reconsolidate(
 
 
 def _tenant_of(scope: str) -> str | None:
-    from sleepmem.models import Scope
-
     try:
         return Scope.parse_key(scope, canonical=False).tenant
     except SleepmemError:

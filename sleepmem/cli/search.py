@@ -7,6 +7,7 @@ import json
 import typer
 
 from sleepmem.cli.app import app, fail
+from sleepmem.client import Client
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.settings import Settings
 from sleepmem.models import ConflictGroup
@@ -33,7 +34,6 @@ def search(
 
     The server and key: --api-url / --api-key, SLEEPMEM_API_URL / SLEEPMEM_API_KEY, else the
     local key file of the data directory (SLEEPMEM_DATA_DIR)."""
-    from sleepmem.client import Client
 
     scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
              "session": session}
