@@ -6,9 +6,11 @@ Revises: 0003
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 from alembic import op
+from sqlalchemy.exc import SAWarning
 
 revision: str = "0004"
 down_revision: str | Sequence[str] | None = "0003"
@@ -22,6 +24,13 @@ _PKEY = "raw_event_pkey"
 
 def upgrade() -> None:
     # Existing ids were unique across all tenants, so they are unique per tenant too.
+    # SQLite's batch copy warns that the key it copies differs from the new one: by design.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*_alembic_tmp_raw_event", category=SAWarning)
+        _rekey()
+
+
+def _rekey() -> None:
     with op.batch_alter_table("raw_event") as batch:
         # The tenant now leads the primary key, which serves the lookups this index did.
         batch.drop_index("ix_raw_event_tenant")
