@@ -50,7 +50,11 @@ def maintenance_task(
             log.warning("maintenance_retry", job=name, error=type(exc).__name__)
             raise self.retry(exc=exc, countdown=retry.countdown(self.request.retries)) from exc
         MAINTENANCE_RUNS.labels(job=name, outcome="ok").inc()
-        log.info("maintenance", job=name, seconds=round(time.perf_counter() - started, 4), **counts)
+        # A routine run that found nothing to do stays at DEBUG, like an empty drain.
+        busy = any(v for v in counts.values() if isinstance(v, int | float))
+        (log.info if busy else log.debug)(
+            "maintenance", job=name, seconds=round(time.perf_counter() - started, 4), **counts
+        )
         return counts
 
     return run
