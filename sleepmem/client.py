@@ -25,6 +25,7 @@ from pydantic import TypeAdapter
 
 from sleepmem.core.errors import (
     AuthError,
+    ConflictError,
     ForbiddenError,
     NotFoundError,
     SleepmemError,
@@ -34,7 +35,12 @@ from sleepmem.core.errors import (
 from sleepmem.core.localkey import read_local_key
 from sleepmem.models import LEVELS, Scope, SearchResult
 from sleepmem.models.views import ConflictResolution, JobView, MemoryPage, MemoryView
-from sleepmem.models.working import ContextResult
+from sleepmem.models.working import (
+    Checkpoint,
+    CheckpointHistory,
+    CheckpointState,
+    ContextResult,
+)
 from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
 from sleepmem.pipelines.lifecycle.explain import Explanation
 
@@ -127,6 +133,9 @@ def _error(response: httpx.Response) -> SleepmemError:
         return ForbiddenError(message)
     if status == 404:
         return NotFoundError(message)
+    if status == 409:
+        current = err.get("current_version")
+        return ConflictError(message, current_version=int(current) if current is not None else 0)
     if status in (400, 422):
         return ValidationError(str(err.get("field", "request")), message)
     if status in (502, 503, 504):
@@ -208,6 +217,34 @@ class _Calls:
         return Call("POST", f"/v1/conflicts/{conflict_set}/resolve",
                     json={"keep": keep, "reason": reason}, parse=ConflictResolution)
 
+    # -- working memory (session checkpoints) ---------------------------------------------
+    def _session_scope(self, scope: Any) -> dict[str, Any]:
+        where = _scope(self.target, scope)
+        if not where.get("session"):
+            raise ValidationError("scope.session", "a checkpoint belongs to a session: pass "
+                                  "scope={'session': ...} or session= to the client")
+        return where
+
+    def _put_checkpoint(self, state: CheckpointState | Mapping[str, Any], base_version: int,
+                        scope: Any) -> Call:
+        body = {"scope": self._session_scope(scope), "base_version": base_version,
+                "state": state.model_dump(mode="json") if isinstance(state, CheckpointState)
+                else dict(state)}
+        return Call("PUT", "/v1/checkpoints", json=body, parse=Checkpoint)
+
+    def _get_checkpoint(self, scope: Any) -> Call:
+        return Call("GET", "/v1/checkpoints",
+                    params={"scope": Scope(**self._session_scope(scope)).key}, parse=Checkpoint)
+
+    def _checkpoint_history(self, scope: Any, limit: int) -> Call:
+        return Call("GET", "/v1/checkpoints/history",
+                    params={"scope": Scope(**self._session_scope(scope)).key, "limit": limit},
+                    parse=CheckpointHistory)
+
+    def _evict(self, messages: Iterable[Mapping[str, Any]], scope: Any) -> Call:
+        return Call("POST", "/v1/sessions/evict",
+                    json={"scope": self._session_scope(scope), "messages": list(messages)})
+
     def _reconsolidate(self, scope: Any, since: datetime | None, apply: bool) -> Call:
         body = {"scope": _scope_key(self.target, scope), "apply": apply,
                 "since": since.isoformat() if since else None}
@@ -263,6 +300,29 @@ class Client(_Calls):
         return str(self._send(self._end_session(session))["ids"][0])
 
     # -- reading -----------------------------------------------------------------------
+    def put_checkpoint(self, state: CheckpointState | Mapping[str, Any], *, base_version: int,
+                       scope: Scope | Mapping[str, Any] | None = None) -> Checkpoint:
+        """Write the session's working state as version ``base_version + 1`` (0 creates);
+        ConflictError (409) when another writer moved it on: re-read, never overwrite."""
+        checkpoint: Checkpoint = self._send(self._put_checkpoint(state, base_version, scope))
+        return checkpoint
+
+    def get_checkpoint(self, scope: Scope | Mapping[str, Any] | None = None) -> Checkpoint:
+        """The session's current checkpoint; NotFoundError when it has none yet."""
+        checkpoint: Checkpoint = self._send(self._get_checkpoint(scope))
+        return checkpoint
+
+    def checkpoint_history(self, scope: Scope | Mapping[str, Any] | None = None, *,
+                           limit: int = 20) -> builtins.list[Checkpoint]:
+        """Earlier versions, newest first."""
+        history: CheckpointHistory = self._send(self._checkpoint_history(scope, limit))
+        return history.versions
+
+    def evict(self, messages: Iterable[Mapping[str, Any]],
+              scope: Scope | Mapping[str, Any] | None = None) -> builtins.list[str]:
+        """Hand context the agent drops from its prompt to memory (as events); their ids."""
+        return list(self._send(self._evict(messages, scope))["ids"])
+
     def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *, k: int = 5,
                types: Sequence[str] | None = None, as_of: datetime | str | None = None,
                max_tokens: int | None = None) -> SearchResult:
@@ -412,6 +472,26 @@ class AsyncClient(_Calls):
 
     async def end_session(self, session: str | None = None) -> str:
         return str((await self._send(self._end_session(session)))["ids"][0])
+
+    async def put_checkpoint(self, state: CheckpointState | Mapping[str, Any], *,
+                             base_version: int,
+                             scope: Scope | Mapping[str, Any] | None = None) -> Checkpoint:
+        checkpoint: Checkpoint = await self._send(
+            self._put_checkpoint(state, base_version, scope))
+        return checkpoint
+
+    async def get_checkpoint(self, scope: Scope | Mapping[str, Any] | None = None) -> Checkpoint:
+        checkpoint: Checkpoint = await self._send(self._get_checkpoint(scope))
+        return checkpoint
+
+    async def checkpoint_history(self, scope: Scope | Mapping[str, Any] | None = None, *,
+                                 limit: int = 20) -> builtins.list[Checkpoint]:
+        history: CheckpointHistory = await self._send(self._checkpoint_history(scope, limit))
+        return history.versions
+
+    async def evict(self, messages: Iterable[Mapping[str, Any]],
+                    scope: Scope | Mapping[str, Any] | None = None) -> builtins.list[str]:
+        return list((await self._send(self._evict(messages, scope)))["ids"])
 
     async def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                      k: int = 5, types: Sequence[str] | None = None,

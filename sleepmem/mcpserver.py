@@ -31,7 +31,8 @@ ClientFactory = Callable[[Any], Awaitable[AsyncClient]]
 INSTRUCTIONS = (
     "Long-term memory. Call `recall` before answering to see what is known about the user; "
     "call `remember` with what the user said that is worth keeping; `forget` erases a "
-    "memory for good; `explain` says why a memory exists."
+    "memory for good; `explain` says why a memory exists. `save_checkpoint` and `checkpoint` "
+    "keep a task's working state per session, so it resumes after a crash."
 )
 
 
@@ -79,6 +80,28 @@ def build_server(
             ex = await client.explain(memory_id)
         versions = [f"v{v.version} {v.status}: {v.statement}" for v in ex.versions]
         return "\n".join([ex.why, *versions])
+
+    @server.tool(description="Save the working state of a task in a session (plan, current "
+                             "step, completed steps with idempotency keys, variables) as a new "
+                             "version; base_version is the version read (0 for a new task). "
+                             "A stale base_version is refused: read the checkpoint again.")
+    async def save_checkpoint(session: str, state: dict[str, Any], base_version: int,
+                              ctx: Context, agent: str = "", user: str = "") -> str:
+        client = await client_for(ctx)
+        async with client:
+            saved = await client.put_checkpoint(
+                state, base_version=base_version,
+                scope={**scope(agent, user), "session": session},
+            )
+        return saved.model_dump_json()
+
+    @server.tool(description="The current checkpoint of a session: where a task stands and "
+                             "which steps are already done (never repeat them).")
+    async def checkpoint(session: str, ctx: Context, agent: str = "", user: str = "") -> str:
+        client = await client_for(ctx)
+        async with client:
+            current = await client.get_checkpoint({**scope(agent, user), "session": session})
+        return current.model_dump_json()
 
     @server.resource("sleepmem://memories/{agent}/{user}", mime_type="application/json",
                      description="The current memories of one agent's user")

@@ -25,6 +25,7 @@ from sleepmem.client import AsyncClient, Client
 from sleepmem.core.errors import (
     AuthError,
     ConfigurationError,
+    ConflictError,
     ForbiddenError,
     NotFoundError,
     ValidationError,
@@ -326,6 +327,43 @@ class TestAsyncClient:
                 assert (await mem.job(job.id)).id == job.id
                 assert job.id in {j.id for j in await mem.jobs()}
                 assert (await mem.forget(edited.id)).memory_id == edited.id
+
+        asyncio.run(run())
+
+
+class TestWorkingMemoryThroughTheClient:
+    def test_a_checkpoint_is_written_read_back_and_a_stale_write_is_refused(
+        self, server: Runtime
+    ) -> None:
+        with Client(data_dir=server.settings.data_dir, session="trip-7", **SCOPE) as mem:
+            first = mem.put_checkpoint({"goal": "Book Lisbon", "plan": ["flight", "hotel"]},
+                                       base_version=0)
+            second = mem.put_checkpoint(
+                {"goal": "Book Lisbon", "plan": ["flight", "hotel"],
+                 "completed": [{"key": "flight-TP1", "step": "flight"}]},
+                base_version=first.version,
+            )
+            assert second.version == first.version + 1
+            now = mem.get_checkpoint()
+            assert now.version == second.version
+            assert [c.key for c in now.state.completed] == ["flight-TP1"]
+            assert [c.version for c in mem.checkpoint_history()] == [2, 1]
+            with pytest.raises(ConflictError) as stale:
+                mem.put_checkpoint({"goal": "stale"}, base_version=first.version)
+            assert stale.value.current_version == second.version
+            assert len(mem.evict([{"role": "user", "content": "Window seat, please."}])) == 1
+
+    def test_a_checkpoint_needs_a_session(self, mem: Client) -> None:
+        with pytest.raises(ValidationError, match="session"):
+            mem.get_checkpoint()
+
+    def test_the_async_client_reads_the_same_checkpoint(self, server: Runtime) -> None:
+        async def run() -> None:
+            async with AsyncClient(data_dir=server.settings.data_dir, session="trip-8",
+                                   **SCOPE) as mem:
+                made = await mem.put_checkpoint({"goal": "Rent a car"}, base_version=0)
+                assert (await mem.get_checkpoint()).version == made.version
+                assert [c.version for c in await mem.checkpoint_history()] == [made.version]
 
         asyncio.run(run())
 

@@ -39,7 +39,14 @@ def text(result: Any) -> str:
 async def exercise(mcp: McpClient, runtime: Runtime, word: str) -> None:
     """remember → (sleep time) → recall → explain → resource → forget, through MCP."""
     tools = {t.name for t in (await mcp.list_tools()).tools}
-    assert {"remember", "recall", "forget", "explain"} <= tools
+    assert {"remember", "recall", "forget", "explain", "save_checkpoint", "checkpoint"} <= tools
+    task = {"session": f"task-{word}", "agent": "bot", "user": "ann"}
+    saved = json.loads(text(await mcp.call_tool("save_checkpoint", {
+        **task, "base_version": 0,
+        "state": {"goal": f"Plan a trip to {word}", "completed": [{"key": "visa"}]}})))
+    assert saved["version"] == 1
+    read = json.loads(text(await mcp.call_tool("checkpoint", task)))
+    assert read["version"] == 1 and read["state"]["completed"][0]["key"] == "visa"
     event_id = text(await mcp.call_tool("remember", {
         "content": f"My favourite city is {word}.", "session": f"mcp-{word}",
         "agent": "bot", "user": "ann"}))
