@@ -57,7 +57,6 @@ from sleepmem.models import (
     Trust,
 )
 from sleepmem.models.views import ConflictResolution, MemoryPage, MemoryView
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.consolidate import ConsolidationReport
 from sleepmem.pipelines.index import apply_to_index, reconcile
 from sleepmem.pipelines.lifecycle import erase as erasure
@@ -66,6 +65,7 @@ from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.refresh import RefreshReport, refresh
 from sleepmem.pipelines.memories import copy_row, expiry
 from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.store import audit_row
 from sleepmem.resources import Resources
 
 log = get_logger("sleepmem.services")
@@ -590,9 +590,10 @@ def list_memories(
 
 def _audit_row(mem: Memory, op: str, *, before: list[str], after: list[str], reason: str,
                worker: str, now: datetime) -> Audit:
-    return Audit(at=now, op=op, tenant=mem.tenant, scope_key=mem.scope_key,
-                 memory_ids_before=before, memory_ids_after=after, reason=reason,
-                 worker=worker, pipeline_version=PIPELINE_VERSION, extractor="human")
+    """A person's action on ``mem``, through the one audit-row builder."""
+    return Audit(**audit_row(op=op, tenant=mem.tenant, scope_key=mem.scope_key, reason=reason,
+                             task_id="", worker=worker, at=now, before=before, after=after,
+                             extractor="human"))
 
 
 def _current(mem: Memory) -> None:
