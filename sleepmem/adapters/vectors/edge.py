@@ -209,7 +209,11 @@ class EdgeIndex:
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
             return
-        self._open()
+        # The dimension, not the shard: a compaction swaps the shard under the lock, and a
+        # writer that checked the shard outside it failed in that moment. The write itself
+        # goes through the lock (_apply).
+        if self.dim is None:
+            raise ConfigurationError("vector index used before ensure(dim=...)")
         batch = []
         for p in points:
             vector = p.vector.tolist()
