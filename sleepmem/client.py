@@ -57,6 +57,7 @@ class Call:
     json: Any = None
     params: Any = None
     parse: Any = None  # a pydantic model / TypeAdapter, or None for raw JSON
+    headers: dict[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -64,6 +65,7 @@ class Target:
     url: str
     key: str | None
     defaults: dict[str, str] = field(default_factory=dict)
+    admin_key: str | None = None  # for sweep / refresh, which act on every tenant
 
 
 def resolve_target(
@@ -82,7 +84,8 @@ def resolve_target(
             defaults[level] = env[f"SLEEPMEM_{level.upper()}"]
     if "tenant" not in defaults and local is not None and key == local.key:
         defaults["tenant"] = local.tenant  # the local key writes this tenant only
-    return Target(url=(base or DEFAULT_URL).rstrip("/"), key=key, defaults=defaults)
+    return Target(url=(base or DEFAULT_URL).rstrip("/"), key=key, defaults=defaults,
+                  admin_key=env.get("SLEEPMEM_ADMIN_KEY"))
 
 
 def _scope(target: Target, scope: Scope | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -175,6 +178,11 @@ class _Calls:
         if not (session or self.target.defaults.get("session")):
             raise ValidationError("session", "name the session to end (session=...)")
         return Call("POST", "/v1/events", json=_event(self.target, event))
+
+    def _maintenance(self, name: str) -> Call:
+        admin = self.target.admin_key
+        headers = {"Authorization": f"Bearer {admin}"} if admin else None
+        return Call("POST", f"/v1/jobs/{name}/run", headers=headers)
 
     def _search(self, query: str, scope: Any, k: int, types: Sequence[str] | None,
                 as_of: datetime | str | None, max_tokens: int | None) -> Call:
@@ -275,7 +283,7 @@ class Client(_Calls):
     def _send(self, call: Call) -> Any:
         try:
             response = self._http.request(call.method, call.path, json=call.json,
-                                          params=call.params)
+                                          params=call.params, headers=call.headers)
         except httpx.HTTPError as exc:
             raise TransientError(f"sleepmem server at {self.target.url} unreachable ({exc}); "
                                  "start it with `sleepmem serve` or set SLEEPMEM_API_URL"
@@ -418,8 +426,9 @@ class Client(_Calls):
         return out
 
     def run_maintenance(self, name: str) -> dict[str, Any]:
-        """``"sweep"`` or ``"refresh"`` now, on the server."""
-        out: dict[str, Any] = self._send(Call("POST", f"/v1/jobs/{name}/run"))
+        """``"sweep"`` or ``"refresh"`` now, on the server (the operator key:
+        ``SLEEPMEM_ADMIN_KEY``, or the local key of a loopback server)."""
+        out: dict[str, Any] = self._send(self._maintenance(name))
         return out
 
     def close(self) -> None:
@@ -454,7 +463,7 @@ class AsyncClient(_Calls):
     async def _send(self, call: Call) -> Any:
         try:
             response = await self._http.request(call.method, call.path, json=call.json,
-                                                params=call.params)
+                                                params=call.params, headers=call.headers)
         except httpx.HTTPError as exc:
             raise TransientError(f"sleepmem server at {self.target.url} unreachable ({exc}); "
                                  "start it with `sleepmem serve` or set SLEEPMEM_API_URL"
@@ -583,7 +592,7 @@ class AsyncClient(_Calls):
         return out
 
     async def run_maintenance(self, name: str) -> dict[str, Any]:
-        out: dict[str, Any] = await self._send(Call("POST", f"/v1/jobs/{name}/run"))
+        out: dict[str, Any] = await self._send(self._maintenance(name))
         return out
 
     async def aclose(self) -> None:

@@ -26,6 +26,7 @@ class KeyRing:
     enabled: bool
     keys: tuple[tuple[str, bytes], ...]
     hint: str = ""
+    admin: bytes = b""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KeyRing:
@@ -34,16 +35,15 @@ class KeyRing:
             for tenant, secret in sorted(settings.api_keys.items())
             if secret.get_secret_value()
         )
-        return cls(enabled=settings.auth_enabled, keys=keys, hint=auth_hint(settings))
+        admin = settings.admin_key.get_secret_value().encode() if settings.admin_key else b""
+        return cls(enabled=settings.auth_enabled, keys=keys, hint=auth_hint(settings),
+                   admin=admin)
 
     def tenant_for(self, authorization: str | None) -> str | None:
         """The tenant a header's key belongs to; None when auth is off (any tenant)."""
         if not self.enabled:
             return None
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise AuthError("no API key was sent")
-        presented = token.strip().encode()
+        presented = _bearer(authorization)
         found: str | None = None
         # Every key is compared, match or not, so timing does not tell which one was close.
         for tenant, key in self.keys:
@@ -52,6 +52,19 @@ class KeyRing:
         if found is None:
             raise AuthError("the API key is not valid")
         return found
+
+    def check_operator(self, authorization: str | None) -> None:
+        """Jobs over every tenant need the operator key; a tenant's key is refused (403)."""
+        if not self.enabled:
+            return
+        presented = _bearer(authorization)
+        if self.admin and hmac.compare_digest(presented, self.admin):
+            return
+        self.tenant_for(authorization)  # 401 for a key nobody issued
+        raise ForbiddenError(
+            "this job runs over every tenant and needs the operator key: set "
+            "SLEEPMEM_ADMIN_KEY on the server and send it as the bearer key"
+        )
 
     @staticmethod
     def check_tenant(tenant: str | None, events: Sequence[EventFields]) -> None:
@@ -65,6 +78,13 @@ class KeyRing:
                 )
 
 
+def _bearer(authorization: str | None) -> bytes:
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("no API key was sent")
+    return token.strip().encode()
+
+
 async def caller_tenant(request: Request) -> str | None:
     """FastAPI dependency: the caller's tenant (None = auth off), or 401.
 
@@ -75,4 +95,11 @@ async def caller_tenant(request: Request) -> str | None:
     return keyring.tenant_for(request.headers.get("authorization"))
 
 
+async def operator(request: Request) -> None:
+    """FastAPI dependency: the caller holds the operator key (or auth is off), else 401/403."""
+    keyring: KeyRing = request.app.state.keyring
+    keyring.check_operator(request.headers.get("authorization"))
+
+
 CallerTenant = Annotated[str | None, Depends(caller_tenant)]
+Operator = Depends(operator)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from sleepmem.api.auth import CallerTenant
+from sleepmem.api.auth import CallerTenant, Operator
 from sleepmem.api.errors import ERROR_RESPONSES
 from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Job, Scope
@@ -124,10 +124,12 @@ async def consolidate_scope_now(
     return {"events": report.events, "ops": report.ops, "stage_seconds": report.stage_seconds}
 
 
-@router.post("/{name}/run", summary="Run the forgetting sweep or the importance refresh now")
-async def run_now(name: str, request: Request, tenant: CallerTenant) -> dict[str, Any]:
+@router.post("/{name}/run", summary="Run the forgetting sweep or the importance refresh now",
+             dependencies=[Operator])
+async def run_now(name: str, request: Request) -> dict[str, Any]:
     """Operator maintenance over every tenant: the same job the scheduler runs nightly /
-    hourly, under the same lease (idempotent, so a double run is harmless)."""
+    hourly, under the same lease (idempotent, so a double run is harmless). It needs the
+    operator key (``SLEEPMEM_ADMIN_KEY``), never a tenant's."""
 
     jobs = {"sweep": (names.SWEEP, sweep_job), "refresh": (names.REFRESH, refresh_job)}
     if name not in jobs:

@@ -99,7 +99,11 @@ def prepare_auth(settings: Settings) -> AuthSetup:
     from pydantic import SecretStr
 
     return AuthSetup(
-        settings=settings.model_copy(update={"api_keys": {key.tenant: SecretStr(key.key)}}),
+        # One person owns a loopback server with a generated key: they are its operator too.
+        settings=settings.model_copy(update={
+            "api_keys": {key.tenant: SecretStr(key.key)},
+            "admin_key": settings.admin_key or SecretStr(key.key),
+        }),
         local_key=key,
         created=created,
     )

@@ -84,6 +84,10 @@ class Settings(BaseSettings):
     api_keys: dict[str, SecretStr] = Field(
         default_factory=dict, description="tenant -> bearer key, JSON in SLEEPMEM_API_KEYS"
     )
+    # Sweep and refresh act on every tenant, so no tenant's key may start them.
+    admin_key: SecretStr | None = Field(
+        default=None, description="operator bearer key for all-tenant jobs (sweep, refresh)"
+    )
 
     # -- event limits ------------------------------------------------------------------
     content_max_bytes: int = 32 * 1024
