@@ -11,9 +11,12 @@ by now does not come back.
 
 The shadow is then compared with the current set (matched on type, subject, attribute,
 session and normalised statement): added, removed, changed (same slot, new statement or
-status), with reasons. A dry run stops there. Apply swaps in one transaction: replaced
-and removed memories are archived (explainable, with RECONSOLIDATE audit rows naming
-their replacements), new versions are written ``index_state=pending``, then indexed.
+status), with reasons. What a person decided (an edit, a chosen side of a conflict: trust
+``human``) or pinned is held: the replay neither changes nor removes it, and what the replay
+derives from the same events or for the same slot gives way to it. A dry run stops there.
+Apply swaps in one transaction: replaced and removed memories are archived (explainable,
+with RECONSOLIDATE audit rows naming their replacements), new versions are written
+``index_state=pending``, then indexed.
 
 Progress (events done / total, rate) lives in the job row; a cancel flag is checked
 between chunks; a finished job re-run is a no-op; an interrupted one starts its replay
@@ -49,6 +52,7 @@ from sleepmem.models import (
     MemoryStatus,
     RawEvent,
     Scope,
+    Trust,
 )
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.consolidate import make_extractor
@@ -179,6 +183,7 @@ class Diff:
     removed: list[Memory] = field(default_factory=list)
     changed: list[tuple[Memory, Memory, str]] = field(default_factory=list)
     unchanged: int = 0
+    held: int = 0  # a person's edits and pins, which no replay overrides
     reasons: dict[str, str] = field(default_factory=dict)
     fates: dict[Key, str] = field(default_factory=dict)
 
@@ -188,7 +193,7 @@ class Diff:
 
     def counts(self) -> dict[str, int]:
         return {"added": len(self.added), "removed": len(self.removed),
-                "changed": len(self.changed), "unchanged": self.unchanged}
+                "changed": len(self.changed), "unchanged": self.unchanged, "held": self.held}
 
     def as_result(self, extractor: str) -> dict[str, Any]:
         def card(m: Memory) -> dict[str, Any]:
@@ -449,13 +454,37 @@ def match_key(m: Memory) -> Key:
     return (m.type, m.subject, m.attribute, m.session, norm_text(m.statement))
 
 
+def held_by_a_person(m: Memory) -> bool:
+    """A person's edit or answer (trust ``human``) and a pin outrank any re-reading of events."""
+    return m.pinned or m.trust == Trust.human.value
+
+
+def _origin(m: Memory) -> tuple[str, str, str, str, frozenset[str]]:
+    return (m.type, m.subject, m.attribute, m.session, frozenset(m.provenance))
+
+
 def diff(current: list[Memory], shadow: Shadow) -> Diff:
     out = Diff(reasons=shadow.reasons, fates=shadow.fates)
+    held = [m for m in current if held_by_a_person(m)]
+    out.held = len(held)
+    held_keys = {match_key(m) for m in held}
+    held_slots = {(m.type, m.subject, m.attribute, m.session) for m in held if m.attribute}
+    held_origins = {_origin(m) for m in held}
+
+    def yields(m: Memory) -> bool:
+        # The replay re-derives what the person corrected (same slot, or same kind of memory
+        # from the same events): the person's version stands, the re-derived one is dropped.
+        slot = (m.type, m.subject, m.attribute, m.session)
+        return (match_key(m) in held_keys or _origin(m) in held_origins
+                or (bool(m.attribute) and slot in held_slots))
+
     mine: dict[Key, list[Memory]] = defaultdict(list)
     for m in sorted(current, key=lambda m: (aware(m.valid_from), m.id)):
-        mine[match_key(m)].append(m)
+        if not held_by_a_person(m):
+            mine[match_key(m)].append(m)
     rest_new: list[Memory] = []
-    for m in sorted(shadow.current, key=lambda m: (aware(m.valid_from), m.id)):
+    derived = [m for m in shadow.current if not yields(m)]
+    for m in sorted(derived, key=lambda m: (aware(m.valid_from), m.id)):
         same = mine.get(match_key(m))
         if not same:
             rest_new.append(m)

@@ -220,7 +220,7 @@ def _print_diff(job: Any) -> None:
     if job.status != "done":
         return
     console.print("  ".join(f"{k}={counts.get(k, 0)}" for k in
-                            ("added", "removed", "changed", "unchanged")))
+                            ("added", "removed", "changed", "unchanged", "held")))
     diff = result.get("diff") or {}
     for item in diff.get("added", []):
         console.print(f"[green]+ {item['statement']}[/]  [dim]({item['reason']})[/]")

@@ -168,7 +168,7 @@ class TestEraseScope:
         job = run_job(engine=engine, ports=ports, settings=settings, job_id=create_job(
             engine=engine, scope_key=ANN.owner.key, now=clock.now).id)
         assert job.total == 0 and job.result["counts"] == {
-            "added": 0, "removed": 0, "changed": 0, "unchanged": 0}
+            "added": 0, "removed": 0, "changed": 0, "unchanged": 0, "held": 0}
 
     def test_the_audit_keeps_ids_counts_and_a_hash_and_a_second_erasure_counts_zero(
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,

@@ -20,6 +20,8 @@ from sleepmem.pipelines.lifecycle.explain import explain
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, run_job
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import EventView, Extraction
+from sleepmem.resources import Resources
+from sleepmem.services import pin_memory, update_memory
 
 STORY = [
     "I live in Beijing.",
@@ -175,3 +177,41 @@ class TestSince:
         assert any("hiking" in s and "(v2)" in s for s in statements)
         with Session(engine) as s:
             assert s.exec(select(Audit).where(col(Audit.op) == "RECONSOLIDATE")).first()
+
+
+def _as_resources(engine: Engine, ports: Ports, settings: Settings, redis: redis_lib.Redis,
+                  keys: Keys, clock: Clock) -> Resources:
+    """The API's use-cases over this module's engine, index and clock."""
+    return Resources(settings=settings, redis=redis, engine=engine, keys=keys,
+                     redis_url=settings.redis_url or "", broker_url="", _index=ports.index,
+                     _embedder=ports.embedder, clock=clock)
+
+
+class TestWhatAPersonDecidedIsHeld:
+    def test_an_edited_memory_survives_an_apply_and_is_not_derived_again(
+        self, engine: Engine, ports: Ports, settings: Settings, scope_key: str, clock: Clock,
+        redis: redis_lib.Redis, keys: Keys,
+    ) -> None:
+        res = _as_resources(engine, ports, settings, redis, keys, clock)
+        (jazz,) = [m for m in current(engine, scope_key) if "jazz" in m.statement]
+        edited = update_memory(res, memory_id=jazz.id, tenant=None,
+                               statement="The user likes jazz, but only while working.")
+        job = run(engine, v2(ports), settings, scope_key, clock, apply=True)
+        now = current(engine, scope_key)
+        assert job.result["counts"]["held"] == 1
+        assert edited.id in {m.id for m in now}
+        assert not [m for m in now if "jazz" in m.statement and m.id != edited.id]
+        # Everything the person did not touch was re-derived by version 2.
+        assert all("(v2)" in m.statement for m in now if m.id != edited.id)
+
+    def test_a_pinned_memory_is_neither_reworded_nor_removed(
+        self, engine: Engine, ports: Ports, settings: Settings, scope_key: str, clock: Clock,
+        redis: redis_lib.Redis, keys: Keys,
+    ) -> None:
+        res = _as_resources(engine, ports, settings, redis, keys, clock)
+        (editor,) = [m for m in current(engine, scope_key) if "Neovim" in m.statement]
+        pin_memory(res, memory_id=editor.id, tenant=None, pinned=True)
+        run(engine, v2(ports), settings, scope_key, clock, apply=True)
+        now = {m.id: m for m in current(engine, scope_key)}
+        assert editor.id in now and now[editor.id].statement == editor.statement
+        assert [m.id for m in now.values() if "Neovim" in m.statement] == [editor.id]
