@@ -392,16 +392,19 @@ class TestPinnedSurvivesTheSweep:
         assert mem.get(car.id).status in ("expired", "archived")
 
 
-def cli(server: Runtime, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in its own process, configured like the server (as a second shell would be)."""
+def cli(server: Runtime, *args: str, redis: bool = True) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, configured like the server (as a second shell would be);
+    ``redis=False``: a shell that does not know the server's Redis."""
     s = server.settings
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEEPMEM_")}
     env.update({
-        "SLEEPMEM_DATA_DIR": str(s.data_dir), "SLEEPMEM_REDIS_URL": str(s.redis_url),
+        "SLEEPMEM_DATA_DIR": str(s.data_dir),
         "SLEEPMEM_DATABASE_URL": str(s.database_url), "SLEEPMEM_NAMESPACE": s.namespace,
         "SLEEPMEM_EMBEDDER": "hashing", "SLEEPMEM_LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     })
+    if redis:
+        env["SLEEPMEM_REDIS_URL"] = str(s.redis_url)
     command = [sys.executable, "-c", "from sleepmem.cli import main; main()", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
                           check=False)
@@ -426,6 +429,19 @@ class TestCliNextToARunningServer:
         item = mem.list(SCOPE).items[0]
         explained = cli(server, "explain", item.id, "--json")
         assert explained.returncode == 0 and json.loads(explained.stdout)["memory_id"] == item.id
+
+    def test_emit_goes_through_the_server_from_a_shell_without_its_redis(
+        self, server: Runtime, mem: Client
+    ) -> None:
+        sent = cli(server, "emit", "I restore old motorbikes in my garage.", "--agent", "bot",
+                   "--user", "ann", "--session", "cli1", redis=False)
+        assert sent.returncode == 0, sent.stderr
+        (event_id,) = sent.stdout.split()
+        assert mem.end_session("cli1")
+        assert wait_for(lambda: any("motorbikes" in m.statement for m in mem.list(SCOPE).items),
+                        timeout=60)
+        (found,) = [m for m in mem.list(SCOPE).items if "motorbikes" in m.statement]
+        assert event_id in mem.get(found.id).provenance
 
     def test_jobs_cancel_clears_a_job_stuck_in_queued(self, server: Runtime) -> None:
         from sleepmem.pipelines.lifecycle.reconsolidate import create_job, get_job

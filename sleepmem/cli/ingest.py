@@ -10,6 +10,7 @@ import orjson
 import typer
 
 from sleepmem.cli.app import app, bench_app, fail, load_settings
+from sleepmem.cli.remote import running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.sdk import MemoryClient
 
@@ -43,24 +44,35 @@ def emit(
         str | None, typer.Option(help="Emit one event per line of this file ('-': stdin).")
     ] = None,
 ) -> None:
-    """Append events to the log, as an agent would; prints one event id per line."""
+    """Append events to the log, as an agent would; prints one event id per line.
+
+    Next to a running server (of this data directory, or SLEEPMEM_API_URL) the events go
+    through its API, as the other commands do; otherwise straight onto the Redis stream."""
     settings = load_settings(log_level="WARNING")
+    levels = {"tenant": tenant, "agent": agent, "user": user, "project": project,
+              "session": session}
     try:
-        with MemoryClient(
-            settings, tenant=tenant, agent=agent, user=user, project=project, session=session
-        ) as client:
-            if jsonl is not None:
-                ids = client.emit_many(_read_jsonl(jsonl))
-            else:
-                fields: dict[str, Any] = {"content": content, "kind": kind, "role": role}
-                if meta is not None:
-                    try:
-                        fields["meta"] = orjson.loads(meta)
-                    except orjson.JSONDecodeError:
-                        raise ValidationError("meta", "must be a JSON object") from None
-                if event_id is not None:
-                    fields["event_id"] = event_id
-                ids = [client.emit(**fields)]
+        if jsonl is not None:
+            events = _read_jsonl(jsonl)
+        else:
+            fields: dict[str, Any] = {"content": content, "kind": kind, "role": role}
+            if meta is not None:
+                try:
+                    fields["meta"] = orjson.loads(meta)
+                except orjson.JSONDecodeError:
+                    raise ValidationError("meta", "must be a JSON object") from None
+            if event_id is not None:
+                fields["event_id"] = event_id
+            events = [fields]
+        server = running_server(settings, tenant=tenant)
+        if server is not None:
+            with server:
+                given = {k: v for k, v in levels.items() if v}
+                ids = server.emit_many([{**given, **e} for e in events])
+        else:
+            with MemoryClient(settings, tenant=tenant, agent=agent, user=user,
+                              project=project, session=session) as client:
+                ids = client.emit_many(events)
     except SleepmemError as exc:
         raise fail(exc) from exc
     for i in ids:
