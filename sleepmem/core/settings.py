@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     api_keys: dict[str, SecretStr] = Field(
         default_factory=dict, description="tenant -> bearer key, JSON in SLEEPMEM_API_KEYS"
     )
+    # Keys the hashes that replace user ids in the audit after an erasure (README "Erasure");
+    # unset: a random key kept in <data dir>/audit-key (sleepmem.core.auditkey).
+    audit_key: SecretStr = SecretStr("")
 
     # -- event limits ------------------------------------------------------------------
     content_max_bytes: int = 32 * 1024
