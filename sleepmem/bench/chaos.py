@@ -82,6 +82,7 @@ class _Tally:
     accepted: list[str] = field(default_factory=list)
     emit_retries: int = 0
     pool_kills: int = 0
+    worker_exits: int = 0
     worker_kills: int = 0
     redis_restarts: int = 0
     pg_restarts: int = 0
@@ -203,15 +204,21 @@ class Workers:
         return int(min(children, key=int)) if children else None
 
     def kill_pool(self, timeout: float = 60.0) -> bool:
-        """SIGKILL the pool process; the worker forks a new one. False if none came up."""
+        """SIGKILL the pool process; True when the worker forked a new one. False when the
+        worker exited instead: Celery gives up ("Could not start worker processes") when a
+        pool process dies before it is ready, leaving the restart to a supervisor."""
         pid = _wait_value(self.pool_pid, timeout)
         if pid is None:
             return False
         os.kill(pid, signal.SIGKILL)
-        return (
-            _wait_value(lambda: p if (p := self.pool_pid()) not in (None, pid) else None, timeout)
-            is not None
-        )
+
+        def outcome() -> bool | None:
+            if self.current is None or self.current.poll() is not None:
+                return False
+            new = self.pool_pid()
+            return True if new not in (None, pid) else None
+
+        return bool(_wait_value(outcome, timeout))
 
     def kill_worker(self) -> None:
         """SIGKILL the worker and its pool, as a crashed host, and start another."""
@@ -358,11 +365,11 @@ def _disrupt(
     tally: _Tally,
 ) -> None:
     if kind == "pool":
-        if workers.kill_pool():
-            tally.pool_kills += 1
-        else:  # the pool never came back: count it as what it became, a dead worker
+        tally.pool_kills += 1
+        if not workers.kill_pool():
+            # The worker went down with its pool: start another, as its supervisor would.
+            tally.worker_exits += 1
             workers.kill_worker()
-            tally.worker_kills += 1
     elif kind == "worker":
         workers.kill_worker()
         tally.worker_kills += 1
@@ -551,6 +558,7 @@ def _count(
         "kills_with_work_in_flight": tally.kills_in_flight,
         "pool_kills": tally.pool_kills,
         "worker_kills": tally.worker_kills,
+        "workers_exited_after_a_pool_kill": tally.worker_exits,
         "redis_restarts": tally.redis_restarts,
         "pg_restarts": tally.pg_restarts,
         "memories": len(memories),
