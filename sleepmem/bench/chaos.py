@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis as redis_lib
 import sqlalchemy as sa
@@ -58,6 +58,7 @@ from sleepmem.sdk import MemoryClient
 from sleepmem.tasks import names
 
 TENANT = "bench"
+T = TypeVar("T")
 _STORE_ERRORS = (redis_lib.RedisError, SQLAlchemyError, SleepmemError, OSError)
 
 
@@ -261,6 +262,13 @@ def _safe(predicate: Callable[[], bool]) -> bool:
         return False
 
 
+def _safe_value(get: Callable[[], T], default: T) -> T:
+    try:
+        return get()
+    except _STORE_ERRORS:
+        return default
+
+
 def _events(plan: ChaosPlan) -> list[dict[str, Any]]:
     """The bench conversations with ids of our own: a batch resent after a failure is the
     same events again (the drain stores an event id once)."""
@@ -320,22 +328,28 @@ class _Probe:
         undelivered = len(r.xrange(stream, min=after, max="+"))
         return int(group["pending"]), undelivered
 
-    def busy(self) -> bool:
-        """A consolidation holds a live lease (renewed every third of its life: a dead
-        holder's runs down), or a drain consumer that is alive holds entries."""
+    def lease_tokens(self) -> set[bytes]:
         r, ns = self.res.redis, self.res.keys.namespace
-        fresh_ms = 0.6 * self.res.settings.lease_seconds * 1000
-        leases = list(r.scan_iter(match=f"{ns}:lease:consolidate:*", count=1000))
-        if any((r.pttl(k) or 0) > fresh_ms for k in leases):
+        keys = list(r.scan_iter(match=f"{ns}:lease:consolidate:*", count=1000))
+        return {v for v in (r.mget(keys) if keys else []) if v is not None}
+
+    def busy(self, pool_pid: int | None, stale: set[bytes]) -> bool:
+        """The current worker's pool process is at work: it holds a consolidation lease
+        taken since the last disruption (a lease a killed holder left runs on until it
+        expires), or entries it is draining (its consumer name carries its pid)."""
+        if pool_pid is None:
+            return False
+        if self.lease_tokens() - stale:
             return True
-        stream = self.res.keys.events
+        r, stream = self.res.redis, self.res.keys.events
         if not r.exists(stream):
             return False
         try:
             consumers = r.xinfo_consumers(stream, DRAIN_GROUP)
         except redis_lib.ResponseError:  # no group yet
             return False
-        return any(c["pending"] > 0 and c["idle"] < 1000 for c in consumers)
+        mine = f"-{pool_pid}-"
+        return any(c["pending"] > 0 and mine in c["name"].decode() for c in consumers)
 
     def stored(self) -> int:
         return self.scalar("SELECT count(*) FROM raw_event WHERE tenant = :t", t=TENANT)
@@ -440,15 +454,22 @@ def run_chaos_on(
         emitter.start()
         order = disruption_order(plan)
         batches = -(-len(events) // plan.batch)
+        stale: set[bytes] = set()
         for n, kind in enumerate(order):
             tally.allow(-(-(n + 1) * batches // (len(order) + 1)))
+
+            def busy(stale: set[bytes] = stale) -> bool:
+                return probe.busy(workers.pool_pid(), stale)
+
             # Break things while work is in flight: a lease held or entries being drained.
-            if _wait(probe.busy, timeout=20.0, poll=0.05):
-                tally.kills_in_flight += kind in ("pool", "worker")
-            time.sleep(rng.uniform(0.0, 0.3))
+            _wait(busy, timeout=30.0, poll=0.05)
+            time.sleep(rng.uniform(0.0, 0.1))  # somewhere in the task, not at its start
+            if kind in ("pool", "worker") and _safe(busy):
+                tally.kills_in_flight += 1
             _disrupt(
                 kind, workers=workers, redis_server=redis_server, postgres=postgres, tally=tally
             )
+            stale = _safe_value(probe.lease_tokens, stale)
             time.sleep(rng.uniform(0.2, 1.0))
         tally.allow(batches)
         emitter.join(600)
