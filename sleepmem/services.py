@@ -23,6 +23,7 @@ from sqlmodel import Session, col, select
 from sleepmem.adapters.redis.erase import rewrite_persistence
 from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.adapters.redis.locks import Lease
+from sleepmem.core.auditkey import audit_key
 from sleepmem.core.errors import (
     LeaseHeldError,
     NotFoundError,
@@ -375,12 +376,18 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
                 receipt = erasure.erase_scope(
                     engine=res.engine, ports=ports,
                     scope=str(job.params["scope"]), task_id=task_id or job_id, worker=worker,
-                    keep_job=job_id,
+                    keep_job=job_id, audit_key=audit_key(res.settings),
                 )
     except NotFoundError as exc:
         return _finish(res, job_id, JobStatus.failed, started, error=str(exc))
     receipt.stores = reach_every_byte(res)
-    return _finish(res, job_id, JobStatus.done, started, result=receipt.model_dump(mode="json"))
+    named: dict[str, Any] = {}
+    if receipt.memory_id is None and receipt.scope_key is not None:
+        # The job row outlives the erasure: it names the scope as the audit does.
+        named = {"scope_key": receipt.scope_key,
+                 "params": {**job.params, "scope": receipt.scope_key}}
+    return _finish(res, job_id, JobStatus.done, started,
+                   result=receipt.model_dump(mode="json"), **named)
 
 
 def reach_every_byte(res: Resources) -> dict[str, str]:
@@ -398,7 +405,8 @@ def reach_every_byte(res: Resources) -> dict[str, str]:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         stores["sql"] = "deleted, pages zeroed (secure_delete), WAL checkpointed"
     stores |= {
-        "audit": "kept: receipt id, tenant, scope key, memory ids, counts and a content hash",
+        "audit": "kept: receipt id, tenant, memory ids, counts, a content hash and the scope "
+                 "key with user, project and session as keyed hashes (HMAC-SHA256)",
     }
     try:
         stores["vector_index"] = res.index.compact()

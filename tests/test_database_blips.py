@@ -10,12 +10,7 @@ missing server is a broken environment and fails.
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +31,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from support import REDIS_URL, wait_for
 
 from sleepmem.adapters.sql import make_engine
+from sleepmem.bench.servers import ScratchPostgres, postgres_binaries
 from sleepmem.core.errors import TransientError
 from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources, build_resources
@@ -48,68 +44,9 @@ from sleepmem.workers.thread import ThreadWorker
 CONTENTS = ["I live in Lisbon.", "I'm vegetarian.", "我喜欢爬山。", "My sister is called Ana."]
 
 
-def server_binaries() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return Path(found[-1]).parent
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ScratchPostgres:
-    """A throwaway PostgreSQL cluster that a test may stop and start at will."""
-
-    def __init__(self, bin_dir: Path) -> None:
-        self.bin = bin_dir
-        self.port = free_port()
-        # Not under pytest's tmp dir: the server runs as the postgres user when we are
-        # root (it refuses to run as root), and must be able to reach its directory.
-        self.home = Path(tempfile.mkdtemp(prefix="sleepmem-pg-"))
-        self.data = self.home / "data"
-        self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            shutil.chown(self.home, user="postgres")
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
-                  "--no-sync", "-E", "UTF8")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    def start(self) -> None:
-        options = (f"-p {self.port} -k {self.home} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c full_page_writes=off")
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
-                  str(self.home / "server.log"), "-w", "start")
-
-    def stop(self) -> None:
-        # immediate: the server goes away as in a crash, connections dropped mid-flight.
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-
-    def remove(self) -> None:
-        subprocess.run(self._argv("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"),
-                       capture_output=True, timeout=60)
-        shutil.rmtree(self.home, ignore_errors=True)
-
-    def _argv(self, tool: str, *args: str) -> list[str]:
-        argv = [str(self.bin / tool), *args]
-        return ["runuser", "-u", "postgres", "--", *argv] if self._as_postgres else argv
-
-    def _run(self, tool: str, *args: str) -> None:
-        done = subprocess.run(self._argv(tool, *args), capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, f"{tool} failed: {done.stdout}{done.stderr}"
-
-
 @pytest.fixture
 def postgres() -> Iterator[ScratchPostgres]:
-    bin_dir = server_binaries()
+    bin_dir = postgres_binaries()
     if bin_dir is None:
         reason = "no PostgreSQL server binaries (initdb, pg_ctl) on this machine"
         if os.environ.get("CI", "").lower() == "true":

@@ -7,14 +7,17 @@ for the scope (lease, queued marker), entries of the ingest stream not yet drain
 retrieval-hit entries naming the erased memories. The consolidation lease of every affected
 scope is held throughout, so no consolidation writes into a scope being erased.
 
-The audit keeps the operation, ids, counts and a content hash, never content. The caller
-gets a :class:`DeletionReceipt` saying what was removed where. Erasing twice is harmless:
-the second receipt counts zeros.
+The audit keeps the operation, ids, counts and a content hash, never content; after a
+scope's erasure its audit rows (and the erasure's own) name the scope by its
+:func:`pseudonym`, the user, project and session replaced by keyed hashes, since a user id
+may be an e-mail address. The caller gets a :class:`DeletionReceipt` saying what was
+removed where. Erasing twice is harmless: the second receipt counts zeros.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import time
 import uuid
@@ -52,6 +55,11 @@ BATCH = 1000
 AUDIT_IDS_PER_ROW = 5000
 _LEVEL_FIELD = re.compile(r'"(tenant|agent|user|project|session)"\s*:\s*"([^"]*)"')
 _EVENT_ID_FIELD = re.compile(r'"event_id"\s*:\s*"([^"]*)"')
+# Levels whose ids may name a person (an address, a phone number): hashed in the audit.
+# Tenant and agent are the operator's own names and stay readable.
+PSEUDONYMOUS = ("u", "p", "s")
+# No id may start with it (models.scope.IDENT), so a pseudonym is never hashed twice.
+PSEUDONYM_MARK = "~"
 
 
 class DeletionReceipt(BaseModel):
@@ -119,10 +127,15 @@ def erase_scope(
     scope: Scope | str,
     task_id: str = "",
     worker: str = "",
+    audit_key: bytes,
     keep_job: str | None = None,
 ) -> DeletionReceipt:
+    """Erase ``scope`` and everything under it; ``audit_key`` keys the pseudonyms that the
+    audit keeps in place of the scope's user, project and session ids."""
     started = time.perf_counter()
     now, index, hot = ports.clock(), ports.index, _hot(ports)
+    if not audit_key:
+        raise ConfigurationError("erasure needs an audit key (sleepmem.core.auditkey)")
     target = check_scope(scope)
     removed: dict[str, int] = {}
     hasher = _Hasher()
@@ -151,9 +164,10 @@ def erase_scope(
             removed["checkpoints"] = hot.erase_checkpoints(lambda levels: covers(target, levels))
             removed["hit_entries"] = hot.erase_hits(set(ids))
             removed["redis_keys"] = hot.erase_scope_markers(scope_keys)
+            removed["audit_rows_pseudonymised"] = _pseudonymise_audit(conn, target, audit_key)
         receipt = DeletionReceipt(
             receipt_id=uuid.uuid4().hex, op="ERASE_SCOPE", tenant=target.tenant,
-            scope_key=target.key, at=aware(now), removed=removed,
+            scope_key=pseudonym(target.key, key=audit_key), at=aware(now), removed=removed,
             content_hash=hasher.hexdigest(), seconds=round(time.perf_counter() - started, 3),
         )
         _audit(conn, receipt, ids, task_id=task_id, worker=worker)
@@ -221,6 +235,51 @@ def erase_memory(
     log.info("erase", kind="memory", memory_id=memory_id, tenant=tenant,
              receipt=receipt.receipt_id, seconds=receipt.seconds, task_id=task_id, **removed)
     return receipt
+
+
+# -- pseudonyms ----------------------------------------------------------------------------
+
+
+def pseudonym(scope_key: str, *, key: bytes) -> str:
+    """``scope_key`` with its user, project and session ids replaced by ``~`` and 32 hex
+    digits of HMAC-SHA256(key, tenant/level=id): stable (every row of one user gets the
+    same one), not reversible without the key, and different in another tenant."""
+    parts = [p.partition("=") for p in scope_key.split("/")]
+    tenant = next((value for level, _eq, value in parts if level == "t"), "")
+    out = []
+    for level, eq, value in parts:
+        if level in PSEUDONYMOUS and value and not value.startswith(PSEUDONYM_MARK):
+            message = f"{tenant}/{level}={value}".encode()
+            value = PSEUDONYM_MARK + hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
+        out.append(f"{level}{eq}{value}")
+    return "/".join(out)
+
+
+def _key_levels(scope_key: str) -> dict[str, str]:
+    by_letter = dict(p.partition("=")[::2] for p in scope_key.split("/"))
+    return {lvl: by_letter.get(lvl[0], "") for lvl in LEVELS}
+
+
+def _pseudonymise_audit(conn: Connection, target: Scope, key: bytes) -> int:
+    """Audit rows of ``target`` and the scopes under it keep ids, ops and hashes; their
+    scope key now names the scope by its pseudonym."""
+    n = 0
+    with conn.begin():
+        found = conn.execute(
+            sa.select(col(Audit.scope_key)).where(col(Audit.tenant) == target.tenant)
+            .distinct()
+        ).scalars().all()
+        for old in found:
+            if not covers(target, _key_levels(old)):
+                continue  # another scope, or already pseudonymous
+            new = pseudonym(old, key=key)
+            if new != old:
+                n += _rowcount(conn.execute(
+                    sa.update(Audit)
+                    .where(col(Audit.tenant) == target.tenant, col(Audit.scope_key) == old)
+                    .values(scope_key=new)
+                ))
+    return n
 
 
 # -- SQL + index -------------------------------------------------------------------------

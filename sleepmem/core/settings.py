@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     admin_key: SecretStr | None = Field(
         default=None, description="operator bearer key for all-tenant jobs (sweep, refresh)"
     )
+    # Keys the hashes that replace user ids in the audit after an erasure (README "Erasure");
+    # unset: a random key kept in <data dir>/audit-key (sleepmem.core.auditkey).
+    audit_key: SecretStr = SecretStr("")
 
     # -- event limits ------------------------------------------------------------------
     content_max_bytes: int = 32 * 1024

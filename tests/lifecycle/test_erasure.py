@@ -26,7 +26,7 @@ from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.validation import validate_events
 from sleepmem.models import Audit, DeadLetter, Scope, SearchRequest
-from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope
+from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope, pseudonym
 from sleepmem.pipelines.lifecycle.explain import explain
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
 from sleepmem.pipelines.ports import Ports
@@ -36,6 +36,7 @@ ANN = Scope(tenant="acme", agent="bot", user="ann")
 ANN_PROJECT = Scope(tenant="acme", agent="bot", user="ann", project="garden")
 BOB = Scope(tenant="acme", agent="bot", user="bob")
 SECRET_WORDS = ("Marguerite", "Aldhelm", "Wisteria")
+AUDIT_KEY = b"the deployment's audit key"
 
 
 @pytest.fixture
@@ -125,7 +126,7 @@ class TestEraseScope:
         index: EdgeIndex, world: dict[str, list[str]], logs: io.StringIO,
     ) -> None:
         receipt = erase_scope(engine=engine, ports=hot(ports, redis, keys),
-                              scope=ANN.owner.key)
+                              scope=ANN.owner.key, audit_key=AUDIT_KEY)
         for word in SECRET_WORDS:
             assert scan_sql(engine, word) == [], word
             assert scan_redis(redis, keys, word) == [], word
@@ -149,7 +150,8 @@ class TestEraseScope:
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,
         index: EdgeIndex, world: dict[str, list[str]],
     ) -> None:
-        erase_scope(engine=engine, ports=hot(ports, redis, keys), scope=ANN.owner.key)
+        erase_scope(engine=engine, ports=hot(ports, redis, keys), scope=ANN.owner.key,
+                    audit_key=AUDIT_KEY)
         assert {"raw_event", "memory"} <= set(scan_sql(engine, "carpenter"))
         assert set(index.payloads(world["bob"])) == set(world["bob"])
         # Bob's id survives in the hit entry that named both of them.
@@ -159,7 +161,8 @@ class TestEraseScope:
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,
         settings: Settings, clock: Clock, world: dict[str, list[str]],
     ) -> None:
-        erase_scope(engine=engine, ports=hot(ports, redis, keys), scope=ANN.owner.key)
+        erase_scope(engine=engine, ports=hot(ports, redis, keys), scope=ANN.owner.key,
+                    audit_key=AUDIT_KEY)
         found = search(engine=engine, ports=ports, weights=RankWeights(),
                        request=SearchRequest(query="divorce nurse hospital", scope=ANN_PROJECT))
         assert found.cards == []
@@ -175,15 +178,48 @@ class TestEraseScope:
         world: dict[str, list[str]],
     ) -> None:
         first = erase_scope(engine=engine, ports=hot(ports, redis, keys),
-                            scope=ANN.owner.key)
+                            scope=ANN.owner.key, audit_key=AUDIT_KEY)
         second = erase_scope(engine=engine, ports=hot(ports, redis, keys),
-                             scope=ANN.owner.key)
+                             scope=ANN.owner.key, audit_key=AUDIT_KEY)
         with Session(engine) as s:
             erased = s.exec(select(Audit).where(Audit.op == "ERASE")).all()
         assert set(world["ann"]) <= {i for a in erased for i in a.memory_ids_before}
         assert {a.content_hash for a in erased} == {first.content_hash, second.content_hash}
         assert f"receipt {first.receipt_id}" in erased[0].reason
         assert sum(second.removed.values()) == 0
+
+
+class TestTheAuditAfterAnErasure:
+    def test_keeps_the_scopes_rows_under_a_keyed_pseudonym_and_never_the_user_id(
+        self, redis: redis_lib.Redis, keys: Keys, engine: Engine, ports: Ports,
+        world: dict[str, list[str]],
+    ) -> None:
+        def audit_keys() -> list[str]:
+            with Session(engine) as s:
+                return list(s.exec(select(Audit.scope_key)).all())
+
+        before = audit_keys()
+        ann_rows = sum(1 for k in before if "/u=ann/" in k)
+        bob_rows = before.count(BOB.owner.key)
+        assert ann_rows > 0 and bob_rows > 0
+        receipt = erase_scope(engine=engine, ports=hot(ports, redis, keys),
+                              scope=ANN.owner.key, audit_key=AUDIT_KEY)
+        after = audit_keys()
+        hidden = pseudonym(ANN.owner.key, key=AUDIT_KEY)
+        assert hidden.startswith("t=acme/a=bot/u=~") and "ann" not in hidden
+        assert receipt.scope_key == hidden
+        assert receipt.removed["audit_rows_pseudonymised"] == ann_rows
+        # Every row kept (and one more: the erasure's), none naming the user.
+        assert len(after) == len(before) + 1
+        assert [k for k in after if "u=ann" in k] == []
+        assert after.count(hidden) >= 2 and after.count(BOB.owner.key) == bob_rows
+        assert scan_sql(engine, "u=ann/") == []
+        # Keyed: another deployment's key gives another pseudonym; the same key, the same.
+        assert pseudonym(ANN.owner.key, key=b"another key") != hidden
+        assert pseudonym(hidden, key=AUDIT_KEY) == hidden
+        again = erase_scope(engine=engine, ports=hot(ports, redis, keys),
+                            scope=ANN.owner.key, audit_key=AUDIT_KEY)
+        assert again.removed["audit_rows_pseudonymised"] == 0
 
 
 class TestEraseMemory:

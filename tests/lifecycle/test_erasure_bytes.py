@@ -1,6 +1,6 @@
 """Erasure reaches every byte: after a user is erased over HTTP, no file of the data directory
 (SQLite and its WAL, Redis's AOF and snapshot, the vector index's WAL and segments) holds
-their words or their id, except the audit fields the README documents (scope key, tenant).
+their words or their id: the audit keeps its rows, naming the scope by a keyed pseudonym.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from support import wait_for
 from test_embedded import embedded_settings
 
 from sleepmem.adapters.sql import make_engine
+from sleepmem.core.auditkey import audit_key
 from sleepmem.models import Scope
+from sleepmem.pipelines.lifecycle.erase import pseudonym
 from sleepmem.runtime import Runtime
 from sleepmem.sdk import MemoryClient
 
@@ -90,13 +92,16 @@ class TestEraseReachesEveryByte:
         for word in WORDS:
             holding = [name for name, blob in files.items() if word.encode() in blob]
             assert holding == [], (word, holding)
-        # The id: only in SQL, and there only in the documented audit and job fields.
+        # The id: nowhere, not even in the audit and the erasure's job row, which name the
+        # scope by its keyed pseudonym (README "Erasure").
         holding_id = [name for name, blob in files.items() if user.encode() in blob]
-        assert all(name.startswith("sleepmem.db") for name in holding_id), holding_id
+        assert holding_id == []
         for table, table_rows in rows.items():
             with_id = [r for r in table_rows if user in r]
-            if table in ("audit", "job"):
-                continue
             assert with_id == [], (table, with_id[:2])
+        hidden = pseudonym(zoe.key, key=audit_key(settings))
+        assert receipt["scope_key"] == hidden
+        assert sum(hidden in r for r in rows["audit"]) >= 2  # its memories' rows and the erasure
+        assert any(hidden in r for r in rows["job"])
         assert all(word not in r for rs in rows.values() for r in rs for word in WORDS)
         assert any("Oslo" in r for r in rows["raw_event"])  # the sibling user stays
