@@ -111,8 +111,9 @@ def event(i: int, content: str, *, scope: Scope = SCOPE, kind: str = "message",
                      content=content, at=T0 + timedelta(minutes=i), meta=meta or {})
 
 
-# A first-person statement no vocabulary matcher knows: the rules first route sends it.
-UNRECOGNISED = "I restore vintage radios on weekends."
+# A statement the rules cannot structure (they keep it as an episode): the rules first
+# route sends it to the model.
+UNRECOGNISED = "Old radios are my thing, I fix them on weekends."
 
 
 def reply(*candidates: dict[str, Any]) -> str:
@@ -204,13 +205,21 @@ class TestRulesFirstRoute:
         assert sorted((c.attribute, c.value) for c in cands) == [
             ("rel:restores", "vintage radios"), ("residence", "lisbon")]
 
+    def test_a_statement_the_rules_read_into_an_open_slot_is_not_sent(
+        self, script: tuple[Script, str], chat: OpenAIChatModel
+    ) -> None:
+        (c,) = LLMExtractor(chat, batch_events=10).extract(
+            [event(0, "I restore vintage radios on weekends.")]).candidates
+        assert script[0].requests == []
+        assert (c.attribute, c.value) == ("rel:restores", "vintage radios")
+
     def test_when_the_model_finds_nothing_lasting_the_rules_reading_stands(
         self, script: tuple[Script, str], chat: OpenAIChatModel
     ) -> None:
         script[0].replies.append(reply())
         (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
         assert len(script[0].requests) == 1
-        assert (c.attribute, c.details.get("unclassified")) == ("rel:restores", True)
+        assert (c.type, c.statement) == ("event", UNRECOGNISED)
 
     @pytest.mark.parametrize("route", ["rules_first", "model_first"])
     def test_what_code_owns_is_never_sent_to_the_model(

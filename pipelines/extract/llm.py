@@ -267,11 +267,11 @@ class LLMExtractor:
             return False  # acknowledgements and small talk
         if self.route == "model_first":
             return True
-        # Rules first: only a user's own words the vocabulary did not recognise.
+        # Rules first: only a user's own statements the rules could not structure: read as
+        # an episode, or as an unclassified statement without even an open slot.
         if event.role not in ("user", "system") or event.kind == "observation":
             return False
-        return any(c.details.get("unclassified") or (
-            c.type == "event" and not _question(c.statement)) for c in own)
+        return any(_unread(c) for c in own)
 
     def _batches(self, events: list[EventView]) -> Iterator[list[EventView]]:
         """Events grouped by consolidation scope, in order, at most batch_events each."""
@@ -310,9 +310,18 @@ class LLMExtractor:
         return out, usage
 
 
-def _question(statement: str) -> bool:
-    last = statement.strip().splitlines()[-1] if statement.strip() else ""
-    return last.rstrip().endswith(("?", "？"))
+def _unread(cand: Candidate) -> bool:
+    """A statement the rules kept without structure, and that is worth a model's look."""
+    if cand.details.get("unclassified"):
+        return "open_slot" not in cand.details
+    if cand.type != "event" or cand.details.get("chitchat"):
+        return False
+    # An episode keeps the turn it answers in front (rules' pairing): judge its own words.
+    own = cand.statement[cand.details.get("reply_offset", 0):].strip()
+    sentences = split_sentences(own)
+    if not sentences or all(is_small_talk(s) for s in sentences):
+        return False
+    return not own.endswith(("?", "？"))
 
 
 def merge(own: list[Candidate], proposed: list[Candidate], *, route: Route) -> list[Candidate]:
