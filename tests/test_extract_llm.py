@@ -285,6 +285,41 @@ class TestModelOutputInTheRulesShape:
         (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
         assert c.type == "preference"
 
+    def test_a_liking_outside_the_vocabulary_is_a_preference_whatever_the_model_typed(
+        self, script: tuple[Script, str], chat: OpenAIChatModel
+    ) -> None:
+        script[0].replies.append(reply(
+            {"event_ids": ["e1"], "type": "fact", "attribute": "likes",
+             "value": "aisle seats", "statement": "The user likes aisle seats on trains."}))
+        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        assert (c.type, c.attribute, c.value) == ("preference", "rel:likes", "aisle seats")
+
+    def test_a_chinese_turn_keeps_its_own_words_when_the_model_answers_in_english(
+        self, script: tuple[Script, str], chat: OpenAIChatModel
+    ) -> None:
+        script[0].replies.append(reply(
+            {"event_ids": ["e1"], "type": "fact", "attribute": "residence",
+             "value": "guangzhou", "statement": "The user moved to Guangzhou."}))
+        (c,) = LLMExtractor(chat, batch_events=10, route="model_first").extract(
+            [event(0, "我搬到广州了。")]).candidates
+        assert c.statement == "用户搬到广州了。"
+        assert (c.attribute, c.change) == ("residence", True)
+
+    def test_the_words_decide_a_change_not_the_models_flag(
+        self, script: tuple[Script, str], chat: OpenAIChatModel
+    ) -> None:
+        script[0].replies.append(reply(
+            {"event_ids": ["e1"], "type": "fact", "attribute": "drives", "value": "model 3",
+             "statement": "The user drives a Model 3."},
+            {"event_ids": ["e2"], "type": "fact", "attribute": "plays", "value": "oboe",
+             "statement": "The user plays the oboe.", "change": True}))
+        events = [event(0, "Sold the Civic, it's a Model 3 these days, not anymore the old car."),
+                  event(1, "Oboe, that's the one I play.")]
+        car, oboe = LLMExtractor(chat, batch_events=10, route="model_first").extract(
+            events).candidates
+        assert (car.attribute, car.value, car.change) == ("rel:drives", "model 3", True)
+        assert (oboe.attribute, oboe.change) == ("rel:plays", False)
+
     def test_statements_start_clean_and_nothing_carries_a_redaction(
         self, script: tuple[Script, str], chat: OpenAIChatModel
     ) -> None:

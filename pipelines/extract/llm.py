@@ -36,6 +36,8 @@ from sleepmem.core.logs import get_logger
 from sleepmem.pipelines.extract.rules import RulesExtractor, Speaker, speaker_of
 from sleepmem.pipelines.extract.slots import type_of
 from sleepmem.pipelines.extract.statements import (
+    FACT_RELATIONS,
+    SINGLE_VALUED,
     VOCAB_SLOT,
     clean_statement,
     is_one_off,
@@ -53,6 +55,7 @@ from sleepmem.pipelines.extract.text import (
     norm_value,
     sentence_case,
     split_sentences,
+    third_person_zh,
 )
 from sleepmem.pipelines.extract.vocab import (
     ATTR_SYNONYMS,
@@ -64,7 +67,13 @@ from sleepmem.pipelines.extract.vocab import (
     REDACTED,
 )
 from sleepmem.pipelines.ports import ChatModel, Embedder, LLMUsage
-from sleepmem.pipelines.types import OPEN_SLOT_PREFIX, Candidate, EventView, Extraction
+from sleepmem.pipelines.types import (
+    MANY_VALUED_RELATIONS,
+    OPEN_SLOT_PREFIX,
+    Candidate,
+    EventView,
+    Extraction,
+)
 
 CandidateType = Literal["identity", "preference", "fact", "task", "event", "procedure"]
 Route = Literal["rules_first", "model_first"]
@@ -87,7 +96,8 @@ statement: ONE clean third-person sentence in the event's language, no greeting,
 subject: "user" (default), or the named project/service/thing the fact is about.
 attribute: a known slot when one fits: residence, employer, occupation, address, email,
 phone, name, age, birthday, nationality, diet, answer_length, answer_language,
-allergy:<x>, family:<relation>, likes:<topic>, hobby:<x>, order_number; otherwise the
+answer_format, answer_tone, allergy:<x>, family:<relation>, likes:<topic>, hobby:<x>,
+order_number; otherwise the
 relation verb in third person: owns, drives, uses, learns, plays, practises, prefers,
 speaks, volunteers_at, studies_at. value: the object, short and lowercase.
 change=true only when the user says something changed or corrects an earlier fact.
@@ -396,9 +406,8 @@ def _canonical_type(item_type: str, subject: str, attribute: str, statement: str
         return item_type
     if attribute and _known(attribute):
         return type_of(attribute)
-    if item_type == "identity":
-        return "preference" if preference_cue(statement) else "fact"
-    return item_type
+    # Outside the vocabulary the words decide, as in the rules: a liking is a preference.
+    return "preference" if item_type == "preference" or preference_cue(statement) else "fact"
 
 
 def _says_change(events: list[EventView]) -> bool:
@@ -416,6 +425,19 @@ def _clean(statement: str) -> str:
     return sentence_case(clean_statement(text, zh), zh) if text else text
 
 
+def _in_their_words(events: list[EventView]) -> str:
+    """The user's own turn(s) in the third person, the rules' way ("我…" -> "用户…")."""
+    parts = []
+    for e in events:
+        if not is_zh(e.content) or speaker_of(e).source not in ("user", "system"):
+            continue
+        text = clean_statement(third_person_zh(e.content.strip()), True)
+        if text and "用户" not in text[:6]:
+            text = "用户" + text
+        parts.append(text)
+    return " ".join(p for p in parts if p)
+
+
 def _open_slot(statement: str) -> tuple[str, str, dict[str, Any]] | None:
     """The rules' open-slot reading of the model's statement (in the first person), so
     two wordings of one relation meet in one slot whichever extractor read them."""
@@ -430,6 +452,16 @@ def _open_slot(statement: str) -> tuple[str, str, dict[str, Any]] | None:
     return attribute, slot.object, details
 
 
+# Relations the rules' reader knows by name; another "relation" it returns is a guess
+# from an unfamiliar verb (or a noun the model put where a verb belongs).
+_RELATIONS = FACT_RELATIONS | SINGLE_VALUED | MANY_VALUED_RELATIONS | {"dislikes", "prefers"}
+
+
+def _known_relation(attribute: str) -> bool:
+    return attribute in VOCAB_SLOT.values() or (
+        attribute.removeprefix(OPEN_SLOT_PREFIX) in _RELATIONS)
+
+
 def _relation(attribute: str) -> str:
     return "_".join(attribute.lower().replace("-", " ").replace(":", " ").split())
 
@@ -441,6 +473,10 @@ def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate | Non
     statement = _clean(item.statement)
     if not statement or REDACTED.search(statement):
         return None  # nothing derived from a secret
+    if not is_zh(statement) and any(is_zh(e.content) for e in events):
+        # Small models answer in English whatever they are told; a memory keeps the
+        # user's language (and words), so a Chinese turn is stated from its own text.
+        statement = _in_their_words(events) or statement
     attribute = item.attribute.strip()
     attribute = ATTR_SYNONYMS.get(attribute.lower(), attribute) if attribute else ""
     subject = item.subject.strip().lower() or "user"
@@ -450,23 +486,33 @@ def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate | Non
         attribute = ""
     elif subject == "user" and item.type in ("identity", "preference", "fact") and not (
             attribute and _known(attribute)):
-        # Outside the vocabulary: an open slot, read the way the rules read one.
-        read = _open_slot(statement)
-        if read is not None:
-            attribute, obj, extra = read
-            value = value or obj
-            details.update(extra)
+        # Outside the vocabulary: an open slot, read by the rules' relation reader (from
+        # the model's relation and object when it named them, else from its statement),
+        # so two wordings of one relation meet in one slot whichever extractor read them.
+        said = f"I {attribute.replace('_', ' ')} {value}" if attribute and value else ""
+        stated, named = _open_slot(statement), _open_slot(said) if said else None
+        if stated is not None and named is not None and stated[0] == named[0]:
+            attribute, value, extra = named  # agreed relation: the model's object, shorter
+        elif stated is not None and _known_relation(stated[0]):
+            attribute, value, extra = stated
+        elif named is not None and _known_relation(named[0]):
+            attribute, value, extra = named
         elif attribute:
-            attribute = OPEN_SLOT_PREFIX + _relation(attribute)
+            attribute, extra = OPEN_SLOT_PREFIX + _relation(attribute), {}
+        elif stated is not None:
+            attribute, value, extra = stated
+        else:
+            extra = {}
+        details.update(extra)
     if speaker.trusted_tool:
         details["trusted_tool"] = True
     confidence = min(item.confidence, speaker.confidence)
     kind = _canonical_type(item.type, subject, attribute, statement)
     importance = item.importance if item.importance is not None else IMPORTANCE[kind]
     topic = (item.forget_topic or "").strip() or None
-    # A model that over-flags change would let a statement supersede instead of conflict:
-    # the flag only stands when the words are there.
-    change = (item.change or item.negated) and _says_change(events)
+    # The words decide a change, as in the rules: a model that over-flags change would let
+    # a statement supersede instead of conflict, one that misses it would keep both.
+    change = _says_change(events)
     one_off = item.one_off or any(is_one_off(e.content) for e in events)
     return Candidate(
         type="event" if topic else kind,
