@@ -558,7 +558,8 @@ class TestRealLocalModel:
             event(3, "Our backend is written in Flask."),
         ]
         t0 = time.perf_counter()
-        extraction = LLMExtractor(chat, batch_events=10).extract(events)
+        # model_first: the recognised statements are sent too, so the real model reads them.
+        extraction = LLMExtractor(chat, batch_events=10, route="model_first").extract(events)
         seconds = time.perf_counter() - t0
         print(f"\nlocal LLM: {seconds:.1f}s, {extraction.llm_tokens} tokens, "
               f"{len(extraction.candidates)} candidates")
