@@ -320,6 +320,37 @@ class TestModelOutputInTheRulesShape:
         assert (car.attribute, car.value, car.change) == ("rel:drives", "model 3", True)
         assert (oboe.attribute, oboe.change) == ("rel:plays", False)
 
+    def test_a_change_said_in_two_clauses_takes_the_state_said_last(
+        self, script: tuple[Script, str], chat: OpenAIChatModel
+    ) -> None:
+        script[0].replies.append(reply(
+            {"event_ids": ["e1"], "type": "fact",
+             "statement": "The user sold their Civic and now drives a Model 3."}))
+        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        assert (c.attribute, c.value) == ("rel:drives", "model 3")
+
+    @pytest.mark.parametrize(("text", "statement"), [
+        ("Radio night with the club is tomorrow.",
+         "The user has a radio repair slot tomorrow."),
+        (UNRECOGNISED, "The user's parcel number is SF7730019."),
+    ])
+    def test_a_time_bound_or_numbered_thing_is_a_short_lived_task(
+        self, script: tuple[Script, str], chat: OpenAIChatModel, text: str, statement: str
+    ) -> None:
+        script[0].replies.append(reply(
+            {"event_ids": ["e1"], "type": "fact", "statement": statement}))
+        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, text)]).candidates
+        assert c.type == "task"
+
+    def test_a_lasting_fact_with_a_version_in_it_stays_a_fact(
+        self, script: tuple[Script, str], chat: OpenAIChatModel
+    ) -> None:
+        script[0].replies.append(reply(
+            {"event_ids": ["e1"], "type": "fact", "attribute": "uses",
+             "value": "python 3.12", "statement": "The user uses Python 3.12 and gpt-4o."}))
+        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        assert c.type == "fact"
+
     def test_statements_start_clean_and_nothing_carries_a_redaction(
         self, script: tuple[Script, str], chat: OpenAIChatModel
     ) -> None:

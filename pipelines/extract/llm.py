@@ -24,6 +24,7 @@ and the failure is audited, never half-applied.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -442,14 +443,45 @@ def _open_slot(statement: str) -> tuple[str, str, dict[str, Any]] | None:
     """The rules' open-slot reading of the model's statement (in the first person), so
     two wordings of one relation meet in one slot whichever extractor read them."""
     zh = is_zh(statement)
-    first = first_person_zh(statement) if zh else first_person_en(statement)
-    slot = open_slot(clean_end(first))
+    first = clean_end(first_person_zh(statement) if zh else first_person_en(statement))
+    slot = open_slot(first)
+    # "sold the Civic and now drives a Model 3": the state it is in now is said last;
+    # each clause is read, and the last one with a relation the reader knows wins.
+    clauses = _CLAUSE_ZH.split(first) if zh else _CLAUSE_EN.split(first)
+    if len(clauses) > 1:
+        for clause in reversed(clauses):
+            clause = clause.strip()
+            if not zh and not re.match(r"(?i)(?:i|we)\b", clause):
+                clause = f"I {clause}"
+            read = open_slot(clean_end(clause))
+            if read is not None and _known_relation(VOCAB_SLOT.get(read.relation,
+                                                                   read.attribute)):
+                slot = read
+                break
     if slot is None:
         return None
     attribute = VOCAB_SLOT.get(slot.relation, slot.attribute)
     details = {} if attribute in VOCAB_SLOT.values() else {
         "open_slot": {"relation": slot.relation, "object": slot.object, "multi": slot.multi}}
     return attribute, slot.object, details
+
+
+_CLAUSE_EN = re.compile(r"(?i)\s*[,;]\s*(?:and\s+|but\s+)?|\s+(?:and|but)\s+")
+_CLAUSE_ZH = re.compile(r"[，,；;]")
+# What says a statement is short-lived (a task, not a lasting fact): a time it is bound
+# to, or an identifier (order, parcel, room, ticket: letters and digits together).
+_TIME_BOUND = re.compile(
+    r"(?i)\b(?:today|tomorrow|tonight|this\s+(?:morning|afternoon|evening|week|weekend)|"
+    r"next\s+(?:week|weekend|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"on\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)(?!s))\b|"
+    r"今天|明天|后天|今晚|下周|这周|本周|下星期"
+)
+_IDENTIFIER = re.compile(r"(?<![\w-])(?=(?:[\w-]*?\d){3})[A-Za-z\d][\w-]{4,}")
+
+
+def _short_lived(statement: str, events: list[EventView]) -> bool:
+    return bool(_IDENTIFIER.search(statement)) or any(
+        _TIME_BOUND.search(e.content) for e in events)
 
 
 # Relations the rules' reader knows by name; another "relation" it returns is a guess
@@ -508,6 +540,9 @@ def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate | Non
         details["trusted_tool"] = True
     confidence = min(item.confidence, speaker.confidence)
     kind = _canonical_type(item.type, subject, attribute, statement)
+    if kind in ("fact", "preference") and not _known(attribute) and _short_lived(
+            statement, events):
+        kind = "task"  # kept for its short life, as the rules keep an episode
     importance = item.importance if item.importance is not None else IMPORTANCE[kind]
     topic = (item.forget_topic or "").strip() or None
     # The words decide a change, as in the rules: a model that over-flags change would let
