@@ -65,7 +65,8 @@ def make_extractor(settings: Settings, ports: Ports) -> Extractor:
     if settings.extractor == "llm":
         if ports.chat is None:
             raise ExtractionError("extractor=llm needs SLEEPMEM_LLM_BASE_URL and a model")
-        return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events)
+        return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events,
+                            embedder=ports.embedder, route=settings.llm_route)
     return RulesExtractor(embedder=ports.embedder)
 
 

@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 2
     llm_batch_events: int = 40
+    # rules_first: the model reads only what the rules did not recognise (fewer calls);
+    # model_first: every message code does not own (see pipelines/extract/llm.py).
+    llm_route: Literal["rules_first", "model_first"] = "rules_first"
     embedder: Literal["usem", "openai", "hashing"] = "usem"
     embed_model: str = "text-embedding-3-small"
     embed_threads: int | None = None
