@@ -54,6 +54,9 @@ _CORRECTION = re.compile(
     r"|其实|不对|错了|更正|纠正|不再|已经不|改成|换成|卖了|不是.{1,8}了"
 )
 
+# Types a change of another slot may update (never an episode, summary or procedure).
+_CHANGEABLE = ("fact", "preference", "identity")
+
 # Words that say a value joins the others rather than replacing them.
 _ADDITIVE = re.compile(r"(?i)\b(?:too|also|as well|in addition)\b|也|还")
 
@@ -212,7 +215,8 @@ class Resolver:
                                       or m.details.get("chitchat")):
                 continue  # see weighs_meaning: never embedded, never restated
             if (m.attribute and cand.attribute and _kind(m.attribute) != _kind(cand.attribute)
-                    and not _open(m.attribute) and not _open(cand.attribute)):
+                    and not _open(m.attribute) and not _open(cand.attribute)
+                    and not _holds_both(m, cand)):
                 continue
             out.append(m)
         return out
@@ -277,24 +281,64 @@ class Resolver:
         return None
 
     def _corrected(self, cand: Candidate) -> Memory | None:
-        """The memory a slotless correction updates: same subject, close in meaning, and
-        free to be replaced (no slot, or this candidate's slot)."""
-        if self.meaning is None or not _CORRECTION.search(_last_turn(cand.statement)):
+        """The memory a correction or a change updates when its own slot holds nothing.
+
+        A slotless correction ("actually …", "not … anymore") updates the memory of the
+        subject it is closest to in meaning (it inherits the slot). A change of any other
+        wording (a time shift, "these days", "from now on"; feedback) updates the memory of
+        the same subject and type, in a slot of a compatible kind, that it is *about*: one
+        whose value it names or that is related to it in meaning (see :meth:`_about`).
+        """
+        if self.meaning is None:
             return None
-        # A slotless correction may update any memory of the subject (it inherits the
-        # slot); a slotted one only a slotless memory or one of its own slot.
+        if _CORRECTION.search(_last_turn(cand.statement)):
+            # A slotless correction may update any memory of the subject (it inherits the
+            # slot); a slotted one only a slotless memory or one of its own slot.
+            pool = [
+                m for m in self._restatable(cand)
+                if m.subject == cand.subject and (
+                    not cand.attribute or not m.attribute or m.attribute == cand.attribute)
+            ]
+            for mem, sim, _same in self._near(cand, pool)[:1]:
+                if sim >= semantic.RELATED and not (
+                        cand.trust == Trust.low.value and mem.trust == Trust.high.value):
+                    return mem
+        if not _shifts(cand) or cand.trust == Trust.low.value:
+            return None
+        # A slotless episode changes a slotted memory only when it says so outright
+        # (feedback, or a correction marker); a time shift alone may open any episode.
+        if not cand.attribute and not (cand.details.get("feedback") or _marks_correction(cand)):
+            return None
         pool = [
             m for m in self._restatable(cand)
-            if m.subject == cand.subject and (
-                not cand.attribute or not m.attribute or m.attribute == cand.attribute)
+            if m.subject == cand.subject and m.attribute and not m.attribute.startswith(
+                TOOL_PREFIX) and m.attribute != cand.attribute
+            and (m.type == cand.type or not cand.attribute)
+            and m.type in _CHANGEABLE
         ]
-        for mem, sim, _same in self._near(cand, pool)[:1]:
-            if sim < semantic.RELATED:
-                return None
-            if cand.trust == Trust.low.value and mem.trust == Trust.high.value:
-                return None
-            return mem
-        return None
+        about = self._about(cand, pool)
+        return about[0] if about else None
+
+    def _about(self, cand: Candidate, pool: list[Memory]) -> list[Memory]:
+        """The members of ``pool`` a change is about, best first.
+
+        About the same thing means: the change names a word of the old value that its own
+        value lacks ("gave the Yamaha away, I own a Kawai now"), or it shares a word of
+        the old value and is at least loosely related in meaning ("black coffee" / "oat
+        milk in my coffee"), or it is related in meaning outright ("window seats" / "aisle
+        seats"). Unrelated values of one relation ("I like hiking" / "these days I like
+        jazz") meet none of these.
+        """
+        out: list[Memory] = []
+        for mem, sim, _same in self._near(cand, pool):
+            old = _value(mem)
+            own = set(_content_words(norm_text(cand.value))) if cand.value else set()
+            said = set(tokens(_last_turn(cand.statement)))
+            words = set(_content_words(old))
+            if (words - own) & said or (words & said and sim >= semantic.LOOSELY_RELATED) or (
+                    sim >= semantic.RELATED):
+                out.append(mem)
+        return out
 
     def _tool_counterpart(self, cand: Candidate) -> tuple[Memory, bool] | None:
         """A trusted tool field and what the user said about the same thing.
@@ -365,7 +409,10 @@ class Resolver:
 
     def _noop(self, mem: Memory, cand: Candidate, reason: str) -> None:
         row = self.plan.touch(mem)
-        row.mention_count += 1
+        # A mention is an event: two facts of one message that both restate this memory
+        # ("I'm a QA engineer at Initech" after "I work at Initech as a QA engineer") count once.
+        if not cand.provenance or any(e not in row.provenance for e in cand.provenance):
+            row.mention_count += 1
         row.provenance = list(dict.fromkeys([*row.provenance, *cand.provenance]))
         # Mentions raise importance and slide expiry (DESIGN rules 6 and 11); recency is
         # left alone: only retrieval hits refresh it.
@@ -451,19 +498,27 @@ class Resolver:
             # (or negation) retires a value, and only the values it names (else all).
             # Only a strong marker retires a value of a many-valued slot: "now" alone also
             # opens an addition ("I'm now learning Spanish too").
-            retires = cand.negated or (
-                bool(_CORRECTION.search(_last_turn(cand.statement)))
-                and not _ADDITIVE.search(_last_turn(cand.statement))
-            )
-            if not retires:
+            last = _last_turn(cand.statement)
+            strong = cand.negated or (
+                bool(_CORRECTION.search(last)) and not _ADDITIVE.search(last))
+            if not (strong or _shifts(cand)):
                 mem = self._add(self._new(cand))
                 self.plan.audits.append(
                     AuditDraft(Op.ADD, [], [mem.id], "another value of a many-valued slot",
                                cand.provenance)
                 )
                 return
-            named = _named(members, cand)
-            members = named or members
+            # A change retires the values it names, else those it is about; a strong
+            # marker with neither retires them all, a time shift alone none (an addition).
+            about = _named(members, cand) or self._about(cand, members)
+            if not about and not strong:
+                mem = self._add(self._new(cand))
+                self.plan.audits.append(
+                    AuditDraft(Op.ADD, [], [mem.id], "another value of a many-valued slot",
+                               cand.provenance)
+                )
+                return
+            members = about or members
 
         # What a person wrote or confirmed counts at least as high trust: an inference
         # never overwrites it, and a disagreeing trusted statement asks again.
@@ -685,6 +740,28 @@ def _last_turn(statement: str) -> str:
 
 def _marks_correction(cand: Candidate) -> bool:
     return cand.change or bool(_CORRECTION.search(_last_turn(cand.statement)))
+
+
+def _shifts(cand: Candidate) -> bool:
+    """Whether ``cand`` says something changed (a correction, a time shift such as "these
+    days" or "from now on", feedback on what was remembered) rather than adding to it."""
+    last = _last_turn(cand.statement)
+    changed = cand.change or bool(cand.details.get("feedback")) or bool(_CORRECTION.search(last))
+    return changed and not _ADDITIVE.search(last)
+
+
+def _content_words(text: str) -> list[str]:
+    """Words that name something: Latin words of three letters or more, CJK bigrams."""
+    return [t for t in tokens(text) if len(t) >= (2 if _CJK.match(t) else 3)]
+
+
+def _holds_both(mem: Memory, cand: Candidate) -> bool:
+    """Whether one statement carries both slots' values ("works at Initech as a QA
+    engineer" holds the employer and the occupation): then the other kind of slot is no
+    reason to keep them apart, the meaning decides."""
+    new, old = norm_text(cand.value), _value(mem)
+    return (len(new) >= 2 and _mentions(mem.statement, new)) or (
+        len(old) >= 2 and _mentions(cand.statement, old))
 
 
 def _kind(attribute: str) -> str:

@@ -43,6 +43,9 @@ SAME_VALUE = 0.80
 # About the same thing (a disagreement rather than a repeat): used to pair a trusted
 # tool field with what the user said, and a correction with the memory it corrects.
 RELATED = 0.60
+# A change that shares a word with the value it replaces ("black coffee" / "oat milk in
+# my coffee") needs less: the shared word already says what it is about.
+LOOSELY_RELATED = 0.45
 # A forget request's object (a few words, "离婚", "my health problems") against a memory:
 # short texts score low against whole statements, so the bar is low but relative too:
 # a memory must also be within FORGET_MARGIN of the scope's best match.
