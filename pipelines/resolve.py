@@ -33,6 +33,7 @@ from sleepmem.pipelines import semantic
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import content_hash, copy_row, memory_id, new_memory, norm_text
 from sleepmem.pipelines.semantic import Meaning, gist
+from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (
     TOOL_PREFIX,
     Candidate,
@@ -58,7 +59,9 @@ _CORRECTION = re.compile(
 _CHANGEABLE = ("fact", "preference", "identity")
 
 # Words that say a value joins the others rather than replacing them.
-_ADDITIVE = re.compile(r"(?i)\b(?:too|also|as well|in addition)\b|也|还")
+# "too" before a word is a degree ("too much space"), not an addition; "还是" is "still".
+_ADDITIVE = re.compile(
+    r"(?i)\btoo\b(?!\s+[a-z])|\b(?:also|as well|in addition|besides)\b|也|还(?!是|没)")
 
 
 @dataclass(slots=True)
@@ -124,6 +127,10 @@ class Resolver:
         self.policy = policy
         self.meaning = meaning
         self._gists: dict[str, str] = {}
+        # What each event of the batch said, in the speaker's words (set by the stages):
+        # a change told over two clauses ("The Canon went to my nephew; these days I own
+        # a Sony") names the old value in a clause its own candidate does not carry.
+        self.said: dict[str, str] = {}
         self._parts: dict[str, list[str]] = {}
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
@@ -275,6 +282,8 @@ class Resolver:
                 or (len(new) >= 2 and _mentions(mem.statement, new))
             ):
                 return mem  # each wording names the other's value: one was misread
+            if _marks_correction(cand) and semantic.frame_swap(new, old):
+                return None  # a change between two values that differ in one span
             [sim] = self.meaning.similarities(new, [old])
             if semantic.same_meaning(new, old, sim) and sim >= semantic.SAME_VALUE:
                 return mem
@@ -329,16 +338,24 @@ class Resolver:
         seats"). Unrelated values of one relation ("I like hiking" / "these days I like
         jazz") meet none of these.
         """
-        out: list[Memory] = []
-        for mem, sim, _same in self._near(cand, pool):
-            old = _value(mem)
-            own = set(_content_words(norm_text(cand.value))) if cand.value else set()
-            said = set(tokens(_last_turn(cand.statement)))
-            words = set(_content_words(old))
+        if self.meaning is None or not pool:
+            return []
+        # Compared clause by clause: a correction often opens with a preamble ("small
+        # fix, I got that wrong: …") that says nothing about what it corrects.
+        mine = semantic.clauses(gist(cand.statement))
+        theirs = [self._gist(m.statement) for m in pool]
+        sims = (self.meaning.matrix(mine) @ self.meaning.matrix(theirs).T).max(axis=0)
+        own = set(_content_words(norm_text(cand.value))) if cand.value else set()
+        said = set(tokens(_last_turn(cand.statement)))
+        for event in cand.provenance[-1:]:
+            said |= set(tokens(self.said.get(event, "")))
+        out: list[tuple[float, Memory]] = []
+        for mem, sim in zip(pool, (float(x) for x in sims), strict=True):
+            words = set(_content_words(_value(mem)))
             if (words - own) & said or (words & said and sim >= semantic.LOOSELY_RELATED) or (
                     sim >= semantic.RELATED):
-                out.append(mem)
-        return out
+                out.append((sim, mem))
+        return [m for _sim, m in sorted(out, key=lambda p: -p[0])]
 
     def _tool_counterpart(self, cand: Candidate) -> tuple[Memory, bool] | None:
         """A trusted tool field and what the user said about the same thing.
@@ -357,13 +374,26 @@ class Resolver:
             and (m.attribute.startswith(TOOL_PREFIX) != is_tool)
             and (m.source != "tool" if is_tool else m.attribute.startswith(TOOL_PREFIX))
         ]
-        for mem, sim, same in self._near(cand, pool)[:1]:
+        for rank, (mem, sim, same) in enumerate(self._near(cand, pool)):
             tool_side, user_side = (cand.attribute, mem.statement) if is_tool else (
                 mem.attribute, cand.statement)
             value = cand.value if is_tool else str(mem.details.get("value") or "")
-            keyed = bool(set(_key_words(tool_side)) & set(tokens(user_side)))
-            if sim < semantic.RELATED or not (keyed or sim >= semantic.SAME_MEANING_CROSS):
-                return None
+            said = set(tokens(user_side))
+            keyed = bool(set(_key_words(tool_side)) & said)
+            paired = rank == 0 and sim >= semantic.RELATED and (
+                keyed or sim >= semantic.SAME_MEANING_CROSS)
+            if not paired:
+                # The user's words name the field itself ("I'm on the Pro plan" and
+                # "subscription_plan"): what they said is about that field when it is
+                # close in meaning to the field named as theirs ("my subscription plan");
+                # the record's container words ("account", "customer") would dilute it.
+                leaf = " ".join(_leaf_words(tool_side))
+                if set(tokens(leaf)) & said:
+                    phrases = [f"my {leaf}", f"my {leaf} is {value}" if value else f"my {leaf}"]
+                    paired = max(self.meaning.similarities(self._gist(user_side), phrases)) >= (
+                        semantic.RELATED)
+            if not paired:
+                continue
             agrees = same or bool(value and _mentions(user_side, norm_text(value)))
             return mem, agrees
         return None
@@ -671,8 +701,27 @@ class Resolver:
         if not sims:
             return []
         best = max(sims)
-        return [m for m, sim in zip(pool, sims, strict=True)
-                if sim >= semantic.FORGET_MATCH and sim >= best - semantic.FORGET_MARGIN]
+        meant = [m for m, sim in zip(pool, sims, strict=True)
+                 if sim >= semantic.FORGET_MATCH and sim >= best - semantic.FORGET_MARGIN]
+        label = self._topic_named(topic, above=best)
+        if label is not None:
+            meant += [m for m in pool if m not in meant
+                      and label in topics_of_memory(m.attribute, m.statement)]
+        return meant
+
+    def _topic_named(self, topic: str, *, above: float) -> str | None:
+        """The topic label a request names when it names a whole topic ("病史", "my
+        medical history") rather than a thing: near one label, clearly nearer to it than
+        to any other, and nearer to it than to any one memory. A memory of that topic
+        (by its slot's kind, else its words) is meant too: "hypertension, amlodipine" is
+        medical history though no word of it says so."""
+        assert self.meaning is not None
+        sims = self.meaning.similarities(topic, list(LABELS))
+        order = sorted(range(len(sims)), key=lambda i: -sims[i])
+        first, second = sims[order[0]], sims[order[1]]
+        if first < semantic.FORGET_TOPIC or first - second < semantic.FORGET_TOPIC_MARGIN:
+            return None
+        return LABELS[order[0]] if first > above else None
 
     def apply_merge(
         self, cand: Candidate, *, old: Memory | None, op: Op, members: list[str] | None
@@ -775,6 +824,13 @@ def _open(attribute: str) -> bool:
 
 def _key_words(attribute: str) -> list[str]:
     return tokens(attribute.removeprefix(TOOL_PREFIX).replace(".", " ").replace("_", " "))
+
+
+def _leaf_words(attribute: str) -> list[str]:
+    """The words of a tool field's own name, the last segment of its key path that is not
+    a list index ("tool:orders.0.status" -> ["status"])."""
+    parts = [p for p in attribute.removeprefix(TOOL_PREFIX).split(".") if not p.isdigit()]
+    return (parts[-1] if parts else "").replace("_", " ").split()
 
 
 def _named(members: list[Memory], cand: Candidate) -> list[Memory]:

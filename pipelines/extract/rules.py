@@ -442,10 +442,16 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     out: list[Candidate] = []
     remainder: list[str] = []
     structured_any = False
-    for sentence in split_sentences(text):
+    queue = split_sentences(text)
+    while queue:
+        sentence = queue.pop(0)
         zh = is_zh(sentence)
         sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
         found, clauses = _match_sentence(sentence, zh, rewrite)
+        if not found and rewrite is None and not turn.speaker.prefix and (
+                pieces := _split_at_first_person(sentence, zh)):
+            queue[:0] = pieces
+            continue
         if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
             found, clauses = _match_sentence(plain, zh, None)
             sentence = plain if found else sentence
@@ -496,6 +502,22 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             event.scope = turn.event.scope
         out.append(event)
     return out
+
+
+def _split_at_first_person(sentence: str, zh: bool) -> list[str]:
+    """A sentence that opens on something else and states a lasting fact about the speaker
+    in a later clause ("The Canon went to my nephew, these days I own a Sony"; "捷安特送给
+    我弟弟了，现在我有一辆美利达"): the clauses before it, then the clauses from it on, as
+    sentences of their own, so that the fact is read as one. Empty when there is none."""
+    if lasting_first_person(sentence):
+        return []
+    parts = split_clauses(clean_end(sentence), zh)
+    joiner = "，" if zh else ", "
+    for i in range(1, len(parts)):
+        rest = joiner.join(parts[i:])
+        if lasting_first_person(rest):
+            return [joiner.join(parts[:i]), rest]
+    return []
 
 
 def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Candidate:

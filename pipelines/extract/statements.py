@@ -124,8 +124,7 @@ def lasting_first_person(sentence: str) -> bool:
     a dated episode: what a person says about themself to be remembered."""
     zh = _zh(sentence)
     body = strip_discourse(_GREETING_LEAD.sub("", sentence.strip(), count=1)).strip()
-    if not zh:
-        body = _LEAD_ADVERB_EN.sub("", body, count=1)
+    body = (_LEAD_ADVERB_ZH if zh else _LEAD_ADVERB_EN).sub("", body, count=1)
     if not body or not _first_person(body, zh) or _QUESTION.search(body):
         return False
     if _ADDRESSED.search(body) or _PAST_EPISODE.search(body):
@@ -153,6 +152,9 @@ _LEAD_ADVERB_EN = re.compile(
     r"these\s+days|nowadays|currently|actually|actualy|honestly|always)\b[\s,]*"
     r"(?:(?:now|from\s+now\s+on|going\s+forward|these\s+days|nowadays)\b[\s,]*)*"
 )
+# Chinese puts a time adverb before the subject ("现在我有…", "以后我想…").
+_LEAD_ADVERB_ZH = re.compile(
+    r"^(?:现在|目前|如今|最近|这些天|这阵子|近来|以后|今后|从现在起|从今天起|从现在开始|其实)[，,\s]*")
 _LASTING_MARKER = re.compile(
     r"(?i)\b(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|always|every\s+time|"
     r"by\s+default|whenever)\b"
@@ -339,6 +341,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
     relation meet in one slot ("I drive …" / "I'm driving …" -> drives)."""
     text = clean_end(strip_discourse(_GREETING_LEAD.sub("", clause.strip(), count=1)))
     if _zh(text):
+        text = _LEAD_ADVERB_ZH.sub("", text, count=1)
         if (p := _ZH_PLACE.match(text)) is not None and (
             p.group("what") or text.startswith(("我家", "我住", "我生活"))
         ):
