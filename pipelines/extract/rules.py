@@ -452,6 +452,10 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
                 pieces := _split_at_first_person(sentence, zh)):
             queue[:0] = pieces
             continue
+        if found and rewrite is None and not turn.speaker.prefix and (
+                pieces := _split_standalone(found, clauses, zh)):
+            queue[:0] = pieces
+            continue
         if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
             found, clauses = _match_sentence(plain, zh, None)
             sentence = plain if found else sentence
@@ -504,6 +508,26 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     return out
 
 
+# A clause joined by "and" / "而且" is a statement of its own once the join is cut.
+_JOIN = re.compile(r"(?i)^(?:and|also|plus|as well as|而且|并且|另外|还有|同时)\s*[，,]?\s*")
+
+
+def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> list[str]:
+    """Several facts in one sentence: an unmatched clause that states a lasting fact about
+    the speaker on its own ("I always prefer a window seat, and I'm allergic to peanuts")
+    is a sentence of its own, not a rider on the matched one (which would type it as the
+    allergy is typed). Empty when every unmatched clause depends on a matched one ("I'm
+    vegan, so no dairy")."""
+    matched = {f.clause_index for f in found}
+    alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
+             and lasting_first_person(_JOIN.sub("", c.raw))]
+    if not alone:
+        return []
+    joiner = "，" if zh else ", "
+    rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
+    return [rest, *(_JOIN.sub("", clauses[i].raw) for i in alone)]
+
+
 def _split_at_first_person(sentence: str, zh: bool) -> list[str]:
     """A sentence that opens on something else and states a lasting fact about the speaker
     in a later clause ("The Canon went to my nephew, these days I own a Sony"; "捷安特送给
@@ -512,6 +536,8 @@ def _split_at_first_person(sentence: str, zh: bool) -> list[str]:
     if lasting_first_person(sentence):
         return []
     parts = split_clauses(clean_end(sentence), zh)
+    if len(parts) == 1 and not zh:
+        parts = [p for p in re.split(r"\s*[,;]\s*", clean_end(sentence)) if p]
     joiner = "，" if zh else ", "
     for i in range(1, len(parts)):
         rest = joiner.join(parts[i:])
@@ -610,6 +636,8 @@ def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
     if (f.clause_index > 0 and slot.from_clause and not zh and any(
             j < f.clause_index for j in attached) and (m := CONNECTOR.match(raw))):
         head = f"{m.group(0).lower()} {head[:1].lower()}{head[1:]}"
+    if zh and f.clause_index > 0:
+        head = _JOIN.sub("", head) or head  # "而且用户对花生过敏" -> "用户对花生过敏"
     if zh and slot.subject == "user" and slot.from_clause and "用户" not in head[:6]:
         head = "用户" + head  # Chinese drops the subject; the statement must not
     parts: list[tuple[int, str]] = [(f.clause_index, head)]

@@ -314,6 +314,15 @@ def _lemma(word: str) -> str:
     return w
 
 
+def _third_person(verb: str) -> str:
+    """carry -> carries, watch -> watches, teach -> teaches, cook -> cooks."""
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    if verb.endswith(("s", "x", "z", "ch", "sh", "o")):
+        return verb + "es"
+    return verb + "s"
+
+
 # Open relations that are vocabulary slots already: they meet the matchers' memories there.
 VOCAB_SLOT = {"lives_in": "residence", "moves_to": "residence", "works_at": "employer",
               "works_as": "occupation"}
@@ -366,7 +375,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
     if verb in _LINKING or verb in ("a", "an", "the") or text.lower().startswith(("i'm ", "im ")):
         # "I'm a morning person" / "I'm learning X": a linking verb, or a progressive.
         if verb.endswith("ing") and verb not in ("morning", "evening", "thing"):
-            rel = _RELATION_EN.get(_lemma(verb), _lemma(verb) + "s")
+            rel = _RELATION_EN.get(_lemma(verb), _third_person(_lemma(verb)))
         else:
             rel, obj = "is", rest
     elif verb in ("work", "works", "working") and obj.lower().startswith(("at ", "for ")):
@@ -378,7 +387,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
         rel, obj = "moves_to", re.sub(r"(?i)\s+(?:last|this|a|in)\s+\w+(?:\s+ago)?$", "", obj[3:])
     else:
         lemma = _lemma(verb)
-        rel = _RELATION_EN.get(verb) or _RELATION_EN.get(lemma) or f"{lemma}s"
+        rel = _RELATION_EN.get(verb) or _RELATION_EN.get(lemma) or _third_person(lemma)
     obj = re.sub(r"(?i)^to\s+", "", _OBJ_TAIL.sub("", obj)).strip()
     if not obj or not re.fullmatch(r"[a-z_']+", rel):
         return None
