@@ -61,7 +61,8 @@ _CHANGEABLE = ("fact", "preference", "identity")
 # Words that say a value joins the others rather than replacing them.
 # "too" before a word is a degree ("too much space"), not an addition; "还是" is "still".
 _ADDITIVE = re.compile(
-    r"(?i)\btoo\b(?!\s+[a-z])|\b(?:also|as well|in addition|besides)\b|也|还(?!是|没)")
+    r"(?i)\btoo\b(?!\s+(?!now\b|these\b|nowadays\b|lately\b|today\b)[a-z])"
+    r"|\b(?:also|as well|in addition|besides)\b|也|还(?!是|没)")
 
 
 @dataclass(slots=True)
@@ -300,11 +301,15 @@ class Resolver:
         """
         if self.meaning is None:
             return None
+        # A message never corrects itself: "That's out of date, the bus route was cut. I
+        # cycle to work now." is one correction, its preamble no second one of the first.
+        own = set(cand.provenance[-1:])
+        restatable = [m for m in self._restatable(cand) if not own & set(m.provenance)]
         if _CORRECTION.search(_last_turn(cand.statement)):
             # A slotless correction may update any memory of the subject (it inherits the
             # slot); a slotted one only a slotless memory or one of its own slot.
             pool = [
-                m for m in self._restatable(cand)
+                m for m in restatable
                 if m.subject == cand.subject and (
                     not cand.attribute or not m.attribute or m.attribute == cand.attribute)
             ]
@@ -319,7 +324,7 @@ class Resolver:
         if not cand.attribute and not (cand.details.get("feedback") or _marks_correction(cand)):
             return None
         pool = [
-            m for m in self._restatable(cand)
+            m for m in restatable
             if m.subject == cand.subject and m.attribute and not m.attribute.startswith(
                 TOOL_PREFIX) and m.attribute != cand.attribute
             and (m.type == cand.type or not cand.attribute)

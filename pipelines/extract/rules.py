@@ -449,8 +449,10 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
         found, clauses = _match_sentence(sentence, zh, rewrite)
         if not found and rewrite is None and not turn.speaker.prefix and (
-                pieces := _split_at_first_person(sentence, zh)):
-            queue[:0] = pieces
+                not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)):
+            # One memory for the sentence, its slot read from the clause that states it.
+            out.append(_unclassified(turn, sentence, zh, feedback=feedback, slot_from=tail))
+            structured_any = True
             continue
         if found and rewrite is None and not turn.speaker.prefix and (
                 pieces := _split_standalone(found, clauses, zh)):
@@ -528,13 +530,12 @@ def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> l
     return [rest, *(_JOIN.sub("", clauses[i].raw) for i in alone)]
 
 
-def _split_at_first_person(sentence: str, zh: bool) -> list[str]:
-    """A sentence that opens on something else and states a lasting fact about the speaker
-    in a later clause ("The Canon went to my nephew, these days I own a Sony"; "捷安特送给
-    我弟弟了，现在我有一辆美利达"): the clauses before it, then the clauses from it on, as
-    sentences of their own, so that the fact is read as one. Empty when there is none."""
+def _first_person_tail(sentence: str, zh: bool) -> str:
+    """The clauses, from the first one on, that state a lasting fact about the speaker in
+    a sentence that opens on something else ("The Canon went to my nephew, these days I
+    own a Sony"; "这个过时了，我早就离开腾讯，现在在字节跳动"). Empty when there is none."""
     if lasting_first_person(sentence):
-        return []
+        return ""
     parts = split_clauses(clean_end(sentence), zh)
     if len(parts) == 1 and not zh:
         parts = [p for p in re.split(r"\s*[,;]\s*", clean_end(sentence)) if p]
@@ -542,11 +543,12 @@ def _split_at_first_person(sentence: str, zh: bool) -> list[str]:
     for i in range(1, len(parts)):
         rest = joiner.join(parts[i:])
         if lasting_first_person(rest):
-            return [joiner.join(parts[:i]), rest]
-    return []
+            return rest
+    return ""
 
 
-def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Candidate:
+def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
+                  slot_from: str = "") -> Candidate:
     """A first-person lasting statement no matcher knows: a low-importance fact or
     preference with an open slot, so it lives its type's default lifetime and a later
     change of the same relation can supersede it."""
@@ -554,8 +556,13 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     third = third_person_zh(body) if zh else third_person_en(body)
     statement = sentence_case(clean_statement(third, zh), zh)
     slot = None
-    clauses = split_clauses(body, zh) if zh else lasting_clauses(
-        body, marker=True) or split_clauses(body, zh)
+    if slot_from:
+        body_of_slot = clean_end(strip_discourse(clean_statement(slot_from.strip(), zh)))
+        clauses = split_clauses(body_of_slot, zh) if zh else lasting_clauses(
+            body_of_slot, marker=True) or split_clauses(body_of_slot, zh)
+    else:
+        clauses = split_clauses(body, zh) if zh else lasting_clauses(
+            body, marker=True) or split_clauses(body, zh)
     for clause in reversed(clauses):
         slot = open_slot(clause)
         if slot is not None:
