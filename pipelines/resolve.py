@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -854,8 +855,14 @@ def _mentions(statement: str, needle: str) -> bool:
     """Whether ``statement`` talks about ``needle`` (a normalised value or topic)."""
     if _CJK.search(needle):
         return needle in norm_text(statement)
-    need = set(tokens(needle))
-    return bool(need) and need <= set(tokens(statement))
+    need = _token_set(needle)
+    return bool(need) and need <= _token_set(statement)
+
+
+@lru_cache(maxsize=16384)
+def _token_set(text: str) -> frozenset[str]:
+    # Memoised: a batch asks about the same statements for every candidate.
+    return frozenset(tokens(text))
 
 
 def _only_in_context(mem: Memory, topic: str) -> bool:
