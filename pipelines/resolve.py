@@ -11,6 +11,10 @@ judgement also goes by meaning, the same for every extractor:
   NOOP on that memory (mention + provenance), never a second memory;
 - a slotless statement that corrects a memory it is close to in meaning ("actually …",
   "not … anymore") is an UPDATE of that memory;
+- a change in any wording (a correction, a time shift such as "these days" or "from now
+  on", feedback) supersedes the memory of the same subject and type it is *about*: one
+  whose value it names, or that is related to it in meaning, whatever slot each got;
+  never one from the same message, and never on an addition ("… too");
 - a trusted tool field and a user statement about the same thing that disagree form a
   conflict set; agreeing, they are one memory mentioned twice;
 - a forget request erases the memories its object means, by meaning and by words.
@@ -24,8 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 import numpy as np
 
@@ -321,7 +325,7 @@ class Resolver:
         if not _shifts(cand) or cand.trust == Trust.low.value:
             return None
         # A slotless episode changes a slotted memory only when it says so outright
-        # (feedback, or a correction marker); a time shift alone may open any episode.
+        # (feedback, or a change the extractor or a correction marker flagged).
         if not cand.attribute and not (cand.details.get("feedback") or _marks_correction(cand)):
             return None
         pool = [
@@ -530,10 +534,9 @@ class Resolver:
             self._noop(twin, cand, "says what an existing memory says")
             return
         if is_many_valued(cand.attribute, cand.details):
-            # "I own a bike" and "I own a car" are both true: only an explicit change
-            # (or negation) retires a value, and only the values it names (else all).
-            # Only a strong marker retires a value of a many-valued slot: "now" alone also
-            # opens an addition ("I'm now learning Spanish too").
+            # "I own a bike" and "I own a car" are both true: only a change (or negation)
+            # retires a value, and only the values it is about. An addition marker
+            # ("I'm now learning Spanish too") makes it no change.
             last = _last_turn(cand.statement)
             strong = cand.negated or (
                 bool(_CORRECTION.search(last)) and not _ADDITIVE.search(last))
