@@ -243,7 +243,10 @@ class Resolver:
         """
         if self.meaning is None:
             return None
-        pool = self._restatable(cand)
+        # The facts one message was split into are never repeats of each other ("I work
+        # as a nurse at …" is an occupation and an employer memory, each free to change).
+        own = set(cand.provenance[-1:])
+        pool = [m for m in self._restatable(cand) if not own & set(m.provenance)]
         if not pool:
             return None
         mine = self._sentences(cand.statement)

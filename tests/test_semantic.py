@@ -525,6 +525,12 @@ class TestOneMentionPerEvent:
         assert mem.mention_count == 2 and set(mem.provenance) == {"e1", "e2"}
 
 
+    def test_the_facts_one_message_was_split_into_stay_apart(self, usem: Embedder) -> None:
+        scope = Scope_(usem)
+        scope.run("I work as a nurse at Saint Aldhelm hospital.")
+        assert sorted(m.attribute for m in scope.current()) == ["employer", "occupation"]
+
+
 class TestToolFieldsTheUserNames:
     @pytest.mark.parametrize(("said", "record", "sides"), [
         ("I'm on the Pro plan.", {"account": {"subscription_plan": "Basic"}}, ("Pro", "Basic")),
