@@ -11,6 +11,10 @@ judgement also goes by meaning, the same for every extractor:
   NOOP on that memory (mention + provenance), never a second memory;
 - a slotless statement that corrects a memory it is close to in meaning ("actually …",
   "not … anymore") is an UPDATE of that memory;
+- a change in any wording (a correction, a time shift such as "these days" or "from now
+  on", feedback) supersedes the memory of the same subject and type it is *about*: one
+  whose value it names, or that is related to it in meaning, whatever slot each got;
+  never one from the same message, and never on an addition ("… too");
 - a trusted tool field and a user statement about the same thing that disagree form a
   conflict set; agreeing, they are one memory mentioned twice;
 - a forget request erases the memories its object means, by meaning and by words.
@@ -25,6 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 import numpy as np
 
@@ -33,6 +38,7 @@ from sleepmem.pipelines import semantic
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import content_hash, copy_row, memory_id, new_memory, norm_text
 from sleepmem.pipelines.semantic import Meaning, gist
+from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (
     TOOL_PREFIX,
     Candidate,
@@ -54,8 +60,14 @@ _CORRECTION = re.compile(
     r"|其实|不对|错了|更正|纠正|不再|已经不|改成|换成|卖了|不是.{1,8}了"
 )
 
+# Types a change of another slot may update (never an episode, summary or procedure).
+_CHANGEABLE = ("fact", "preference", "identity")
+
 # Words that say a value joins the others rather than replacing them.
-_ADDITIVE = re.compile(r"(?i)\b(?:too|also|as well|in addition)\b|也|还")
+# "too" before a word is a degree ("too much space"), not an addition; "还是" is "still".
+_ADDITIVE = re.compile(
+    r"(?i)\btoo\b(?!\s+(?!now\b|these\b|nowadays\b|lately\b|today\b)[a-z])"
+    r"|\b(?:also|as well|in addition|besides)\b|也|还(?!是|没)")
 
 
 @dataclass(slots=True)
@@ -121,6 +133,10 @@ class Resolver:
         self.policy = policy
         self.meaning = meaning
         self._gists: dict[str, str] = {}
+        # What each event of the batch said, in the speaker's words (set by the stages):
+        # a change told over two clauses ("The Canon went to my nephew; these days I own
+        # a Sony") names the old value in a clause its own candidate does not carry.
+        self.said: dict[str, str] = {}
         self._parts: dict[str, list[str]] = {}
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
@@ -212,7 +228,8 @@ class Resolver:
                                       or m.details.get("chitchat")):
                 continue  # see weighs_meaning: never embedded, never restated
             if (m.attribute and cand.attribute and _kind(m.attribute) != _kind(cand.attribute)
-                    and not _open(m.attribute) and not _open(cand.attribute)):
+                    and not _open(m.attribute) and not _open(cand.attribute)
+                    and not _holds_both(m, cand)):
                 continue
             out.append(m)
         return out
@@ -226,7 +243,10 @@ class Resolver:
         """
         if self.meaning is None:
             return None
-        pool = self._restatable(cand)
+        # The facts one message was split into are never repeats of each other ("I work
+        # as a nurse at …" is an occupation and an employer memory, each free to change).
+        own = set(cand.provenance[-1:])
+        pool = [m for m in self._restatable(cand) if not own & set(m.provenance)]
         if not pool:
             return None
         mine = self._sentences(cand.statement)
@@ -271,30 +291,84 @@ class Resolver:
                 or (len(new) >= 2 and _mentions(mem.statement, new))
             ):
                 return mem  # each wording names the other's value: one was misread
+            if _marks_correction(cand) and semantic.frame_swap(new, old):
+                return None  # a change between two values that differ in one span
             [sim] = self.meaning.similarities(new, [old])
             if semantic.same_meaning(new, old, sim) and sim >= semantic.SAME_VALUE:
                 return mem
         return None
 
     def _corrected(self, cand: Candidate) -> Memory | None:
-        """The memory a slotless correction updates: same subject, close in meaning, and
-        free to be replaced (no slot, or this candidate's slot)."""
-        if self.meaning is None or not _CORRECTION.search(_last_turn(cand.statement)):
+        """The memory a correction or a change updates when its own slot holds nothing.
+
+        A slotless correction ("actually …", "not … anymore") updates the memory of the
+        subject it is closest to in meaning (it inherits the slot). A change of any other
+        wording (a time shift, "these days", "from now on"; feedback) updates the memory of
+        the same subject and type, in a slot of a compatible kind, that it is *about*: one
+        whose value it names or that is related to it in meaning (see :meth:`_about`).
+        """
+        if self.meaning is None:
             return None
-        # A slotless correction may update any memory of the subject (it inherits the
-        # slot); a slotted one only a slotless memory or one of its own slot.
+        # A message never corrects itself: "That's out of date, the bus route was cut. I
+        # cycle to work now." is one correction, its preamble no second one of the first.
+        own = set(cand.provenance[-1:])
+        restatable = [m for m in self._restatable(cand) if not own & set(m.provenance)]
+        if _CORRECTION.search(_last_turn(cand.statement)):
+            # A slotless correction may update any memory of the subject (it inherits the
+            # slot); a slotted one only a slotless memory or one of its own slot.
+            pool = [
+                m for m in restatable
+                if m.subject == cand.subject and (
+                    not cand.attribute or not m.attribute or m.attribute == cand.attribute)
+            ]
+            for mem, sim, _same in self._near(cand, pool)[:1]:
+                if sim >= semantic.RELATED and not (
+                        cand.trust == Trust.low.value and mem.trust == Trust.high.value):
+                    return mem
+        if not _shifts(cand) or cand.trust == Trust.low.value:
+            return None
+        # A slotless episode changes a slotted memory only when it says so outright
+        # (feedback, or a change the extractor or a correction marker flagged).
+        if not cand.attribute and not (cand.details.get("feedback") or _marks_correction(cand)):
+            return None
         pool = [
-            m for m in self._restatable(cand)
-            if m.subject == cand.subject and (
-                not cand.attribute or not m.attribute or m.attribute == cand.attribute)
+            m for m in restatable
+            if m.subject == cand.subject and m.attribute and not m.attribute.startswith(
+                TOOL_PREFIX) and m.attribute != cand.attribute
+            and (m.type == cand.type or not cand.attribute)
+            and m.type in _CHANGEABLE
         ]
-        for mem, sim, _same in self._near(cand, pool)[:1]:
-            if sim < semantic.RELATED:
-                return None
-            if cand.trust == Trust.low.value and mem.trust == Trust.high.value:
-                return None
-            return mem
-        return None
+        about = self._about(cand, pool)
+        return about[0] if about else None
+
+    def _about(self, cand: Candidate, pool: list[Memory]) -> list[Memory]:
+        """The members of ``pool`` a change is about, best first.
+
+        About the same thing means: the change names a word of the old value that its own
+        value lacks ("gave the Yamaha away, I own a Kawai now"), or it shares a word of
+        the old value and is at least loosely related in meaning ("black coffee" / "oat
+        milk in my coffee"), or it is related in meaning outright ("window seats" / "aisle
+        seats"). Unrelated values of one relation ("I like hiking" / "these days I like
+        jazz") meet none of these.
+        """
+        if self.meaning is None or not pool:
+            return []
+        # Compared clause by clause: a correction often opens with a preamble ("small
+        # fix, I got that wrong: …") that says nothing about what it corrects.
+        mine = semantic.clauses(gist(cand.statement))
+        theirs = [self._gist(m.statement) for m in pool]
+        sims = (self.meaning.matrix(mine) @ self.meaning.matrix(theirs).T).max(axis=0)
+        own = set(_content_words(norm_text(cand.value))) if cand.value else set()
+        said = set(tokens(_last_turn(cand.statement)))
+        for event in cand.provenance[-1:]:
+            said |= set(tokens(self.said.get(event, "")))
+        out: list[tuple[float, Memory]] = []
+        for mem, sim in zip(pool, (float(x) for x in sims), strict=True):
+            words = set(_content_words(_value(mem)))
+            if (words - own) & said or (words & said and sim >= semantic.LOOSELY_RELATED) or (
+                    sim >= semantic.RELATED):
+                out.append((sim, mem))
+        return [m for _sim, m in sorted(out, key=lambda p: -p[0])]
 
     def _tool_counterpart(self, cand: Candidate) -> tuple[Memory, bool] | None:
         """A trusted tool field and what the user said about the same thing.
@@ -313,13 +387,26 @@ class Resolver:
             and (m.attribute.startswith(TOOL_PREFIX) != is_tool)
             and (m.source != "tool" if is_tool else m.attribute.startswith(TOOL_PREFIX))
         ]
-        for mem, sim, same in self._near(cand, pool)[:1]:
+        for rank, (mem, sim, same) in enumerate(self._near(cand, pool)):
             tool_side, user_side = (cand.attribute, mem.statement) if is_tool else (
                 mem.attribute, cand.statement)
             value = cand.value if is_tool else str(mem.details.get("value") or "")
-            keyed = bool(set(_key_words(tool_side)) & set(tokens(user_side)))
-            if sim < semantic.RELATED or not (keyed or sim >= semantic.SAME_MEANING_CROSS):
-                return None
+            said = set(tokens(user_side))
+            keyed = bool(set(_key_words(tool_side)) & said)
+            paired = rank == 0 and sim >= semantic.RELATED and (
+                keyed or sim >= semantic.SAME_MEANING_CROSS)
+            if not paired:
+                # The user's words name the field itself ("I'm on the Pro plan" and
+                # "subscription_plan"): what they said is about that field when it is
+                # close in meaning to the field named as theirs ("my subscription plan");
+                # the record's container words ("account", "customer") would dilute it.
+                leaf = " ".join(_leaf_words(tool_side))
+                if set(tokens(leaf)) & said:
+                    phrases = [f"my {leaf}", f"my {leaf} is {value}" if value else f"my {leaf}"]
+                    paired = max(self.meaning.similarities(self._gist(user_side), phrases)) >= (
+                        semantic.RELATED)
+            if not paired:
+                continue
             agrees = same or bool(value and _mentions(user_side, norm_text(value)))
             return mem, agrees
         return None
@@ -365,7 +452,10 @@ class Resolver:
 
     def _noop(self, mem: Memory, cand: Candidate, reason: str) -> None:
         row = self.plan.touch(mem)
-        row.mention_count += 1
+        # A mention is an event: two facts of one message that both restate this memory
+        # ("I'm a QA engineer at Initech" after "I work at Initech as a QA engineer") count once.
+        if not cand.provenance or any(e not in row.provenance for e in cand.provenance):
+            row.mention_count += 1
         row.provenance = list(dict.fromkeys([*row.provenance, *cand.provenance]))
         # Mentions raise importance and slide expiry (DESIGN rules 6 and 11); recency is
         # left alone: only retrieval hits refresh it.
@@ -447,23 +537,30 @@ class Resolver:
             self._noop(twin, cand, "says what an existing memory says")
             return
         if is_many_valued(cand.attribute, cand.details):
-            # "I own a bike" and "I own a car" are both true: only an explicit change
-            # (or negation) retires a value, and only the values it names (else all).
-            # Only a strong marker retires a value of a many-valued slot: "now" alone also
-            # opens an addition ("I'm now learning Spanish too").
-            retires = cand.negated or (
-                bool(_CORRECTION.search(_last_turn(cand.statement)))
-                and not _ADDITIVE.search(_last_turn(cand.statement))
-            )
-            if not retires:
+            # "I own a bike" and "I own a car" are both true: only a change (or negation)
+            # retires a value, and only the values it is about. An addition marker
+            # ("I'm now learning Spanish too") makes it no change.
+            last = _last_turn(cand.statement)
+            strong = cand.negated or (
+                bool(_CORRECTION.search(last)) and not _ADDITIVE.search(last))
+            if not (strong or _shifts(cand)):
                 mem = self._add(self._new(cand))
                 self.plan.audits.append(
                     AuditDraft(Op.ADD, [], [mem.id], "another value of a many-valued slot",
                                cand.provenance)
                 )
                 return
-            named = _named(members, cand)
-            members = named or members
+            # A change retires the values it names, else those it is about; a strong
+            # marker with neither retires them all, a time shift alone none (an addition).
+            about = _named(members, cand) or self._about(cand, members)
+            if not about and not strong:
+                mem = self._add(self._new(cand))
+                self.plan.audits.append(
+                    AuditDraft(Op.ADD, [], [mem.id], "another value of a many-valued slot",
+                               cand.provenance)
+                )
+                return
+            members = about or members
 
         # What a person wrote or confirmed counts at least as high trust: an inference
         # never overwrites it, and a disagreeing trusted statement asks again.
@@ -616,8 +713,27 @@ class Resolver:
         if not sims:
             return []
         best = max(sims)
-        return [m for m, sim in zip(pool, sims, strict=True)
-                if sim >= semantic.FORGET_MATCH and sim >= best - semantic.FORGET_MARGIN]
+        meant = [m for m, sim in zip(pool, sims, strict=True)
+                 if sim >= semantic.FORGET_MATCH and sim >= best - semantic.FORGET_MARGIN]
+        label = self._topic_named(topic, above=best)
+        if label is not None:
+            meant += [m for m in pool if m not in meant
+                      and label in topics_of_memory(m.attribute, m.statement)]
+        return meant
+
+    def _topic_named(self, topic: str, *, above: float) -> str | None:
+        """The topic label a request names when it names a whole topic ("病史", "my
+        medical history") rather than a thing: near one label, clearly nearer to it than
+        to any other, and nearer to it than to any one memory. A memory of that topic
+        (by its slot's kind, else its words) is meant too: "hypertension, amlodipine" is
+        medical history though no word of it says so."""
+        assert self.meaning is not None
+        sims = self.meaning.similarities(topic, list(LABELS))
+        order = sorted(range(len(sims)), key=lambda i: -sims[i])
+        first, second = sims[order[0]], sims[order[1]]
+        if first < semantic.FORGET_TOPIC or first - second < semantic.FORGET_TOPIC_MARGIN:
+            return None
+        return LABELS[order[0]] if first > above else None
 
     def apply_merge(
         self, cand: Candidate, *, old: Memory | None, op: Op, members: list[str] | None
@@ -687,6 +803,28 @@ def _marks_correction(cand: Candidate) -> bool:
     return cand.change or bool(_CORRECTION.search(_last_turn(cand.statement)))
 
 
+def _shifts(cand: Candidate) -> bool:
+    """Whether ``cand`` says something changed (a correction, a time shift such as "these
+    days" or "from now on", feedback on what was remembered) rather than adding to it."""
+    last = _last_turn(cand.statement)
+    changed = cand.change or bool(cand.details.get("feedback")) or bool(_CORRECTION.search(last))
+    return changed and not _ADDITIVE.search(last)
+
+
+def _content_words(text: str) -> list[str]:
+    """Words that name something: Latin words of three letters or more, CJK bigrams."""
+    return [t for t in tokens(text) if len(t) >= (2 if _CJK.match(t) else 3)]
+
+
+def _holds_both(mem: Memory, cand: Candidate) -> bool:
+    """Whether one statement carries both slots' values ("works at Initech as a QA
+    engineer" holds the employer and the occupation): then the other kind of slot is no
+    reason to keep them apart, the meaning decides."""
+    new, old = norm_text(cand.value), _value(mem)
+    return (len(new) >= 2 and _mentions(mem.statement, new)) or (
+        len(old) >= 2 and _mentions(cand.statement, old))
+
+
 def _kind(attribute: str) -> str:
     return attribute.split(":", 1)[0]
 
@@ -698,6 +836,13 @@ def _open(attribute: str) -> bool:
 
 def _key_words(attribute: str) -> list[str]:
     return tokens(attribute.removeprefix(TOOL_PREFIX).replace(".", " ").replace("_", " "))
+
+
+def _leaf_words(attribute: str) -> list[str]:
+    """The words of a tool field's own name, the last segment of its key path that is not
+    a list index ("tool:orders.0.status" -> ["status"])."""
+    parts = [p for p in attribute.removeprefix(TOOL_PREFIX).split(".") if not p.isdigit()]
+    return (parts[-1] if parts else "").replace("_", " ").split()
 
 
 def _named(members: list[Memory], cand: Candidate) -> list[Memory]:
@@ -716,8 +861,14 @@ def _mentions(statement: str, needle: str) -> bool:
     """Whether ``statement`` talks about ``needle`` (a normalised value or topic)."""
     if _CJK.search(needle):
         return needle in norm_text(statement)
-    need = set(tokens(needle))
-    return bool(need) and need <= set(tokens(statement))
+    need = _token_set(needle)
+    return bool(need) and need <= _token_set(statement)
+
+
+@lru_cache(maxsize=16384)
+def _token_set(text: str) -> frozenset[str]:
+    # Memoised: a batch asks about the same statements for every candidate.
+    return frozenset(tokens(text))
 
 
 def _only_in_context(mem: Memory, topic: str) -> bool:

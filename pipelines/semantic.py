@@ -43,11 +43,18 @@ SAME_VALUE = 0.80
 # About the same thing (a disagreement rather than a repeat): used to pair a trusted
 # tool field with what the user said, and a correction with the memory it corrects.
 RELATED = 0.60
+# A change that shares a word with the value it replaces ("black coffee" / "oat milk in
+# my coffee") needs less: the shared word already says what it is about.
+LOOSELY_RELATED = 0.45
 # A forget request's object (a few words, "离婚", "my health problems") against a memory:
 # short texts score low against whole statements, so the bar is low but relative too:
 # a memory must also be within FORGET_MARGIN of the scope's best match.
 FORGET_MATCH = 0.30
 FORGET_MARGIN = 0.12
+# A request that names a whole topic ("病史", "my medical history") rather than a thing:
+# its words are near one topic label and clearly nearer to it than to any other.
+FORGET_TOPIC = 0.45
+FORGET_TOPIC_MARGIN = 0.10
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9'+.#-]*")
@@ -124,6 +131,16 @@ def sentences(text: str) -> list[str]:
     """The sentences of a gist (several facts told in one message are compared one by one)."""
     parts = [p.strip(" .,;:!?。，；：！？") for p in _SENTENCE_END.split(text)]
     return [p for p in parts if p] or [text]
+
+
+_CLAUSE_END = re.compile(r"[,;:，；：、]\s*|\s+[-–—]+\s+|(?<=[.!?])\s+|[。！？\n]+")
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of a gist, and the gist itself: "Small fix, I got that wrong: my
+    manager's name is Divya" is about the manager in its last clause only."""
+    parts = [p.strip(" .,;:!?。，；：！？") for p in _CLAUSE_END.split(text)]
+    return list(dict.fromkeys([text, *(p for p in parts if p)]))
 
 
 def is_zh(text: str) -> bool:

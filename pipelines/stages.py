@@ -72,6 +72,7 @@ def judge(
                      if c.forget_topic is None and resolver.weighs_meaning(c)]
             meaning.prime([*texts, *(part for t in texts for part in sentences(t))])
     with stage("resolve"):
+        resolver.said.update((e.event_id, e.content) for e in events)
         for rej in rejected:
             resolver.reject(rej)
         for cand in sorted(kept, key=lambda c: c.valid_from):

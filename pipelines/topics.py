@@ -85,6 +85,15 @@ _TOPICS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# The labels themselves: a forget request may name a whole topic ("my medical history").
+LABELS: tuple[str, ...] = tuple(_TOPICS)
+# Slots whose kind says their topic, whatever words the statement uses.
+_KIND_TOPIC = {
+    "condition": "health", "allergy": "health", "family": "family", "pet": "pets",
+    "diet": "food", "employer": "work", "occupation": "work", "residence": "home",
+    "address": "home", "hometown": "home",
+}
+
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _WORD = re.compile(r"[a-z][a-z'-]*")
 _EN: dict[str, set[str]] = {}
@@ -112,3 +121,10 @@ def topics(text: str) -> list[str]:
             if word in text:
                 found.add(topic)
     return sorted(found)
+
+
+def topics_of_memory(attribute: str, statement: str) -> list[str]:
+    """A memory's topic labels: its slot's kind when that names one (a condition is
+    health, an employer work, whatever else the sentence mentions), else its words'."""
+    kind = _KIND_TOPIC.get(attribute.split(":", 1)[0]) if attribute else None
+    return [kind] if kind else topics(statement)

@@ -159,5 +159,8 @@ class TestQuickStartDemo:
         assert report.secret_in_raw_log is False
         assert report.consolidated_events == report.emitted
         assert report.memories, "consolidation produced no memory"
+        # One message, two facts: a preference (never identity) and an allergy.
+        assert ("preference", "The user always prefers a window seat.") in report.memories
+        assert ("identity", "The user is allergic to peanuts.") in report.memories
         assert not any(FAKE_KEY in line for line in lines)
         assert lines[-1].startswith("stopped cleanly")

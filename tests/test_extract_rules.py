@@ -574,3 +574,61 @@ class TestProvenanceAndScope:
         assert extraction.extractor == "rules"
         assert [c.provenance for c in extraction.candidates] == [["e0"], ["e1"]]
 
+
+
+class TestSeveralFactsInOneSentence:
+    @pytest.mark.parametrize("text", [
+        "I always prefer a window seat, and I'm allergic to peanuts",
+        "I'm allergic to peanuts and I always prefer a window seat.",
+    ])
+    def test_a_preference_joined_to_an_allergy_is_its_own_preference(self, text: str) -> None:
+        cands = structured(extract(text))
+        allergy = slot(cands, "allergy:peanut")
+        assert (allergy.type, allergy.statement) == ("identity", "The user is allergic to peanuts.")
+        [seat] = [c for c in cands if "window seat" in c.statement]
+        assert seat.type == "preference"
+        assert seat.statement == "The user always prefers a window seat."
+
+    def test_a_chinese_fact_after_a_connective_is_stated_without_it(self) -> None:
+        cands = structured(extract("我喜欢靠窗的座位，而且我对花生过敏。"))
+        assert slot(cands, "allergy:peanut").statement == "用户对花生过敏。"
+
+    def test_a_dependent_clause_stays_with_the_fact_it_depends_on(self) -> None:
+        [c] = extract("I'm vegan, so no dairy.")
+        assert c.statement == "The user is vegan, so no dairy."
+
+    @pytest.mark.parametrize(("text", "attribute", "value"), [
+        ("The Canon went to my nephew, these days I own a Sony mirrorless.", "rel:owns",
+         "sony mirrorless"),
+        ("捷安特送给我弟弟了，现在我有一辆美利达山地车。", "rel:owns", "一辆美利达山地车"),
+    ])
+    def test_a_lasting_fact_in_a_later_clause_is_read_as_one(
+        self, text: str, attribute: str, value: str
+    ) -> None:
+        c = slot(extract(text), attribute)
+        assert (c.value, c.change) == (value, True)
+
+
+class TestOpenRelations:
+    @pytest.mark.parametrize(("text", "relation"), [
+        ("I carry an EpiPen everywhere.", "rel:carries"),
+        ("I watch anime every night.", "rel:watches"),
+        ("I fix old radios.", "rel:fixes"),
+        ("I cook dinner for my family.", "rel:cooks"),
+    ])
+    def test_a_relation_is_named_in_the_third_person(self, text: str, relation: str) -> None:
+        assert structured(extract(text))[0].attribute == relation
+
+    def test_a_chinese_time_adverb_before_the_subject_still_gives_a_slot(self) -> None:
+        c = slot(extract("现在我有一辆电动车。"), "rel:owns")
+        assert (c.value, c.change) == ("一辆电动车", True)
+
+
+class TestInfrastructureAsCode:
+    @pytest.mark.parametrize(("text", "tool"), [
+        ("Everything is provisioned with Terraform.", "terraform"),
+        ("Our infra is managed with Pulumi.", "pulumi"),
+    ])
+    def test_a_provisioning_tool_is_part_of_the_stack(self, text: str, tool: str) -> None:
+        c = slot(extract(text), "infrastructure as code", subject="tech stack")
+        assert c.value == tool

@@ -443,3 +443,145 @@ class TestForgetRequests:
         scope.run("我最近在和前夫办离婚手续，心情很差。", "I work as a nurse.")
         scope.run("Please forget what I said about my divorce.")
         assert [m.statement for m in scope.current()] == ["The user works as a nurse."]
+
+
+# -- changes in any wording ------------------------------------------------------------------
+
+CHANGES = [
+    # (before, after, kind of the second turn, what must be gone, what must be current)
+    ("I prefer tea over coffee in the mornings.",
+     "These days I prefer coffee in the morning, I've gone off tea.", "message",
+     "tea over coffee", "prefers coffee"),
+    ("I prefer getting project updates by email.",
+     "My team grew to nine people. Going forward I'd like project updates as a short "
+     "phone call.", "message", "updates by email", "phone call"),
+    ("我喜欢喝红茶。", "我现在更喜欢喝绿茶，红茶基本不喝了。", "message", "喜欢喝红茶", "绿茶"),
+    ("I own a Canon DSLR.",
+     "The Canon went to my nephew last month; these days I own a Sony mirrorless.", "message",
+     "owns a Canon", "Sony"),
+    ("我有一辆捷安特山地车。", "捷安特送给我弟弟了，现在我有一辆美利达山地车。", "message",
+     "有一辆捷安特", "美利达"),
+    ("I drink my coffee black.", "Wrong, I take oat milk in my coffee these days.", "feedback",
+     "coffee black", "oat milk"),
+    ("My manager is called Priya.",
+     "Small fix, I got that wrong before: my manager's name is Divya.", "feedback",
+     "Priya", "Divya"),
+    ("I work at Umbrella Corp.",
+     "No, that's outdated - I left Umbrella, I'm at Wayne Enterprises now.", "feedback",
+     "works at Umbrella", "Wayne"),
+]
+
+
+class TestChangesInAnyWording:
+    @pytest.mark.parametrize(("before", "after", "kind", "gone", "kept"), CHANGES)
+    def test_a_change_supersedes_the_memory_it_is_about(
+        self, usem: Embedder, before: str, after: str, kind: str, gone: str, kept: str
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run(before)
+        scope.run(after, kind=kind)
+        assert not scope.holding(gone), [m.statement for m in scope.current()]
+        new = [m for m in scope.holding(kept) if m.supersedes is not None]
+        assert len(new) == 1 and new[0].version == 2
+
+    @pytest.mark.parametrize(("before", "after"), [
+        ("I own a road bike.", "I now own a kayak too."),
+        ("I like hiking.", "These days I like jazz."),
+        ("I like jazz in the evenings.",
+         "Nowadays I prefer reading on my Kindle, paper books take too much space."),
+        ("我喜欢爬山。", "我现在也喜欢游泳。"),
+    ])
+    def test_an_addition_or_a_change_of_something_else_retires_nothing(
+        self, usem: Embedder, before: str, after: str
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run(before)
+        [first] = scope.current()
+        scope.run(after)
+        assert first.id in {m.id for m in scope.current()}
+        assert len(scope.current()) == 2 and all(m.status == "active" for m in scope.current())
+
+    def test_a_change_is_never_taken_for_a_repeat_of_the_old_value(self, usem: Embedder) -> None:
+        # USE scores these two 0.95: without the change marker they would be one memory.
+        scope = Scope_(usem)
+        scope.run("I prefer tea over coffee in the mornings.")
+        scope.run("These days I prefer coffee in the morning, I've gone off tea.")
+        assert (Op.NOOP, "says what an existing memory says") not in scope.audits
+
+
+class TestOneMentionPerEvent:
+    @pytest.mark.parametrize(("first", "second", "name"), [
+        ("I work at Initech as a QA engineer.", "I'm a QA engineer at Initech.", "Initech"),
+        ("I work at Lincoln High as a math teacher.", "I'm a math teacher at Lincoln High.",
+         "Lincoln"),
+    ])
+    def test_a_restatement_in_another_order_is_one_memory_mentioned_once_more(
+        self, usem: Embedder, first: str, second: str, name: str
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run(first)
+        scope.run(second)
+        [mem] = scope.holding(name)
+        assert mem.mention_count == 2 and set(mem.provenance) == {"e1", "e2"}
+
+
+    def test_the_facts_one_message_was_split_into_stay_apart(self, usem: Embedder) -> None:
+        scope = Scope_(usem)
+        scope.run("I work as a nurse at Saint Aldhelm hospital.")
+        assert sorted(m.attribute for m in scope.current()) == ["employer", "occupation"]
+
+
+class TestToolFieldsTheUserNames:
+    @pytest.mark.parametrize(("said", "record", "sides"), [
+        ("I'm on the Pro plan.", {"account": {"subscription_plan": "Basic"}}, ("Pro", "Basic")),
+        ("I'm a Platinum member of your loyalty program.",
+         {"customer": {"loyalty_level": "Bronze"}}, ("Platinum", "Bronze")),
+    ])
+    def test_a_field_named_in_the_users_words_that_disagrees_forms_a_conflict_set(
+        self, usem: Embedder, said: str, record: dict[str, object], sides: tuple[str, str]
+    ) -> None:
+        import json
+
+        scope = Scope_(usem)
+        scope.run(said)
+        scope.run(json.dumps(record), role="tool", kind="tool_result", meta=BILLING)
+        pending = [m for m in scope.current() if m.status == "pending_confirmation"]
+        assert len(pending) == 2 and len({m.conflict_set for m in pending}) == 1
+        for side in sides:
+            assert [m for m in pending if side in m.statement]
+
+    def test_the_same_word_in_another_sense_pairs_nothing(self, usem: Embedder) -> None:
+        scope = Scope_(usem)
+        scope.run("I plan to travel to Japan next month.")
+        scope.run('{"account": {"subscription_plan": "Basic"}}', role="tool",
+                  kind="tool_result", meta=BILLING)
+        assert all(m.status == "active" for m in scope.current())
+
+
+class TestForgetAWholeTopic:
+    def test_the_request_words_around_the_topic_are_stripped(self) -> None:
+        assert topic_of("请不要再记住我的病史了。") == "病史"
+        assert topic_of("别再记下我的地址") == "地址"
+        assert topic_of("把我看心理医生的事从记忆里删掉吧。").startswith("看心理医生")
+
+    @pytest.mark.parametrize(("facts", "ask", "gone", "kept"), [
+        (("我有高血压，一直在吃氨氯地平。", "我喜欢周末去爬山。"), "请不要再记住我的病史了。",
+         "氨氯地平", "爬山"),
+        (("I have asthma and use a Ventolin inhaler.", "I enjoy playing chess on weekends."),
+         "Please delete all my health information.", "Ventolin", "chess"),
+        (("我对青霉素过敏。", "我住在杭州。"), "把我健康方面的信息都忘掉吧。", "青霉素", "杭州"),
+    ])
+    def test_a_request_naming_a_topic_erases_the_memories_of_that_topic(
+        self, usem: Embedder, facts: tuple[str, ...], ask: str, gone: str, kept: str
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run(*facts)
+        scope.run(ask)
+        assert not scope.holding(gone) and scope.holding(kept)
+        assert "e1" in scope.deleted_events and "e2" not in scope.deleted_events
+
+    def test_a_job_in_a_hospital_is_not_medical_history(self, usem: Embedder) -> None:
+        scope = Scope_(usem)
+        scope.run("I work as a nurse at Saint Aldhelm hospital.", "I have asthma.")
+        scope.run("Forget my medical history.")
+        assert not scope.holding("asthma") and scope.holding("nurse")

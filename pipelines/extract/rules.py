@@ -442,10 +442,22 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     out: list[Candidate] = []
     remainder: list[str] = []
     structured_any = False
-    for sentence in split_sentences(text):
+    queue = split_sentences(text)
+    while queue:
+        sentence = queue.pop(0)
         zh = is_zh(sentence)
         sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
         found, clauses = _match_sentence(sentence, zh, rewrite)
+        if not found and rewrite is None and not turn.speaker.prefix and (
+                not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)):
+            # One memory for the sentence, its slot read from the clause that states it.
+            out.append(_unclassified(turn, sentence, zh, feedback=feedback, slot_from=tail))
+            structured_any = True
+            continue
+        if found and rewrite is None and not turn.speaker.prefix and (
+                pieces := _split_standalone(found, clauses, zh)):
+            queue[:0] = pieces
+            continue
         if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
             found, clauses = _match_sentence(plain, zh, None)
             sentence = plain if found else sentence
@@ -498,7 +510,45 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     return out
 
 
-def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Candidate:
+# A clause joined by "and" / "而且" is a statement of its own once the join is cut.
+_JOIN = re.compile(r"(?i)^(?:and|also|plus|as well as|而且|并且|另外|还有|同时)\s*[，,]?\s*")
+
+
+def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> list[str]:
+    """Several facts in one sentence: an unmatched clause that states a lasting fact about
+    the speaker on its own ("I always prefer a window seat, and I'm allergic to peanuts")
+    is a sentence of its own, not a rider on the matched one (which would type it as the
+    allergy is typed). Empty when every unmatched clause depends on a matched one ("I'm
+    vegan, so no dairy")."""
+    matched = {f.clause_index for f in found}
+    alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
+             and lasting_first_person(_JOIN.sub("", c.raw))]
+    if not alone:
+        return []
+    joiner = "，" if zh else ", "
+    rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
+    return [rest, *(_JOIN.sub("", clauses[i].raw) for i in alone)]
+
+
+def _first_person_tail(sentence: str, zh: bool) -> str:
+    """The clauses, from the first one on, that state a lasting fact about the speaker in
+    a sentence that opens on something else ("The Canon went to my nephew, these days I
+    own a Sony"; "这个过时了，我早就离开腾讯，现在在字节跳动"). Empty when there is none."""
+    if lasting_first_person(sentence):
+        return ""
+    parts = split_clauses(clean_end(sentence), zh)
+    if len(parts) == 1 and not zh:
+        parts = [p for p in re.split(r"\s*[,;]\s*", clean_end(sentence)) if p]
+    joiner = "，" if zh else ", "
+    for i in range(1, len(parts)):
+        rest = joiner.join(parts[i:])
+        if lasting_first_person(rest):
+            return rest
+    return ""
+
+
+def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
+                  slot_from: str = "") -> Candidate:
     """A first-person lasting statement no matcher knows: a low-importance fact or
     preference with an open slot, so it lives its type's default lifetime and a later
     change of the same relation can supersede it."""
@@ -506,8 +556,13 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     third = third_person_zh(body) if zh else third_person_en(body)
     statement = sentence_case(clean_statement(third, zh), zh)
     slot = None
-    clauses = split_clauses(body, zh) if zh else lasting_clauses(
-        body, marker=True) or split_clauses(body, zh)
+    if slot_from:
+        body_of_slot = clean_end(strip_discourse(clean_statement(slot_from.strip(), zh)))
+        clauses = split_clauses(body_of_slot, zh) if zh else lasting_clauses(
+            body_of_slot, marker=True) or split_clauses(body_of_slot, zh)
+    else:
+        clauses = split_clauses(body, zh) if zh else lasting_clauses(
+            body, marker=True) or split_clauses(body, zh)
     for clause in reversed(clauses):
         slot = open_slot(clause)
         if slot is not None:
@@ -588,6 +643,8 @@ def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
     if (f.clause_index > 0 and slot.from_clause and not zh and any(
             j < f.clause_index for j in attached) and (m := CONNECTOR.match(raw))):
         head = f"{m.group(0).lower()} {head[:1].lower()}{head[1:]}"
+    if zh and f.clause_index > 0:
+        head = _JOIN.sub("", head) or head  # "而且用户对花生过敏" -> "用户对花生过敏"
     if zh and slot.subject == "user" and slot.from_clause and "用户" not in head[:6]:
         head = "用户" + head  # Chinese drops the subject; the statement must not
     parts: list[tuple[int, str]] = [(f.clause_index, head)]

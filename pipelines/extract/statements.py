@@ -124,8 +124,7 @@ def lasting_first_person(sentence: str) -> bool:
     a dated episode: what a person says about themself to be remembered."""
     zh = _zh(sentence)
     body = strip_discourse(_GREETING_LEAD.sub("", sentence.strip(), count=1)).strip()
-    if not zh:
-        body = _LEAD_ADVERB_EN.sub("", body, count=1)
+    body = (_LEAD_ADVERB_ZH if zh else _LEAD_ADVERB_EN).sub("", body, count=1)
     if not body or not _first_person(body, zh) or _QUESTION.search(body):
         return False
     if _ADDRESSED.search(body) or _PAST_EPISODE.search(body):
@@ -153,6 +152,9 @@ _LEAD_ADVERB_EN = re.compile(
     r"these\s+days|nowadays|currently|actually|actualy|honestly|always)\b[\s,]*"
     r"(?:(?:now|from\s+now\s+on|going\s+forward|these\s+days|nowadays)\b[\s,]*)*"
 )
+# Chinese puts a time adverb before the subject ("现在我有…", "以后我想…").
+_LEAD_ADVERB_ZH = re.compile(
+    r"^(?:现在|目前|如今|最近|这些天|这阵子|近来|以后|今后|从现在起|从今天起|从现在开始|其实)[，,\s]*")
 _LASTING_MARKER = re.compile(
     r"(?i)\b(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|always|every\s+time|"
     r"by\s+default|whenever)\b"
@@ -312,6 +314,15 @@ def _lemma(word: str) -> str:
     return w
 
 
+def _third_person(verb: str) -> str:
+    """carry -> carries, watch -> watches, teach -> teaches, cook -> cooks."""
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    if verb.endswith(("s", "x", "z", "ch", "sh", "o")):
+        return verb + "es"
+    return verb + "s"
+
+
 # Open relations that are vocabulary slots already: they meet the matchers' memories there.
 VOCAB_SLOT = {"lives_in": "residence", "moves_to": "residence", "works_at": "employer",
               "works_as": "occupation"}
@@ -339,6 +350,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
     relation meet in one slot ("I drive …" / "I'm driving …" -> drives)."""
     text = clean_end(strip_discourse(_GREETING_LEAD.sub("", clause.strip(), count=1)))
     if _zh(text):
+        text = _LEAD_ADVERB_ZH.sub("", text, count=1)
         if (p := _ZH_PLACE.match(text)) is not None and (
             p.group("what") or text.startswith(("我家", "我住", "我生活"))
         ):
@@ -363,7 +375,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
     if verb in _LINKING or verb in ("a", "an", "the") or text.lower().startswith(("i'm ", "im ")):
         # "I'm a morning person" / "I'm learning X": a linking verb, or a progressive.
         if verb.endswith("ing") and verb not in ("morning", "evening", "thing"):
-            rel = _RELATION_EN.get(_lemma(verb), _lemma(verb) + "s")
+            rel = _RELATION_EN.get(_lemma(verb), _third_person(_lemma(verb)))
         else:
             rel, obj = "is", rest
     elif verb in ("work", "works", "working") and obj.lower().startswith(("at ", "for ")):
@@ -375,7 +387,7 @@ def _open_slot(clause: str) -> OpenSlot | None:
         rel, obj = "moves_to", re.sub(r"(?i)\s+(?:last|this|a|in)\s+\w+(?:\s+ago)?$", "", obj[3:])
     else:
         lemma = _lemma(verb)
-        rel = _RELATION_EN.get(verb) or _RELATION_EN.get(lemma) or f"{lemma}s"
+        rel = _RELATION_EN.get(verb) or _RELATION_EN.get(lemma) or _third_person(lemma)
     obj = re.sub(r"(?i)^to\s+", "", _OBJ_TAIL.sub("", obj)).strip()
     if not obj or not re.fullmatch(r"[a-z_']+", rel):
         return None

@@ -222,6 +222,11 @@ COMPONENT_WORDS: dict[str, str] = {
     "observability": "monitoring", "metrics": "monitoring", "search engine": "search",
     "language": "language", "web server": "web server", "reverse proxy": "web server",
     "proxy": "web server", "load balancer": "load balancer", "storage": "storage",
+    # The infrastructure-as-code tools had no component word: "provisioned with Terraform".
+    "infrastructure": "infrastructure as code", "infra": "infrastructure as code",
+    "infrastructure as code": "infrastructure as code", "iac": "infrastructure as code",
+    "provisioning": "infrastructure as code", "provisioned": "infrastructure as code",
+    "provision": "infrastructure as code", "基础设施": "infrastructure as code",
     "后端": "backend", "前端": "frontend", "数据库": "database", "缓存": "cache",
     "消息队列": "queue", "队列": "queue", "云": "cloud", "云服务": "cloud", "云平台": "cloud",
     "集群": "orchestration", "容器编排": "orchestration", "网关": "api gateway",
