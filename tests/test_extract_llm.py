@@ -113,7 +113,7 @@ def event(i: int, content: str, *, scope: Scope = SCOPE, kind: str = "message",
 
 # A statement the rules cannot structure (they keep it as an episode): the rules first
 # route sends it to the model.
-UNRECOGNISED = "Old radios are my thing, I fix them on weekends."
+UNRECOGNISED = "Saturdays usually mean the flea market with Grandpa."
 
 
 def reply(*candidates: dict[str, Any]) -> str:
