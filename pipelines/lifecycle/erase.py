@@ -2,6 +2,7 @@
 
 A scope takes every narrower scope under it with it (erasing a user erases their projects
 and sessions). Removed: raw events, every memory version, vector points, dead letters,
+entities, their aliases, mentions and relations,
 scope state, operator jobs (their diffs quote statements), the Redis keys the service keeps
 for the scope (lease, queued marker), entries of the ingest stream not yet drained, and
 retrieval-hit entries naming the erased memories. The consolidation lease of every affected
@@ -35,6 +36,7 @@ from sleepmem.models import (
     LEVELS,
     Audit,
     DeadLetter,
+    Entity,
     Job,
     Memory,
     RawEvent,
@@ -43,6 +45,7 @@ from sleepmem.models import (
     SessionCheckpoint,
 )
 from sleepmem.pipelines.decay import aware
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.ports import HotStore, Ports, VectorIndex
 from sleepmem.pipelines.store import audit_row
 
@@ -141,6 +144,8 @@ def erase_scope(
                 conn, lambda levels, _eid: covers(target, levels)
             )
             with conn.begin():
+                removed["entities"] = entity_store.erase_within(
+                    conn, where=within(Entity, target))
                 removed["scope_state"] = _rowcount(
                     conn.execute(sa.delete(ScopeState).where(within(ScopeState, target)))
                 )
@@ -258,6 +263,8 @@ def _erase_memories(
                 hasher.add(statement)
             index.delete(ids)
             conn.execute(sa.delete(Memory).where(col(Memory.id).in_(ids)))
+            # Their names and relations too; entities nothing mentions any more follow.
+            entity_store.prune(conn, scope_keys=entity_store.forget_memories(conn, ids=ids))
         erased.extend(ids)
 
 

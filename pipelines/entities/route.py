@@ -1,0 +1,191 @@
+"""The entity route: memories reached through the entities a query names, and one hop on.
+
+1. Link: every 1-4 word span of the query (and every 2-6 character run of Chinese) in the
+   form aliases are stored in (case-folded, no possessive) is looked up in the alias
+   index of the scopes the query sees.
+2. Seeds: the memories that mention a linked entity, each entity weighted by how specific
+   it is (a name in three memories says more than the speaker in three hundred).
+3. One hop: entities related to a linked one by a current relation, and their memories,
+   at a discount.
+4. Only current memories the query's scope may see (the SQL re-check retrieval uses),
+   ordered by entity weight times how much of the rest of the question they cover.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from itertools import product
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from sleepmem.models import (
+    CURRENT_STATUSES,
+    LEVELS,
+    Entity,
+    EntityAlias,
+    EntityMention,
+    Memory,
+    Relation,
+    Scope,
+)
+from sleepmem.pipelines.entities.spot import alias_key
+from sleepmem.pipelines.lexical import tokens
+from sleepmem.pipelines.ports import Hit
+
+MAX_SPAN_WORDS = 4
+# Memories read per entity: a hub (the speaker of every turn) is capped, its weight is
+# low anyway.
+MAX_MENTIONS_PER_ENTITY = 2000
+HOP_DISCOUNT = 0.5
+_QUERY_WORD = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
+
+
+def entity_route(
+    *, engine: Engine, scope: Scope, query: str, limit: int, now: datetime | None = None
+) -> list[Hit]:
+    """Memories reached through entities the query names (linked via canonical names and
+    aliases of the scope's entity table, case/possessive-insensitive, EN and ZH), plus
+    one-hop neighbours through relations; Hit(id=memory_id, score in [0,1]).
+
+    ``now`` decides expiry (pass the ports' clock; the wall clock otherwise)."""
+    spans = query_spans(query)
+    if not spans or limit <= 0:
+        return []
+    keys = visible_scope_keys(scope)
+    with Session(engine) as session:
+        linked = _link(session, spans, keys)
+        if not linked:
+            return []
+        entities = {e.id: e for e in session.exec(
+            select(Entity).where(col(Entity.id).in_(list(linked))))}
+        weight = {eid: _specificity(e.mention_count) for eid, e in entities.items()}
+        reach: dict[str, float] = defaultdict(float)
+        for eid, mids in _mentions(session, list(weight)).items():
+            for mid in mids:
+                reach[mid] += weight[eid]
+        hops = _neighbours(session, list(weight))
+        hops = {n: w for n, w in hops.items() if n not in weight}
+        if hops:
+            hop_entities = {e.id: e for e in session.exec(
+                select(Entity).where(col(Entity.id).in_(list(hops))))}
+            for eid, mids in _mentions(session, list(hop_entities)).items():
+                w = HOP_DISCOUNT * hops[eid] * _specificity(hop_entities[eid].mention_count)
+                for mid in mids:
+                    reach[mid] += w
+        if not reach:
+            return []
+        rows = list(session.exec(select(Memory).where(col(Memory.id).in_(list(reach)))))
+    now = now or datetime.now(UTC)
+    rest = _rest_of_question(query, linked_names=[e.name for e in entities.values()])
+    scored: list[tuple[float, str]] = []
+    for m in rows:
+        if not _visible(m, scope, now):
+            continue
+        scored.append((reach[m.id] * (0.5 + 0.5 * _coverage(rest, m.statement)), m.id))
+    if not scored:
+        return []
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    top = scored[0][0] or 1.0
+    return [Hit(id=mid, score=round(score / top, 6)) for score, mid in scored[:limit]]
+
+
+def query_spans(query: str) -> list[str]:
+    """Every span of the query an alias could be: 1-4 words, and Chinese substrings."""
+    text = unicodedata.normalize("NFKC", query)
+    words = [alias_key(w) for w in _QUERY_WORD.findall(text)]
+    words = [w for w in words if w]
+    out: set[str] = set()
+    for n in range(1, MAX_SPAN_WORDS + 1):
+        for i in range(len(words) - n + 1):
+            out.add(" ".join(words[i:i + n]))
+    for run in _CJK_RUN.findall(text):
+        for n in range(2, min(6, len(run)) + 1):
+            out.update(run[i:i + n] for i in range(len(run) - n + 1))
+    return sorted(s for s in out if len(s) <= 200)
+
+
+def visible_scope_keys(scope: Scope) -> list[str]:
+    """The consolidation scopes a query in ``scope`` sees: each level set or unset."""
+    choices = [[getattr(scope, lvl)] if lvl == "tenant" else
+               sorted({"", getattr(scope, lvl)}) for lvl in LEVELS[:-1]]
+    return sorted(
+        Scope(**dict(zip(LEVELS[:-1], combo, strict=True))).key for combo in product(*choices)
+    )
+
+
+def _link(session: Session, spans: list[str], keys: list[str]) -> set[str]:
+    rows = session.exec(
+        select(EntityAlias.entity_id, EntityAlias.alias).where(
+            col(EntityAlias.alias).in_(spans), col(EntityAlias.scope_key).in_(keys)
+        )
+    ).all()
+    # A span inside a longer linked span ("tokyo" in "university of tokyo") is the longer
+    # name, not a second entity.
+    found = {alias for _eid, alias in rows}
+    longest = {a for a in found if not any(a != b and f" {a} " in f" {b} " for b in found)}
+    return {eid for eid, alias in rows if alias in longest}
+
+
+def _mentions(session: Session, entity_ids: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for eid in entity_ids:
+        out[eid] = list(session.exec(
+            select(EntityMention.memory_id).where(col(EntityMention.entity_id) == eid)
+            .limit(MAX_MENTIONS_PER_ENTITY)
+        ))
+    return out
+
+
+def _neighbours(session: Session, entity_ids: list[str]) -> dict[str, float]:
+    """Entities one current relation away, with the weight of the best linked end."""
+    out: dict[str, float] = {}
+    rows: Iterable[tuple[str, str]] = [
+        *session.exec(select(Relation.subject_id, Relation.object_id).where(
+            col(Relation.subject_id).in_(entity_ids),
+            col(Relation.status).in_(CURRENT_STATUSES))),
+        *session.exec(select(Relation.subject_id, Relation.object_id).where(
+            col(Relation.object_id).in_(entity_ids),
+            col(Relation.status).in_(CURRENT_STATUSES))),
+    ]
+    counts: dict[str, int] = defaultdict(int)
+    for sid, oid in rows:
+        for a, b in ((sid, oid), (oid, sid)):
+            if a in entity_ids:
+                counts[b] += 1
+    for eid, n in counts.items():
+        out[eid] = min(1.0, 0.5 + 0.25 * n)
+    return out
+
+
+def _specificity(mentions: int) -> float:
+    """1 for a name mentioned once, falling slowly with every further mention."""
+    return 1.0 / (1.0 + math.log1p(max(0, mentions - 1)))
+
+
+def _rest_of_question(query: str, *, linked_names: list[str]) -> set[str]:
+    named = {t for n in linked_names for t in tokens(n)}
+    return {t for t in tokens(query) if t not in named}
+
+
+def _coverage(rest: set[str], statement: str) -> float:
+    if not rest:
+        return 1.0
+    return len(rest & set(tokens(statement))) / len(rest)
+
+
+def _visible(m: Memory, scope: Scope, now: datetime) -> bool:
+    where = Scope(tenant=m.tenant, agent=m.agent, user=m.user, project=m.project,
+                  session=m.session)
+    if not scope.sees(where) or m.status not in CURRENT_STATUSES or m.details.get("hidden"):
+        return False
+    expires = m.expires_at
+    if expires is not None and expires.tzinfo is None:
+        expires = expires.replace(tzinfo=UTC)
+    return expires is None or expires > now
