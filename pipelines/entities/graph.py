@@ -9,6 +9,7 @@ of exactly one known full name, or when an appositive role says who someone is.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,7 @@ from sleepmem.pipelines.memories import memory_id
 from sleepmem.pipelines.types import OPEN_SLOT_PREFIX, TOOL_PREFIX
 
 USER = "user"
+_HAS_CJK = re.compile(r"[\u3400-\u9fff]")
 # Slot values longer than this are descriptions, not names.
 _MAX_VALUE_WORDS = 4
 _SLOT_KINDS = {
@@ -135,6 +137,13 @@ def _one(known: Known, delta: GraphDelta, mem: Memory, now: datetime) -> None:
     for s in reading.names:
         _mention(delta, entity(s.name, role=roles.get(alias_key(s.name), "")), mem.id,
                  "mention")
+    if _HAS_CJK.search(mem.statement):
+        # No capitals in Chinese: a name the scope already knows is a name wherever it is.
+        for alias, eids in known.aliases.items():
+            if len(alias) >= 2 and _HAS_CJK.match(alias) and alias in mem.statement:
+                for eid in sorted(eids):
+                    delta.entities[eid] = known.entities[eid]
+                    _mention(delta, eid, mem.id, "mention")
     for ln in reading.links:
         sid, oid = entity(ln.subject), entity(ln.object)
         if sid == oid:
@@ -175,8 +184,9 @@ def _entity(known: Known, delta: GraphDelta, mem: Memory, name: str, kind: str,
                                            or kind == EntityKind.pet.value):
         row.kind = kind
     if row.key != USER and (
-        (len(key.split()) > len(row.key.split()) and key.split()[0] == row.key.split()[0])
-        or _nickname(row.key, key)
+        (len(key.split()) > len(row.key.split())
+         and _same_first(key.split()[0], row.key.split()[0]))
+        or (len(key.split()) == len(row.key.split()) == 1 and _nickname(row.key, key))
     ):
         # A full name seen after the first name or a short form: it becomes canonical.
         row.key, row.name = key, name
@@ -192,18 +202,23 @@ def _resolve(known: Known, key: str, kind: str) -> str | None:
         return next(iter(exact))
     if exact:
         return sorted(exact)[0]
-    if kind not in (EntityKind.person.value, EntityKind.pet.value):
+    # Places and organisations merge only by their exact names ("Paris" is not "Paris Hilton").
+    if kind in (EntityKind.place.value, EntityKind.organisation.value):
         return None
     people = [e for e in known.entities.values()
               if e.kind in (EntityKind.person.value, EntityKind.pet.value)]
     first = key.split()[0]
     if " " in key:
-        hits = [e.id for e in people if e.key == first]
+        # A full name: the one entity known by its first name (or a short form) alone.
+        hits = [e.id for e in people if " " not in e.key and _same_first(first, e.key)]
     else:
         hits = [e.id for e in people
-                if e.key != USER and (e.key.split()[0] == key or _nickname(key, e.key)
-                                      or _nickname(e.key, key))]
+                if e.key != USER and _same_first(key, e.key.split()[0])]
     return hits[0] if len(hits) == 1 else None
+
+
+def _same_first(a: str, b: str) -> bool:
+    return a == b or _nickname(a, b) or _nickname(b, a)
 
 
 def _nickname(short: str, full: str) -> bool:

@@ -55,7 +55,8 @@ _SPEAKER = re.compile(r"^(?P<name>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,2}):\s
 
 # -- Chinese: no capitals, so the surrounding words carry the signal ---------------------
 _CJK = "\u3400-\u9fff"
-_ZH_STOP = "的了是在和与也都很说要会就还又把被给跟对从到去来着过吗呢吧啊，。！？、；：\\s"
+# What may follow a name: particles, punctuation, and the verbs a subject opens with.
+_ZH_STOP = "的了是在和与也都很说要会就还又把被给跟对从到去来着过吗呢吧啊，。！？、；：\\s住搬做当有"
 _ZH_ROLES = "|".join(sorted(FAMILY_ZH, key=len, reverse=True)) + "|朋友|同事|老板|老师|同学|邻居"
 _ZH_PERSON = re.compile(
     rf"(?:我|用户)(?:的)?(?P<role>{_ZH_ROLES})(?:叫|名叫)?(?P<name>[{_CJK}]{{2,3}}?)(?=[{_ZH_STOP}]|$)"

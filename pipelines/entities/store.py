@@ -120,6 +120,11 @@ def prune(conn: Executor, *, scope_keys: Sequence[str]) -> int:
     return len(orphans)
 
 
+def count_within(conn: Executor, *, where: sa.ColumnElement[bool]) -> int:
+    return int(conn.execute(sa.select(sa.func.count()).select_from(Entity).where(where))
+               .scalar_one())
+
+
 def erase_within(conn: Executor, *, where: sa.ColumnElement[bool]) -> int:
     """Every entity row of the scopes ``where`` selects (on :class:`Entity`); the count of
     entities. Relations and mentions go with their memories, and here too."""

@@ -136,6 +136,8 @@ def erase_scope(
             removed["stream_entries"] = hot.erase_pending_events(
                 lambda levels: covers(target, levels)
             )
+            with conn.begin():
+                entities = entity_store.count_within(conn, where=within(Entity, target))
             ids = _erase_memories(conn, index, within(Memory, target), hasher)
             removed["memories"] = len(ids)
             removed["vector_points"] = len(ids) + _erase_orphan_points(index, target)
@@ -144,8 +146,9 @@ def erase_scope(
                 conn, lambda levels, _eid: covers(target, levels)
             )
             with conn.begin():
-                removed["entities"] = entity_store.erase_within(
-                    conn, where=within(Entity, target))
+                # Most went with their memories; whatever is left goes here.
+                entity_store.erase_within(conn, where=within(Entity, target))
+                removed["entities"] = entities
                 removed["scope_state"] = _rowcount(
                     conn.execute(sa.delete(ScopeState).where(within(ScopeState, target)))
                 )
