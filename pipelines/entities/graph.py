@@ -40,6 +40,8 @@ class Known:
     scope_key: str
     entities: dict[str, Entity] = field(default_factory=dict)
     aliases: dict[str, set[str]] = field(default_factory=dict)
+    # Aliases written in Chinese: looked for inside statements (no capitals to spot them).
+    cjk: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -78,6 +80,11 @@ def build(
             continue
         _one(known, delta, mem, now)
     return delta
+
+
+def is_cjk(text: str) -> bool:
+    """Whether a name opens with a Chinese character."""
+    return bool(_HAS_CJK.match(text))
 
 
 def subject_of(mem: Memory) -> str:
@@ -139,9 +146,9 @@ def _one(known: Known, delta: GraphDelta, mem: Memory, now: datetime) -> None:
                  "mention")
     if _HAS_CJK.search(mem.statement):
         # No capitals in Chinese: a name the scope already knows is a name wherever it is.
-        for alias, eids in known.aliases.items():
-            if len(alias) >= 2 and _HAS_CJK.match(alias) and alias in mem.statement:
-                for eid in sorted(eids):
+        for alias in sorted(known.cjk):
+            if alias in mem.statement:
+                for eid in sorted(known.aliases[alias]):
                     delta.entities[eid] = known.entities[eid]
                     _mention(delta, eid, mem.id, "mention")
     for ln in reading.links:
@@ -231,6 +238,8 @@ def _alias(known: Known, delta: GraphDelta, eid: str, alias: str) -> None:
     if not alias or len(alias) > 200:
         return
     ids = known.aliases.setdefault(alias, set())
+    if len(alias) >= 2 and is_cjk(alias):
+        known.cjk.add(alias)
     if eid not in ids:
         ids.add(eid)
         delta.aliases.add((eid, alias))

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session, col, select
 
 from sleepmem.models import Entity, EntityAlias, EntityMention, Memory, Relation
-from sleepmem.pipelines.entities.graph import GraphDelta, Known
+from sleepmem.pipelines.entities.graph import GraphDelta, Known, build, is_cjk
 
 Executor = Session | Connection
 
@@ -27,6 +27,8 @@ def load_known(session: Session, *, scope_key: str) -> Known:
     )
     for alias, eid in aliases:
         known.aliases.setdefault(alias, set()).add(eid)
+        if len(alias) >= 2 and is_cjk(alias):
+            known.cjk.add(alias)
     return known
 
 
@@ -59,6 +61,18 @@ def write(session: Session, *, delta: GraphDelta, now: datetime) -> None:
     follow_memories(session, memories=delta.retired, now=now)
     if delta.deleted:
         prune(session, scope_keys=[delta.scope_key])
+
+
+def record_versions(
+    session: Session, *, scope_key: str, new: Sequence[Memory], retired: Sequence[Memory],
+    now: datetime,
+) -> None:
+    """The entity stage for writers outside consolidation (re-consolidation's swap, a
+    person's edit or verdict): names and relations of ``new``, ``retired`` followed."""
+    session.flush()
+    delta = build(known=load_known(session, scope_key=scope_key), new=new, retired=retired,
+                  now=now)
+    write(session, delta=delta, now=now)
 
 
 def follow_memories(session: Executor, *, memories: Sequence[Memory], now: datetime) -> None:

@@ -53,7 +53,6 @@ from sleepmem.models import (
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.consolidate import make_extractor
 from sleepmem.pipelines.decay import aware
-from sleepmem.pipelines.entities import graph as entity_graph
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.index import apply_to_index
 from sleepmem.pipelines.memories import copy_row, memory_id, norm_text
@@ -544,12 +543,8 @@ def _apply(
         ]
         # The entity stage over the swap: the new versions' names and relations, and the
         # retired versions' relations retired with them.
-        session.flush()
-        graph = entity_graph.build(
-            known=entity_store.load_known(session, scope_key=job.scope_key),
-            new=new_rows, retired=retired, now=now,
-        )
-        entity_store.write(session, delta=graph, now=now)
+        entity_store.record_versions(session, scope_key=job.scope_key, new=new_rows,
+                                     retired=retired, now=now)
         extractor = new_rows[0].extractor if new_rows else ""
         for before, after, why in audits:
             session.add(Audit(**audit_row(

@@ -65,7 +65,8 @@ class TestSpottingNames:
         assert (pet.name, pet.kind, pet.role) == ("Biscuit", "pet", "dog")
 
     def test_chinese_names_come_from_roles_and_places_from_the_verb_before_them(self) -> None:
-        found = {s.name: (s.kind, s.role) for s in spot("我表姐的朋友阿珍搬到了成都。我哥哥志明住在杭州")}
+        text = "我表姐的朋友阿珍搬到了成都。我哥哥志明住在杭州"
+        found = {s.name: (s.kind, s.role) for s in spot(text)}
         assert found["志明"] == ("person", "哥哥")
         assert found["杭州"][0] == "place"
 
