@@ -43,6 +43,8 @@ MAX_SPAN_WORDS = 4
 # low anyway.
 MAX_MENTIONS_PER_ENTITY = 2000
 HOP_DISCOUNT = 0.5
+# A memory about an entity says more about it than one that names it in passing.
+_ROLE_WEIGHT = {"subject": 1.0, "object": 1.0, "mention": 0.6}
 _QUERY_WORD = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
 
@@ -66,34 +68,43 @@ def entity_route(
         entities = {e.id: e for e in session.exec(
             select(Entity).where(col(Entity.id).in_(list(linked))))}
         weight = {eid: _specificity(e.mention_count) for eid, e in entities.items()}
-        reach: dict[str, float] = defaultdict(float)
-        for eid, mids in _mentions(session, list(weight)).items():
-            for mid in mids:
-                reach[mid] += weight[eid]
+        # Per memory, the weight of each entity that reached it (seed or hop).
+        reach: dict[str, dict[str, float]] = defaultdict(dict)
+        for eid, found in _mentions(session, list(weight)).items():
+            for mid, role in found:
+                _add(reach[mid], eid, weight[eid] * _ROLE_WEIGHT.get(role, 1.0))
         hops = _neighbours(session, list(weight))
         hops = {n: w for n, w in hops.items() if n not in weight}
         if hops:
             hop_entities = {e.id: e for e in session.exec(
                 select(Entity).where(col(Entity.id).in_(list(hops))))}
-            for eid, mids in _mentions(session, list(hop_entities)).items():
+            for eid, found in _mentions(session, list(hop_entities)).items():
                 w = HOP_DISCOUNT * hops[eid] * _specificity(hop_entities[eid].mention_count)
-                for mid in mids:
-                    reach[mid] += w
+                for mid, role in found:
+                    _add(reach[mid], eid, w * _ROLE_WEIGHT.get(role, 1.0))
         if not reach:
             return []
         rows = list(session.exec(select(Memory).where(col(Memory.id).in_(list(reach)))))
     now = now or datetime.now(UTC)
+    rows = [m for m in rows if _visible(m, scope, now)]
+    if not rows:
+        return []
     rest = _rest_of_question(query, linked_names=[e.name for e in entities.values()])
+    coverage = _coverage(rest, {m.id: m.statement for m in rows})
     scored: list[tuple[float, str]] = []
     for m in rows:
-        if not _visible(m, scope, now):
-            continue
-        scored.append((reach[m.id] * (0.5 + 0.5 * _coverage(rest, m.statement)), m.id))
-    if not scored:
-        return []
+        ws = sorted(reach[m.id].values(), reverse=True)
+        # The best entity, plus a little for every further one the memory joins.
+        by_entity = ws[0] + 0.25 * sum(ws[1:])
+        scored.append((by_entity * (0.2 + 0.8 * coverage[m.id]), m.id))
     scored.sort(key=lambda s: (-s[0], s[1]))
     top = scored[0][0] or 1.0
-    return [Hit(id=mid, score=round(score / top, 6)) for score, mid in scored[:limit]]
+    return [Hit(id=mid, score=round(score / top, 6)) for score, mid in scored[:limit]
+            if score > 0]
+
+
+def _add(weights: dict[str, float], eid: str, w: float) -> None:
+    weights[eid] = max(weights.get(eid, 0.0), w)
 
 
 def query_spans(query: str) -> list[str]:
@@ -133,13 +144,14 @@ def _link(session: Session, spans: list[str], keys: list[str]) -> set[str]:
     return {eid for eid, alias in rows if alias in longest}
 
 
-def _mentions(session: Session, entity_ids: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+def _mentions(session: Session, entity_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+    out: dict[str, list[tuple[str, str]]] = {}
     for eid in entity_ids:
         out[eid] = list(session.exec(
-            select(EntityMention.memory_id).where(col(EntityMention.entity_id) == eid)
+            select(EntityMention.memory_id, EntityMention.role)
+            .where(col(EntityMention.entity_id) == eid)
             .limit(MAX_MENTIONS_PER_ENTITY)
-        ))
+        ).all())
     return out
 
 
@@ -174,10 +186,17 @@ def _rest_of_question(query: str, *, linked_names: list[str]) -> set[str]:
     return {t for t in tokens(query) if t not in named}
 
 
-def _coverage(rest: set[str], statement: str) -> float:
+def _coverage(rest: set[str], statements: dict[str, str]) -> dict[str, float]:
+    """How much of the rest of the question each statement covers, each word weighted by
+    how rare it is among the statements reached (inverse document frequency)."""
     if not rest:
-        return 1.0
-    return len(rest & set(tokens(statement))) / len(rest)
+        return dict.fromkeys(statements, 1.0)
+    toks = {mid: set(tokens(text)) & rest for mid, text in statements.items()}
+    n = len(statements)
+    df = {t: sum(t in ts for ts in toks.values()) for t in rest}
+    idf = {t: math.log(1.0 + n / (1 + df[t])) for t in rest}
+    total = sum(idf.values()) or 1.0
+    return {mid: sum(idf[t] for t in ts) / total for mid, ts in toks.items()}
 
 
 def _visible(m: Memory, scope: Scope, now: datetime) -> bool:

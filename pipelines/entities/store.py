@@ -37,6 +37,9 @@ def write(session: Session, *, delta: GraphDelta, now: datetime) -> None:
     if delta.empty:
         return
     forget_memories(session, ids=delta.deleted)
+    # Rows a memory id already has are replaced: a replay writes the same deterministic
+    # ids, and rows a bypassing writer left behind must not block it.
+    forget_memories(session, ids={mid for _eid, mid in delta.mentions})
     existing = set(session.exec(
         select(Entity.id).where(col(Entity.id).in_(list(delta.entities)))
     )) if delta.entities else set()
