@@ -73,8 +73,7 @@ def entity_route(
         for eid, found in _mentions(session, list(weight)).items():
             for mid, role in found:
                 _add(reach[mid], eid, weight[eid] * _ROLE_WEIGHT.get(role, 1.0))
-        hops = _neighbours(session, list(weight))
-        hops = {n: w for n, w in hops.items() if n not in weight}
+        hops = _neighbours(session, weight)
         if hops:
             hop_entities = {e.id: e for e in session.exec(
                 select(Entity).where(col(Entity.id).in_(list(hops))))}
@@ -155,25 +154,27 @@ def _mentions(session: Session, entity_ids: list[str]) -> dict[str, list[tuple[s
     return out
 
 
-def _neighbours(session: Session, entity_ids: list[str]) -> dict[str, float]:
-    """Entities one current relation away, with the weight of the best linked end."""
-    out: dict[str, float] = {}
+def _neighbours(session: Session, weight: dict[str, float]) -> dict[str, float]:
+    """Entities one current relation away from a linked one, each with the weight of its
+    best linked end (a hop from the speaker of every turn leads nowhere in particular),
+    a little more for every further relation that joins them."""
+    linked = list(weight)
     rows: Iterable[tuple[str, str]] = [
         *session.exec(select(Relation.subject_id, Relation.object_id).where(
-            col(Relation.subject_id).in_(entity_ids),
+            col(Relation.subject_id).in_(linked),
             col(Relation.status).in_(CURRENT_STATUSES))),
         *session.exec(select(Relation.subject_id, Relation.object_id).where(
-            col(Relation.object_id).in_(entity_ids),
+            col(Relation.object_id).in_(linked),
             col(Relation.status).in_(CURRENT_STATUSES))),
     ]
+    best: dict[str, float] = {}
     counts: dict[str, int] = defaultdict(int)
     for sid, oid in rows:
         for a, b in ((sid, oid), (oid, sid)):
-            if a in entity_ids:
+            if a in weight and b not in weight:
                 counts[b] += 1
-    for eid, n in counts.items():
-        out[eid] = min(1.0, 0.5 + 0.25 * n)
-    return out
+                best[b] = max(best.get(b, 0.0), weight[a])
+    return {eid: best[eid] * min(1.0, 0.5 + 0.25 * n) for eid, n in counts.items()}
 
 
 def _specificity(mentions: int) -> float:
