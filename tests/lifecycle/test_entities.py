@@ -7,7 +7,7 @@ import dataclasses
 from datetime import timedelta
 
 import redis as redis_lib
-from lifecycle_support import DAY, SCOPE, T0, Clock, current, ingest, say
+from lifecycle_support import DAY, SCOPE, T0, Clock, current, ingest, memory, say, store
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -16,8 +16,10 @@ from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import Entity, EntityAlias, EntityMention, Memory, Relation, Scope
 from sleepmem.pipelines.entities import entity_route
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.entities.spot import alias_key, spot
 from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope
+from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
 from sleepmem.pipelines.ports import Ports
 
@@ -139,6 +141,28 @@ class TestRelationsFollowTheirMemory:
             say("Please forget everything about my therapist.", at=T0 + DAY)])
         assert not [n for n in entities(engine) if "Ravensworth" in n or n == "Glasgow"]
         assert [r for r in relations(engine) if r[2] == "Lisbon"]
+
+
+    def test_the_sweep_expires_the_relation_then_deletes_it_with_its_memory(
+        self, engine: Engine, ports: Ports, clock: Clock,
+    ) -> None:
+        (m,) = store(engine, ports, memory("My dentist Dr Okonkwo moved to Leeds.", type="task",
+                                           expires_at=T0 + DAY))
+        with Session(engine) as s:
+            entity_store.record_versions(s, scope_key=m.scope_key, new=[m], retired=[],
+                                         now=T0)
+            s.commit()
+        assert ("Okonkwo", "moved_to", "Leeds", "active") in [
+            (a.removeprefix("Dr "), r, b, st) for a, r, b, st in relations(engine)]
+        settings = Settings(_env_file=None, embedder="hashing", delete_after_s=30 * 86400.0)
+        clock.advance(2 * DAY)
+        sweep(engine=engine, ports=ports, settings=settings)
+        with Session(engine) as s:
+            (rel,) = s.exec(select(Relation).where(col(Relation.relation) == "moved_to"))
+        assert rel.status == "expired" and rel.valid_to == T0 + 2 * DAY
+        clock.advance(31 * DAY)
+        assert sweep(engine=engine, ports=ports, settings=settings).deleted == 1
+        assert relations(engine) == [] and entities(engine) == {}
 
 
 class TestTheEntityRoute:
