@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("data", type=Path)
     ap.add_argument("--limit-conversations", type=int, default=2)
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--include-hubs", action="store_true",
+                    help="follow the speakers too (entities in a fifth of the memories)")
     args = ap.parse_args()
     k = args.k
     rows: dict[str, list[tuple[float, float, float, bool]]] = defaultdict(list)
@@ -46,7 +48,7 @@ def main() -> None:
                 searched = [by_event[e] for c in cards for e in (c.provenance or [])
                             if e in by_event]
                 hits = entity_route(engine=res.engine, scope=conv.scope, query=q.question,
-                                    limit=k)
+                                    limit=k, include_hubs=args.include_hubs)
                 with Session(res.engine) as s:
                     prov = {m.id: m.provenance for m in s.exec(
                         select(Memory).where(col(Memory.id).in_([h.id for h in hits])))}

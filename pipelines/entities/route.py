@@ -20,7 +20,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from itertools import product
+from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -41,8 +43,10 @@ from sleepmem.pipelines.ports import Hit
 MAX_SPAN_WORDS = 4
 # Memories read per entity: a hub (the speaker of every turn) is capped, its weight is
 # low anyway.
-MAX_MENTIONS_PER_ENTITY = 2000
+MAX_MENTIONS_PER_ENTITY = 500
 HOP_DISCOUNT = 0.5
+HUB_SHARE = 0.2
+HUB_FLOOR = 100
 # A memory about an entity says more about it than one that names it in passing.
 _ROLE_WEIGHT = {"subject": 1.0, "object": 1.0, "mention": 0.6}
 _QUERY_WORD = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)
@@ -50,13 +54,22 @@ _CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
 
 
 def entity_route(
-    *, engine: Engine, scope: Scope, query: str, limit: int, now: datetime | None = None
+    *,
+    engine: Engine,
+    scope: Scope,
+    query: str,
+    limit: int,
+    now: datetime | None = None,
+    include_hubs: bool = False,
 ) -> list[Hit]:
     """Memories reached through entities the query names (linked via canonical names and
     aliases of the scope's entity table, case/possessive-insensitive, EN and ZH), plus
     one-hop neighbours through relations; Hit(id=memory_id, score in [0,1]).
 
-    ``now`` decides expiry (pass the ports' clock; the wall clock otherwise)."""
+    ``now`` decides expiry (pass the ports' clock; the wall clock otherwise).
+    ``include_hubs``: also follow entities in more than a fifth of the scope's memories
+    (the speaker of most turns). Off by default: they narrow little down, and ranking
+    their hundreds of memories costs tens of milliseconds."""
     spans = query_spans(query)
     if not spans or limit <= 0:
         return []
@@ -65,8 +78,14 @@ def entity_route(
         linked = _link(session, spans, keys)
         if not linked:
             return []
+        hub = _hub_size(session, keys) if not include_hubs else 2**31
+        # A hub (the speaker of most turns, the user) narrows nothing down: the other
+        # routes already rank the whole scope. It is neither a seed nor a hop.
         entities = {e.id: e for e in session.exec(
-            select(Entity).where(col(Entity.id).in_(list(linked))))}
+            select(Entity).where(col(Entity.id).in_(list(linked)),
+                                 col(Entity.mention_count) <= hub))}
+        if not entities:
+            return []
         weight = {eid: _specificity(e.mention_count) for eid, e in entities.items()}
         # Per memory, the weight of each entity that reached it (seed or hop).
         reach: dict[str, dict[str, float]] = defaultdict(dict)
@@ -76,30 +95,41 @@ def entity_route(
         hops = _neighbours(session, weight)
         if hops:
             hop_entities = {e.id: e for e in session.exec(
-                select(Entity).where(col(Entity.id).in_(list(hops))))}
+                select(Entity).where(col(Entity.id).in_(list(hops)),
+                                     col(Entity.mention_count) <= hub))}
             for eid, found in _mentions(session, list(hop_entities)).items():
                 w = HOP_DISCOUNT * hops[eid] * _specificity(hop_entities[eid].mention_count)
                 for mid, role in found:
                     _add(reach[mid], eid, w * _ROLE_WEIGHT.get(role, 1.0))
         if not reach:
             return []
-        rows = list(session.exec(select(Memory).where(col(Memory.id).in_(list(reach)))))
+        rows = session.execute(
+            sa.select(*_COLUMNS).where(col(Memory.id).in_(list(reach)))  # type: ignore[call-overload]
+        ).all()
     now = now or datetime.now(UTC)
-    rows = [m for m in rows if _visible(m, scope, now)]
-    if not rows:
+    statements = {r[0]: r[1] for r in rows if _visible(r, scope, now)}
+    if not statements:
         return []
     rest = _rest_of_question(query, linked_names=[e.name for e in entities.values()])
-    coverage = _coverage(rest, {m.id: m.statement for m in rows})
+    coverage = _coverage(rest, statements)
     scored: list[tuple[float, str]] = []
-    for m in rows:
-        ws = sorted(reach[m.id].values(), reverse=True)
+    for mid in statements:
+        ws = sorted(reach[mid].values(), reverse=True)
         # The best entity, plus a little for every further one the memory joins.
         by_entity = ws[0] + 0.25 * sum(ws[1:])
-        scored.append((by_entity * (0.2 + 0.8 * coverage[m.id]), m.id))
+        scored.append((by_entity * (0.2 + 0.8 * coverage[mid]), mid))
     scored.sort(key=lambda s: (-s[0], s[1]))
     top = scored[0][0] or 1.0
     return [Hit(id=mid, score=round(score / top, 6)) for score, mid in scored[:limit]
             if score > 0]
+
+
+def _hub_size(session: Session, keys: list[str]) -> int:
+    """Mentions above which an entity is a hub: a fifth of the memories the query may see,
+    and never below HUB_FLOOR (in a small scope every name is in many of them)."""
+    n = session.execute(sa.select(sa.func.count()).select_from(Memory).where(
+        col(Memory.scope_key).in_(keys))).scalar_one()
+    return max(HUB_FLOOR, int(HUB_SHARE * n))
 
 
 def _add(weights: dict[str, float], eid: str, w: float) -> None:
@@ -144,13 +174,18 @@ def _link(session: Session, spans: list[str], keys: list[str]) -> set[str]:
 
 
 def _mentions(session: Session, entity_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
-    out: dict[str, list[tuple[str, str]]] = {}
-    for eid in entity_ids:
-        out[eid] = list(session.exec(
-            select(EntityMention.memory_id, EntityMention.role)
-            .where(col(EntityMention.entity_id) == eid)
-            .limit(MAX_MENTIONS_PER_ENTITY)
-        ).all())
+    """(memory id, role) of every mention of these entities, at most
+    MAX_MENTIONS_PER_ENTITY each; one query."""
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    if not entity_ids:
+        return out
+    rows = session.exec(
+        select(EntityMention.entity_id, EntityMention.memory_id, EntityMention.role)
+        .where(col(EntityMention.entity_id).in_(entity_ids))
+    )
+    for eid, mid, role in rows:
+        if len(out[eid]) < MAX_MENTIONS_PER_ENTITY:
+            out[eid].append((mid, role))
     return out
 
 
@@ -189,23 +224,36 @@ def _rest_of_question(query: str, *, linked_names: list[str]) -> set[str]:
 
 def _coverage(rest: set[str], statements: dict[str, str]) -> dict[str, float]:
     """How much of the rest of the question each statement covers, each word weighted by
-    how rare it is among the statements reached (inverse document frequency)."""
+    how rare it is among the statements reached (inverse document frequency).
+
+    A query token (a light stem, or Chinese characters) counts as present when a word of
+    the statement starts with it: a regex scan, instead of tokenising every statement.
+    """
     if not rest:
         return dict.fromkeys(statements, 1.0)
-    toks = {mid: set(tokens(text)) & rest for mid, text in statements.items()}
+    finders = {t: re.compile(re.escape(t) if _CJK_RUN.match(t) or (len(t) == 1
+                             and not t.isascii()) else rf"\b{re.escape(t)}", re.IGNORECASE)
+               for t in rest}
+    has = {mid: {t for t, f in finders.items() if f.search(text)}
+           for mid, text in statements.items()}
     n = len(statements)
-    df = {t: sum(t in ts for ts in toks.values()) for t in rest}
+    df = {t: sum(t in ts for ts in has.values()) for t in rest}
     idf = {t: math.log(1.0 + n / (1 + df[t])) for t in rest}
     total = sum(idf.values()) or 1.0
-    return {mid: sum(idf[t] for t in ts) / total for mid, ts in toks.items()}
+    return {mid: sum(idf[t] for t in ts) / total for mid, ts in has.items()}
 
 
-def _visible(m: Memory, scope: Scope, now: datetime) -> bool:
-    where = Scope(tenant=m.tenant, agent=m.agent, user=m.user, project=m.project,
-                  session=m.session)
-    if not scope.sees(where) or m.status not in CURRENT_STATUSES or m.details.get("hidden"):
+_COLUMNS = (Memory.id, Memory.statement, Memory.status, Memory.expires_at, Memory.details,
+            Memory.tenant, Memory.agent, Memory.user, Memory.project, Memory.session)
+
+
+def _visible(row: Any, scope: Scope, now: datetime) -> bool:
+    """The SQL re-check retrieval makes: seen from ``scope``, current, not hidden or
+    expired."""
+    _mid, _text, status, expires, details, *levels = row
+    where = Scope(**dict(zip(LEVELS, levels, strict=True)))
+    if not scope.sees(where) or status not in CURRENT_STATUSES or (details or {}).get("hidden"):
         return False
-    expires = m.expires_at
     if expires is not None and expires.tzinfo is None:
         expires = expires.replace(tzinfo=UTC)
     return expires is None or expires > now
