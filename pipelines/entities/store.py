@@ -43,9 +43,24 @@ def write(session: Session, *, delta: GraphDelta, now: datetime) -> None:
     existing = set(session.exec(
         select(Entity.id).where(col(Entity.id).in_(list(delta.entities)))
     )) if delta.entities else set()
-    for eid, row in delta.entities.items():
-        session.merge(row) if eid in existing else session.add(row)
-    session.flush()
+    # Bulk statements, not one ORM merge (a SELECT each) per entity.
+    fresh = [e.model_dump() for eid, e in delta.entities.items() if eid not in existing]
+    if fresh:
+        session.execute(sa.insert(Entity), fresh)
+    changed = [
+        {"eid": e.id, "key": e.key, "name": e.name, "kind": e.kind,
+         "mention_count": e.mention_count, "last_seen": e.last_seen}
+        for eid, e in delta.entities.items() if eid in existing
+    ]
+    if changed:
+        # On the connection: an executemany UPDATE, no ORM synchronisation to do.
+        session.connection().execute(
+            sa.update(Entity).where(col(Entity.id) == sa.bindparam("eid"))
+            .values(key=sa.bindparam("key"), name=sa.bindparam("name"),
+                    kind=sa.bindparam("kind"), mention_count=sa.bindparam("mention_count"),
+                    last_seen=sa.bindparam("last_seen")),
+            changed,
+        )
     tenant_of = {eid: e.tenant for eid, e in delta.entities.items()}
     if delta.aliases:
         session.execute(sa.insert(EntityAlias), [
