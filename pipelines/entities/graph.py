@@ -31,6 +31,7 @@ _SLOT_KINDS = {
 }
 _SLOT_RELATIONS = {"residence": "lives_in", "employer": "works_at", "occupation": "works_as"}
 _SKIP_TYPES = frozenset({"procedure"})
+_PEOPLE = frozenset({EntityKind.person.value, EntityKind.pet.value})
 
 
 @dataclass(slots=True)
@@ -42,6 +43,21 @@ class Known:
     aliases: dict[str, set[str]] = field(default_factory=dict)
     # Aliases written in Chinese: looked for inside statements (no capitals to spot them).
     cjk: set[str] = field(default_factory=set)
+    # People and pets by the first three letters of their first name: (id, key, head).
+    _people: dict[str, list[tuple[str, str, str]]] | None = None
+
+    def people(self) -> dict[str, list[tuple[str, str, str]]]:
+        if self._people is None:
+            self._people = {}
+            for e in self.entities.values():
+                if e.kind in _PEOPLE:
+                    head = e.key.split()[0] if e.key else ""
+                    self._people.setdefault(head[:3], []).append((e.id, e.key, head))
+        return self._people
+
+    def changed(self) -> None:
+        """An entity was added or renamed, or changed kind: rebuild the index on demand."""
+        self._people = None
 
 
 @dataclass(slots=True)
@@ -183,13 +199,15 @@ def _entity(known: Known, delta: GraphDelta, mem: Memory, name: str, kind: str,
                      project=mem.project, session="", scope_key=known.scope_key, key=key,
                      name=name, kind=kind, mention_count=0, first_seen=now, last_seen=now)
         known.entities[eid] = row
+        known.changed()
     row = known.entities[eid]
     delta.entities[eid] = row
     row.last_seen = now
     # A later, more telling reading of the kind wins over the default ones.
-    if kind != EntityKind.thing.value and (row.kind == EntityKind.thing.value
-                                           or kind == EntityKind.pet.value):
+    if kind != EntityKind.thing.value and row.kind != kind and (
+            row.kind == EntityKind.thing.value or kind == EntityKind.pet.value):
         row.kind = kind
+        known.changed()
     if row.key != USER and (
         (len(key.split()) > len(row.key.split())
          and _same_first(key.split()[0], row.key.split()[0]))
@@ -197,6 +215,7 @@ def _entity(known: Known, delta: GraphDelta, mem: Memory, name: str, kind: str,
     ):
         # A full name seen after the first name or a short form: it becomes canonical.
         row.key, row.name = key, name
+        known.changed()
     _alias(known, delta, eid, key)
     return eid
 
@@ -212,15 +231,14 @@ def _resolve(known: Known, key: str, kind: str) -> str | None:
     # Places and organisations merge only by their exact names ("Paris" is not "Paris Hilton").
     if kind in (EntityKind.place.value, EntityKind.organisation.value):
         return None
-    people = [e for e in known.entities.values()
-              if e.kind in (EntityKind.person.value, EntityKind.pet.value)]
     first = key.split()[0]
+    # Only names sharing the first three letters can be the same first name.
+    near = known.people().get(first[:3], [])
     if " " in key:
         # A full name: the one entity known by its first name (or a short form) alone.
-        hits = [e.id for e in people if " " not in e.key and _same_first(first, e.key)]
+        hits = [eid for eid, ekey, _head in near if " " not in ekey and _same_first(first, ekey)]
     else:
-        hits = [e.id for e in people
-                if e.key != USER and _same_first(key, e.key.split()[0])]
+        hits = [eid for eid, ekey, head in near if ekey != USER and _same_first(key, head)]
     return hits[0] if len(hits) == 1 else None
 
 
