@@ -7,6 +7,7 @@ from sleepmem.models.cards import (
     SearchRequest,
     SearchResult,
 )
+from sleepmem.models.entities import Entity, EntityAlias, EntityKind, EntityMention, Relation
 from sleepmem.models.events import DEFAULT_LIMITS, Event, EventKind, Limits, Role
 from sleepmem.models.scope import LEVELS, Scope
 from sleepmem.models.tables import (
@@ -36,6 +37,10 @@ __all__ = [
     "CheckpointStatus",
     "ConflictGroup",
     "DeadLetter",
+    "Entity",
+    "EntityAlias",
+    "EntityKind",
+    "EntityMention",
     "Event",
     "EventKind",
     "IndexState",
@@ -46,6 +51,7 @@ __all__ = [
     "MemoryCard",
     "MemoryStatus",
     "RawEvent",
+    "Relation",
     "Role",
     "Scope",
     "ScopeState",

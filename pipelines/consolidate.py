@@ -1,7 +1,8 @@
 """consolidate(scope): the sleep-time pipeline over one scope's pending events.
 
-extract → gate → resolve (dedup + judgement) → compress → persist (one SQL transaction)
-→ index → archive compressed originals. A failure before the commit leaves every event
+extract → gate → resolve (dedup + judgement) → compress → entities (names, aliases and
+relations of what the batch wrote) → persist (one SQL transaction) → index → archive
+compressed originals. A failure before the commit leaves every event
 pending and nothing half-applied; a failure after it leaves rows ``index_state=pending``
 for the reconciler.
 """
@@ -23,6 +24,8 @@ from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import span
 from sleepmem.models import Audit, MemoryStatus, Scope
 from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.entities import graph as entity_graph
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.extract.llm import LLMExtractor
 from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.index import apply_to_index, payload_for
@@ -115,6 +118,7 @@ def _consolidate_batch(
         if not rows:
             return 0
         versions = repo.scope_memories(session, scope_key=scope_key)
+        known = entity_store.load_known(session, scope_key=scope_key)
     events = [
         EventView(
             event_id=r.event_id,
@@ -144,6 +148,9 @@ def _consolidate_batch(
     extraction, comp = judged.extraction, judged.compression
     plan = resolver.plan
     before = {m.id: m for m in versions}
+    with report.stage("entities"):
+        graph = entity_graph.build(known=known, new=plan.new.values(),
+                                   retired=plan.changed.values(), deleted=plan.deleted, now=now)
     try:
         with report.stage("persist"), session_scope(engine) as session:
             _persist_checked(
@@ -153,7 +160,7 @@ def _consolidate_batch(
                     extractor=extraction.extractor, model=extraction.model,
                     llm_calls=extraction.llm_calls, llm_tokens=extraction.llm_tokens,
                 ),
-                consumed_events=[e.event_id for e in events],
+                consumed_events=[e.event_id for e in events], graph=graph,
             )
     except LeaseLostError as exc:
         _audit_failure(engine, scope, scope_key, events, exc, extractor.name, task_id, worker,
@@ -192,8 +199,9 @@ def _persist_checked(
     now: datetime,
     ctx: AuditContext,
     consumed_events: list[str],
+    graph: entity_graph.GraphDelta | None = None,
 ) -> None:
-    persist(session, plan, ctx=ctx, consumed_events=consumed_events, now=now)
+    persist(session, plan, ctx=ctx, consumed_events=consumed_events, now=now, graph=graph)
     # Last step before the commit: a run that lost its lease must not write beside the
     # lease's next holder, which is consolidating the same pending events.
     if ports.lease is not None and not ports.lease.confirm():
@@ -228,6 +236,7 @@ def _archive_compressed(
                 mem.status = MemoryStatus.archived.value
                 mem.archived_at = now
                 session.add(mem)
+            entity_store.follow_memories(session, memories=list(rows.values()), now=now)
             session.add(
                 Audit(**repo.audit_row(
                     at=now, op="ARCHIVE", tenant=summary.tenant, scope_key=summary.scope_key,

@@ -9,6 +9,8 @@ from sqlmodel import Session
 
 from sleepmem.models import Audit, IndexState
 from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.entities import store as entity_store
+from sleepmem.pipelines.entities.graph import GraphDelta
 from sleepmem.pipelines.resolve import Plan
 
 
@@ -30,8 +32,12 @@ def persist(
     ctx: AuditContext,
     consumed_events: list[str],
     now: datetime,
+    graph: GraphDelta | None = None,
 ) -> None:
-    """Everything or nothing: the caller's session commits once, after this returns."""
+    """Everything or nothing: the caller's session commits once, after this returns.
+
+    ``graph`` (the entity stage's rows for this plan) is written in the same transaction,
+    so an entity or relation never outlives, or predates, the memory it came from."""
     for mem in plan.new.values():
         mem.index_state = IndexState.pending.value
         session.add(mem)
@@ -40,6 +46,8 @@ def persist(
         session.merge(mem)
     session.flush()
     repo.delete_memories(session, ids=list(plan.deleted))
+    if graph is not None:
+        entity_store.write(session, delta=graph, now=now)
     repo.delete_events(session, tenant=ctx.tenant, ids=sorted(plan.deleted_events))
     first = True
     for draft in plan.audits:

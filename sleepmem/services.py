@@ -59,6 +59,7 @@ from sleepmem.models import (
 )
 from sleepmem.models.views import ConflictResolution, MemoryPage, MemoryView
 from sleepmem.pipelines.consolidate import ConsolidationReport
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.index import apply_to_index, reconcile
 from sleepmem.pipelines.lifecycle import erase as erasure
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
@@ -675,6 +676,9 @@ def update_memory(
             others = [m for m in _conflict_sides(session, set_id, old.tenant) if m.id != old.id]
             _settle(session, set_id, kept=new, others=others, now=now, worker=worker,
                     reason="resolved by a person's edit of one side", before=[old.id])
+        # The edited version's names and relations; the old one's relations retire.
+        entity_store.record_versions(session, scope_key=old.scope_key, new=[new],
+                                     retired=[old, *others], now=now)
         session.commit()
     _index_now(res, upsert=[new], payload=[old, *others])
     if settled:
@@ -738,6 +742,8 @@ def memory_feedback(
         session.add(mem)
         session.add(_audit_row(mem, op, before=[mem.id], after=[] if verdict == "wrong"
                                else [mem.id], reason=reason, worker=worker, now=now))
+        if verdict == "wrong":
+            entity_store.follow_memories(session, memories=[mem], now=now)
         session.commit()
     if verdict == "wrong":
         _index_now(res, upsert=[], payload=[mem])
@@ -788,6 +794,7 @@ def _settle(session: Session, conflict_set: str, *, kept: Memory, others: Sequen
         mem.details = {**mem.details, "resolved_conflict_set": conflict_set}
         mem.index_state = IndexState.pending.value
         session.add(mem)
+    entity_store.follow_memories(session, memories=others, now=now)
     kept.details = {**kept.details, "resolved_conflict_set": conflict_set}
     session.add(kept)
     session.add(_audit_row(kept, "RESOLVE",

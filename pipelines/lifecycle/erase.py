@@ -2,6 +2,7 @@
 
 A scope takes every narrower scope under it with it (erasing a user erases their projects
 and sessions). Removed: raw events, every memory version, vector points, dead letters,
+entities, their aliases, mentions and relations,
 scope state, operator jobs (their diffs quote statements), the Redis keys the service keeps
 for the scope (lease, queued marker), entries of the ingest stream not yet drained, and
 retrieval-hit entries naming the erased memories. The consolidation lease of every affected
@@ -38,6 +39,7 @@ from sleepmem.models import (
     LEVELS,
     Audit,
     DeadLetter,
+    Entity,
     Job,
     Memory,
     RawEvent,
@@ -46,6 +48,7 @@ from sleepmem.models import (
     SessionCheckpoint,
 )
 from sleepmem.pipelines.decay import aware
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.ports import HotStore, Ports, VectorIndex
 from sleepmem.pipelines.store import audit_row
 
@@ -146,6 +149,8 @@ def erase_scope(
             removed["stream_entries"] = hot.erase_pending_events(
                 lambda levels: covers(target, levels)
             )
+            with conn.begin():
+                entities = entity_store.count_within(conn, where=within(Entity, target))
             ids = _erase_memories(conn, index, within(Memory, target), hasher)
             removed["memories"] = len(ids)
             removed["vector_points"] = len(ids) + _erase_orphan_points(index, target)
@@ -154,6 +159,9 @@ def erase_scope(
                 conn, lambda levels, _eid: covers(target, levels)
             )
             with conn.begin():
+                # Most went with their memories; whatever is left goes here.
+                entity_store.erase_within(conn, where=within(Entity, target))
+                removed["entities"] = entities
                 removed["scope_state"] = _rowcount(
                     conn.execute(sa.delete(ScopeState).where(within(ScopeState, target)))
                 )
@@ -317,6 +325,8 @@ def _erase_memories(
                 hasher.add(statement)
             index.delete(ids)
             conn.execute(sa.delete(Memory).where(col(Memory.id).in_(ids)))
+            # Their names and relations too; entities nothing mentions any more follow.
+            entity_store.prune(conn, scope_keys=entity_store.forget_memories(conn, ids=ids))
         erased.extend(ids)
 
 

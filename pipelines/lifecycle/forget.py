@@ -46,6 +46,7 @@ from sleepmem.pipelines.decay import (
     survival_array,
     sweepable_sql,
 )
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.lifecycle.batches import BatchRun, Counts
 from sleepmem.pipelines.memories import content_hash
 from sleepmem.pipelines.ports import Ports, VectorIndex
@@ -171,6 +172,7 @@ def _delete_pass(run: _Run) -> None:
                 texts[(tenant, scope_key)].append(statement)
             hashes = {k: content_hash(*sorted(v)) for k, v in texts.items()}
             conn.execute(sa.delete(Memory).where(col(Memory.id).in_(ids)))
+            entity_store.prune(conn, scope_keys=entity_store.forget_memories(conn, ids=ids))
             conn.execute(
                 sa.insert(Audit),
                 run.audit("DELETE", groups, "archived or expired past the retention window",
@@ -391,6 +393,7 @@ def _set_gone(conn: Connection, ids: list[str], status: str, now: datetime) -> N
         .values(status=status, archived_at=now, index_state=IndexState.pending.value,
                 **({"demoted": True} if status == MemoryStatus.archived.value else {}))
     )
+    entity_store.follow_status(conn, ids=ids, status=status, now=now)
 
 
 def _push_status(run: _Run, ids: list[str], status: str) -> None:

@@ -57,6 +57,7 @@ from sleepmem.models import (
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.consolidate import make_extractor
 from sleepmem.pipelines.decay import aware
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.index import apply_to_index
 from sleepmem.pipelines.memories import copy_row, memory_id, norm_text
 from sleepmem.pipelines.policy import Policy
@@ -569,6 +570,10 @@ def _apply(
             *(([m.id], [], "no longer derived from its events") for m in d.removed),
             *(([], [m.id], "derived by the current pipeline") for m in new_rows[: len(d.added)]),
         ]
+        # The entity stage over the swap: the new versions' names and relations, and the
+        # retired versions' relations retired with them.
+        entity_store.record_versions(session, scope_key=job.scope_key, new=new_rows,
+                                     retired=retired, now=now)
         extractor = new_rows[0].extractor if new_rows else ""
         for before, after, why in audits:
             session.add(Audit(**audit_row(

@@ -117,6 +117,9 @@ def world(
     run_job(engine=engine, ports=ports, settings=settings, job_id=job.id)
     assert ann_ids and bob_ids
     assert scan_sql(engine, "Marguerite") and scan_redis(redis, keys, "Marguerite")
+    # The names are entities too: the scans below must find them gone from those tables.
+    for word in SECRET_WORDS:
+        assert {"entity", "entity_alias"} <= set(scan_sql(engine, word)), word
     return {"ann": ann_ids, "bob": bob_ids}
 
 
@@ -143,6 +146,7 @@ class TestEraseScope:
         assert receipt.removed["dead_letters"] == 1
         assert receipt.removed["hit_entries"] == 2
         assert receipt.removed["jobs"] == 1
+        assert receipt.removed["entities"] >= len(SECRET_WORDS)
         assert len(receipt.content_hash) == 64
         assert '"erase"' in logs.getvalue()
 
@@ -233,6 +237,9 @@ class TestEraseMemory:
         assert receipt.removed["memories"] >= 1 and receipt.removed["raw_events"] == 1
         assert index.payloads([divorce.id]) == {}
         assert scan_sql(engine, "divorce") == []  # events, versions, job diffs
+        # The name only that memory mentioned goes with it; the hospital's stays.
+        assert not {"entity", "entity_alias"} & set(scan_sql(engine, "Marguerite"))
+        assert {"entity", "entity_alias"} <= set(scan_sql(engine, "Aldhelm"))
         assert divorce.id not in {i for _e, ids, _t in read_hits(redis, keys) for i in ids}
         assert [m.statement for m in current(engine, ANN.owner.key)
                 if "nurse" in m.statement]
