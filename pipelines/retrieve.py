@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -26,10 +26,10 @@ from sleepmem.models import (
     SearchResult,
 )
 from sleepmem.pipelines.decompose import parts as decompose
-from sleepmem.pipelines.fusion import Route, fuse, mix
+from sleepmem.pipelines.fusion import Fused, Route, fuse, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
-from sleepmem.pipelines.ports import Hit, IndexFilter, Ports
+from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
 
@@ -56,6 +56,12 @@ class RankWeights:
     part: float = 0.5
     time: float = 0.3
     extra: float = 0.5
+    # The context route: around the best few hits, the memories of the same episode
+    # (valid_from within ``context_window_s``) that best match the query.
+    context: float = 0.0
+    context_seeds: int = 3
+    context_per_seed: int = 3
+    context_window_s: float = 600.0
 
 
 def approx_tokens(text: str) -> int:
@@ -87,6 +93,12 @@ def understand(query: str, now: datetime) -> QueryPlan:
     )
 
 
+def embed_plan(ports: Ports, plan: QueryPlan) -> Vector:
+    """The query and its parts, embedded in one batch."""
+    return ports.embedder.embed([subjectless(t) for t in (plan.text, *plan.parts)],
+                                kind="query")
+
+
 def recall(
     *,
     engine: Engine,
@@ -96,12 +108,13 @@ def recall(
     where: IndexFilter,
     weights: RankWeights,
     limit: int,
+    vectors: Vector,
     extra: Mapping[str, RouteFn] | None = None,
 ) -> list[Route]:
     """Every route's hits for the query: dense and lexical over the whole query, each part
-    of a two-part question, the query restricted to its time window, and extra routes."""
+    of a two-part question, the query restricted to its time window, and extra routes.
+    ``vectors``: the embedded query and parts (:func:`embed_plan`), in that order."""
     texts = [plan.text, *plan.parts]
-    vectors = ports.embedder.embed([subjectless(t) for t in texts], kind="query")
     lexical_share = 1.0 - weights.dense_share
 
     def both(i: int, w: IndexFilter, n: int) -> tuple[list[Hit], list[Hit]]:
@@ -150,11 +163,20 @@ def search(
     query = _as_user(request.query, _names(engine, request.scope))
     plan = understand(query, request.as_of or now)
     limit = max(weights.candidates, request.k * 4)
+    vectors = embed_plan(ports, plan)
     routes = recall(engine=engine, ports=ports, scope=request.scope, plan=plan, where=where,
-                    weights=weights, limit=limit, extra=extra)
+                    weights=weights, limit=limit, vectors=vectors, extra=extra)
     fused = fuse(routes)
     if not fused:
         return SearchResult(cards=[])
+    if weights.context > 0:
+        context = _context_route(ports=ports, where=where, vector=vectors[0], fused=fused,
+                                 weights=weights)
+        for mid, f in fuse([context]).items():
+            got = fused.setdefault(mid, type(f)())
+            got.score += f.score
+            if "context" not in got.routes:
+                got.routes.append("context")
     with Session(engine) as session:
         rows = {
             m.id: m
@@ -210,6 +232,31 @@ def search(
     return SearchResult(cards=cards, tokens=tokens)
 
 
+def _context_route(
+    *, ports: Ports, where: IndexFilter, vector: Vector, fused: Mapping[str, Fused],
+    weights: RankWeights,
+) -> Route:
+    """Context expansion: an answer often sits in the turns around the best hit (the
+    question, the reply that answers it), so each of the best few hits proposes the
+    memories that became valid within minutes of it and best match the query."""
+    seeds = sorted(fused, key=lambda mid: -fused[mid].score)[: weights.context_seeds]
+    payloads = ports.index.payloads(seeds)
+    hits: dict[str, float] = {}
+    for rank, mid in enumerate(seeds):
+        at = payloads.get(mid, {}).get("valid_from")
+        if at is None:
+            continue
+        t = datetime.fromtimestamp(float(at), tz=UTC)
+        span = timedelta(seconds=weights.context_window_s)
+        near = replace(where, valid_between=(t - span, t + span))
+        for h in ports.index.search_dense(vector, where=near, limit=weights.context_per_seed + 1):
+            if h.id != mid:
+                # A neighbour inherits its seed's standing, less for lower seeds.
+                hits[h.id] = max(hits.get(h.id, 0.0), fused[mid].score / (rank + 1) + h.score)
+    ranked = sorted(hits.items(), key=lambda kv: -kv[1])
+    return Route("context", [Hit(i, s) for i, s in ranked], weights.context)
+
+
 def _names(engine: Engine, scope: Scope) -> list[str]:
     """The names the scope's user goes by (identity memories of the ``name`` slot)."""
     if not scope.user:
@@ -260,8 +307,6 @@ def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:
 
 
 def _aware(t: datetime) -> datetime:
-    from datetime import UTC
-
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t
 
 

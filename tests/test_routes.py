@@ -199,7 +199,8 @@ class TestTwoPartQuestions:
     def test_a_two_part_question_is_split_at_its_conjunction(self) -> None:
         assert parts("What did Ann paint and where did Mel study music?") == [
             "What did Ann paint", "where did Mel study music"]
-        assert parts("安搬到了哪个城市，她的狗叫什么名字？") == ["安搬到了哪个城市", "她的狗叫什么名字"]
+        assert parts("安搬到了哪个城市，她的狗叫什么名字？") == [
+            "安搬到了哪个城市", "她的狗叫什么名字"]
 
     def test_names_joined_by_and_stay_one_question(self) -> None:
         assert parts("What do Ann and Mel like to cook?") == []
@@ -264,3 +265,22 @@ class TestCardsCarryRoutes:
         assert "routes" not in card.model_dump()
         with_routes = card.model_copy(update={"routes": ["dense"]})
         assert with_routes.model_dump()["routes"] == ["dense"]
+
+
+class TestContextRoute:
+    def test_the_turn_next_to_a_strong_hit_is_proposed_by_the_context_route(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        at = NOW - timedelta(days=3)
+        remember(engine, index, "Ann asked what to call her new puppy.", at=at)
+        reply = remember(engine, index, "Mel said Biscuit suits him.",
+                         at=at + timedelta(seconds=30))
+        remember(engine, index, "Mel said the cake was lovely.", at=at - timedelta(days=30))
+        ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+        request = build_request("what did Ann call her new puppy", scope=ANN, k=3)
+        on = search(engine=engine, ports=ports, request=request,
+                    weights=RankWeights(context=0.5)).flat()
+        off = search(engine=engine, ports=ports, request=request, weights=RankWeights()).flat()
+        assert ["context" in c.routes for c in on if c.id == reply.id] == [True]
+        assert all("context" not in c.routes for c in off)
