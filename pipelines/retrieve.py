@@ -58,7 +58,7 @@ class RankWeights:
     extra: float = 0.5
     # The context route: around the best few hits, the memories of the same episode
     # (valid_from within ``context_window_s``) that best match the query.
-    context: float = 0.0
+    context: float = 0.3
     context_seeds: int = 3
     context_per_seed: int = 3
     context_window_s: float = 600.0

@@ -235,7 +235,8 @@ class TestFusion:
         self, engine: Engine, index: EdgeIndex
     ) -> None:
         crowd(engine, index)
-        friend = remember(engine, index, "Mel works as a nurse in Tokyo.")
+        friend = remember(engine, index, "Mel works as a nurse in Tokyo.",
+                          at=NOW - timedelta(days=500))
         asked: list[dict[str, Any]] = []
 
         def entity_route(*, engine: Engine, scope: Scope, query: str, limit: int) -> list[Hit]:
@@ -280,7 +281,8 @@ class TestContextRoute:
         ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
         request = build_request("what did Ann call her new puppy", scope=ANN, k=3)
         on = search(engine=engine, ports=ports, request=request,
-                    weights=RankWeights(context=0.5)).flat()
-        off = search(engine=engine, ports=ports, request=request, weights=RankWeights()).flat()
+                    weights=RankWeights(context=0.3)).flat()
+        off = search(engine=engine, ports=ports, request=request,
+                     weights=RankWeights(context=0.0)).flat()
         assert ["context" in c.routes for c in on if c.id == reply.id] == [True]
         assert all("context" not in c.routes for c in off)
