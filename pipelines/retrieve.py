@@ -249,10 +249,11 @@ def _context_route(
         t = datetime.fromtimestamp(float(at), tz=UTC)
         span = timedelta(seconds=weights.context_window_s)
         near = replace(where, valid_between=(t - span, t + span))
+        # The seed is part of its own episode: it is found here too, so the route lifts
+        # an episode around its best hit and never lifts a neighbour past its own seed.
         for h in ports.index.search_dense(vector, where=near, limit=weights.context_per_seed + 1):
-            if h.id != mid:
-                # A neighbour inherits its seed's standing, less for lower seeds.
-                hits[h.id] = max(hits.get(h.id, 0.0), fused[mid].score / (rank + 1) + h.score)
+            # A neighbour inherits its seed's standing, less for lower seeds.
+            hits[h.id] = max(hits.get(h.id, 0.0), fused[mid].score / (rank + 1) + h.score)
     ranked = sorted(hits.items(), key=lambda kv: -kv[1])
     return Route("context", [Hit(i, s) for i, s in ranked], weights.context)
 
