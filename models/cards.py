@@ -64,6 +64,9 @@ class MemoryCard(BaseModel):
     score: float
     status: str = "active"
     provenance: list[str] | None = None
+    # Which recall routes proposed it (dense, lexical, time, part, entity, ...); left out
+    # of the JSON when empty so clients that predate routes see the card they know.
+    routes: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ConflictGroup(BaseModel):

@@ -78,7 +78,8 @@ class IndexFilter:
 
     ``scope``: each level of a point must be unset or equal to the scope's (nesting);
     the tenant must match exactly. ``as_of``: points valid at that time, whatever their
-    status; otherwise only current statuses not expired at ``now``.
+    status; otherwise only current statuses not expired at ``now``. ``valid_between``:
+    besides, points that became valid in that half-open window.
     """
 
     scope: Scope
@@ -86,6 +87,8 @@ class IndexFilter:
     types: tuple[str, ...] | None = None
     as_of: datetime | None = None
     statuses: tuple[str, ...] = ("active", "pending_confirmation")
+    # The time route: only points whose valid_from lies in [start, end).
+    valid_between: tuple[datetime, datetime] | None = None
 
 
 @dataclass(frozen=True, slots=True)

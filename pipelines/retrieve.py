@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -25,9 +25,13 @@ from sleepmem.models import (
     SearchRequest,
     SearchResult,
 )
+from sleepmem.pipelines.decompose import parts as decompose
+from sleepmem.pipelines.fusion import Fused, Route, fuse, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
-from sleepmem.pipelines.ports import Hit, IndexFilter, Ports
+from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
+from sleepmem.pipelines.when import Window, asks_when, carries_date
+from sleepmem.pipelines.when import resolve as resolve_window
 
 # Queries name the person the memory is about ("the user's", "用户的"), and extracted
 # statements do too; on the lexical side that word would only favour paraphrased
@@ -48,6 +52,16 @@ class RankWeights:
     recency_half_life_s: float = 30 * 86400.0
     candidates: int = 50
     demoted_penalty: float = 0.15
+    # Fusion weights of the routes beyond dense + lexical (which share 1.0 between them).
+    part: float = 0.5
+    time: float = 0.3
+    extra: float = 0.5
+    # The context route: around the best few hits, the memories of the same episode
+    # (valid_from within ``context_window_s``) that best match the query.
+    context: float = 0.3
+    context_seeds: int = 3
+    context_per_seed: int = 3
+    context_window_s: float = 600.0
 
 
 def approx_tokens(text: str) -> int:
@@ -57,8 +71,89 @@ def approx_tokens(text: str) -> int:
     return max(1, cjk + math.ceil(words * 1.3) + 4)
 
 
+RouteFn = Callable[..., list[Hit]]
+"""An extra recall route: ``fn(*, engine, scope, query, limit) -> list[Hit]`` (the shape of
+``sleepmem.pipelines.entities.entity_route``); its hits are fused like the built-in ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """What the query says besides its words: a time window, a "when", its parts."""
+
+    text: str
+    window: Window | None
+    asks_when: bool
+    parts: tuple[str, ...]
+
+
+def understand(query: str, now: datetime) -> QueryPlan:
+    return QueryPlan(
+        text=query, window=resolve_window(query, now), asks_when=asks_when(query),
+        parts=tuple(decompose(query)),
+    )
+
+
+def embed_plan(ports: Ports, plan: QueryPlan) -> Vector:
+    """The query and its parts, embedded in one batch."""
+    return ports.embedder.embed([subjectless(t) for t in (plan.text, *plan.parts)],
+                                kind="query")
+
+
+def recall(
+    *,
+    engine: Engine,
+    ports: Ports,
+    scope: Scope,
+    plan: QueryPlan,
+    where: IndexFilter,
+    weights: RankWeights,
+    limit: int,
+    vectors: Vector,
+    extra: Mapping[str, RouteFn] | None = None,
+) -> list[Route]:
+    """Every route's hits for the query: dense and lexical over the whole query, each part
+    of a two-part question, the query restricted to its time window, and extra routes.
+    ``vectors``: the embedded query and parts (:func:`embed_plan`), in that order."""
+    texts = [plan.text, *plan.parts]
+    lexical_share = 1.0 - weights.dense_share
+
+    def both(i: int, w: IndexFilter, n: int) -> tuple[list[Hit], list[Hit]]:
+        dense = ports.index.search_dense(vectors[i], where=w, limit=n)
+        sparse = {t: v for t, v in sparse_query(texts[i]).items() if t not in QUERY_STOP_IDS}
+        lexical = ports.index.search_sparse(sparse, where=w, limit=n) if sparse else []
+        return dense, lexical
+
+    dense, lexical = both(0, where, limit)
+    routes = [
+        Route("dense", dense, weights.dense_share),
+        Route("lexical", lexical, lexical_share),
+    ]
+    for i in range(1, len(texts)):
+        d, lx = both(i, where, limit // 2)
+        routes.append(
+            Route("part", mix([(d, weights.dense_share), (lx, lexical_share)]), weights.part)
+        )
+    if plan.window is not None:
+        windowed = replace(where, valid_between=(plan.window.start, plan.window.end))
+        d, lx = both(0, windowed, limit // 2)
+        routes.append(
+            Route("time", mix([(d, weights.dense_share), (lx, lexical_share)]), weights.time)
+        )
+    for name, fn in (extra or {}).items():
+        routes.append(
+            Route(name, fn(engine=engine, scope=scope, query=plan.text, limit=limit),
+                  weights.extra)
+        )
+    return routes
+
+
 def search(
-    *, engine: Engine, ports: Ports, request: SearchRequest, weights: RankWeights
+    *,
+    engine: Engine,
+    ports: Ports,
+    request: SearchRequest,
+    weights: RankWeights,
+    extra: Mapping[str, RouteFn] | None = None,
 ) -> SearchResult:
     now = ports.clock()
     where = IndexFilter(
@@ -66,18 +161,26 @@ def search(
         as_of=request.as_of,
     )
     query = _as_user(request.query, _names(engine, request.scope))
-    vector = ports.embedder.embed([subjectless(query)], kind="query")[0]
+    plan = understand(query, request.as_of or now)
     limit = max(weights.candidates, request.k * 4)
-    dense = ports.index.search_dense(vector, where=where, limit=limit)
-    sparse = {t: w for t, w in sparse_query(query).items() if t not in QUERY_STOP_IDS}
-    lexical = ports.index.search_sparse(sparse, where=where, limit=limit) if sparse else []
-    relevance = _fuse(dense, lexical, weights.dense_share)
-    if not relevance:
+    vectors = embed_plan(ports, plan)
+    routes = recall(engine=engine, ports=ports, scope=request.scope, plan=plan, where=where,
+                    weights=weights, limit=limit, vectors=vectors, extra=extra)
+    fused = fuse(routes)
+    if not fused:
         return SearchResult(cards=[])
+    if weights.context > 0:
+        context = _context_route(ports=ports, where=where, vector=vectors[0], fused=fused,
+                                 weights=weights)
+        for mid, f in fuse([context]).items():
+            got = fused.setdefault(mid, type(f)())
+            got.score += f.score
+            if "context" not in got.routes:
+                got.routes.append("context")
     with Session(engine) as session:
         rows = {
             m.id: m
-            for m in session.exec(select(Memory).where(col(Memory.id).in_(list(relevance))))
+            for m in session.exec(select(Memory).where(col(Memory.id).in_(list(fused))))
         }
         rows = {mid: m for mid, m in rows.items() if _visible(m, request, now)}
         sets = {m.conflict_set for m in rows.values() if m.conflict_set and request.as_of is None}
@@ -86,7 +189,17 @@ def search(
             for m in session.exec(select(Memory).where(col(Memory.conflict_set).in_(list(sets)))):
                 if _visible(m, request, now):
                     sides.setdefault(str(m.conflict_set), []).append(m)
-    scored = {mid: _score(m, relevance[mid], now, weights) for mid, m in rows.items()}
+    if plan.asks_when:
+        # A "when" question is answered by a memory that names a time: among the
+        # candidates, those whose statement carries a date form the time route.
+        dated = [Hit(mid, fused[mid].score) for mid, m in rows.items()
+                 if carries_date(m.statement)]
+        for mid, f in fuse([Route("time", dated, weights.time)]).items():
+            fused[mid].score += f.score
+            if "time" not in fused[mid].routes:
+                fused[mid].routes.append("time")
+    scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
+    found_by = {mid: fused[mid].routes for mid in rows}
 
     entries: list[tuple[float, str, MemoryCard | ConflictGroup]] = []
     grouped: set[str] = set()
@@ -100,11 +213,12 @@ def search(
             group = ConflictGroup(
                 conflict_set=m.conflict_set,
                 score=round(score, 6),
-                sides=[_card(x, scored.get(x.id, score), request) for x in members],
+                sides=[_card(x, scored.get(x.id, score), request, found_by.get(x.id, []))
+                       for x in members],
             )
             entries.append((score, m.conflict_set, group))
         else:
-            entries.append((scored[mid], mid, _card(m, scored[mid], request)))
+            entries.append((scored[mid], mid, _card(m, scored[mid], request, found_by[mid])))
     # Stable order for equal inputs: score, then id (cache-friendly prompts).
     entries.sort(key=lambda e: (-round(e[0], 6), e[1]))
     cards: list[MemoryCard | ConflictGroup] = []
@@ -116,6 +230,32 @@ def search(
         cards.append(card)
         tokens += cost
     return SearchResult(cards=cards, tokens=tokens)
+
+
+def _context_route(
+    *, ports: Ports, where: IndexFilter, vector: Vector, fused: Mapping[str, Fused],
+    weights: RankWeights,
+) -> Route:
+    """Context expansion: an answer often sits in the turns around the best hit (the
+    question, the reply that answers it), so each of the best few hits proposes the
+    memories that became valid within minutes of it and best match the query."""
+    seeds = sorted(fused, key=lambda mid: -fused[mid].score)[: weights.context_seeds]
+    payloads = ports.index.payloads(seeds)
+    hits: dict[str, float] = {}
+    for rank, mid in enumerate(seeds):
+        at = payloads.get(mid, {}).get("valid_from")
+        if at is None:
+            continue
+        t = datetime.fromtimestamp(float(at), tz=UTC)
+        span = timedelta(seconds=weights.context_window_s)
+        near = replace(where, valid_between=(t - span, t + span))
+        # The seed is part of its own episode: it is found here too, so the route lifts
+        # an episode around its best hit and never lifts a neighbour past its own seed.
+        for h in ports.index.search_dense(vector, where=near, limit=weights.context_per_seed + 1):
+            # A neighbour inherits its seed's standing, less for lower seeds.
+            hits[h.id] = max(hits.get(h.id, 0.0), fused[mid].score / (rank + 1) + h.score)
+    ranked = sorted(hits.items(), key=lambda kv: -kv[1])
+    return Route("context", [Hit(i, s) for i, s in ranked], weights.context)
 
 
 def _names(engine: Engine, scope: Scope) -> list[str]:
@@ -145,23 +285,9 @@ def _as_user(query: str, names: list[str]) -> str:
 
 
 def _fuse(dense: Sequence[Hit], lexical: Sequence[Hit], dense_share: float) -> dict[str, float]:
-    """Min-max normalise each list over its own candidates, then mix: both live in [0, 1].
-
-    Dividing by the best score alone would squeeze a small embedder's narrow cosine band
-    (USE: 0.2-0.6) into 0.6-1.0, so every dense candidate would outweigh all but the best
-    lexical ones and drown the sharper lexical ranking. Every candidate stays in, even at
-    zero: the filter already decided it may be seen, and the other terms still apply.
-    """
-    out: dict[str, float] = {}
-    for hits, share in ((dense, dense_share), (lexical, 1.0 - dense_share)):
-        if not hits:
-            continue
-        hi = max(h.score for h in hits)
-        lo = min(h.score for h in hits)
-        for h in hits:
-            norm = (h.score - lo) / (hi - lo) if hi > lo else 1.0
-            out[h.id] = out.get(h.id, 0.0) + share * norm
-    return out
+    """The two base routes alone, fused (see :mod:`sleepmem.pipelines.fusion`)."""
+    routes = [Route("dense", dense, dense_share), Route("lexical", lexical, 1.0 - dense_share)]
+    return {mid: f.score for mid, f in fuse(routes).items()}
 
 
 def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:
@@ -182,8 +308,6 @@ def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:
 
 
 def _aware(t: datetime) -> datetime:
-    from datetime import UTC
-
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t
 
 
@@ -200,7 +324,7 @@ def _score(m: Memory, relevance: float, now: datetime, w: RankWeights) -> float:
     return score - w.demoted_penalty if m.demoted else score
 
 
-def _card(m: Memory, score: float, request: SearchRequest) -> MemoryCard:
+def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) -> MemoryCard:
     return MemoryCard(
         id=m.id,
         statement=m.statement,
@@ -212,6 +336,7 @@ def _card(m: Memory, score: float, request: SearchRequest) -> MemoryCard:
         score=round(score, 6),
         status=m.status if m.status != MemoryStatus.pending_confirmation.value else "conflict",
         provenance=list(m.provenance) if request.with_provenance else None,
+        routes=list(routes),
     )
 
 

@@ -13,7 +13,7 @@ from sleepmem.adapters.redis.hits import record_hits
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.metrics import SEARCH_SECONDS
 from sleepmem.models import Scope, SearchRequest, SearchResult
-from sleepmem.pipelines.retrieve import RankWeights, hit_ids, search
+from sleepmem.pipelines.retrieve import RankWeights, RouteFn, hit_ids, search
 from sleepmem.resources import Resources
 
 
@@ -59,14 +59,21 @@ def build_request(
 
 
 class Reader:
-    def __init__(self, resources: Resources) -> None:
+    """``routes``: extra recall routes by name (e.g. the entity route), fused with the
+    built-in dense, lexical, time and part routes."""
+
+    def __init__(
+        self, resources: Resources, *, routes: Mapping[str, RouteFn] | None = None
+    ) -> None:
         self.resources = resources
+        self.routes = dict(routes or {})
 
     def search(self, request: SearchRequest) -> SearchResult:
         started = time.perf_counter()
         res = self.resources
         ports = res.ports()
-        result = search(engine=res.engine, ports=ports, request=request, weights=rank_weights(res))
+        result = search(engine=res.engine, ports=ports, request=request,
+                        weights=rank_weights(res), extra=self.routes)
         # Every returned card counts as a hit (README rule 6): one XADD, applied later.
         record_hits(res.redis, res.keys, hit_ids(result), at=ports.clock())
         SEARCH_SECONDS.observe(time.perf_counter() - started)

@@ -52,5 +52,6 @@ def search(
             for side in card.sides:
                 typer.echo(f"         - {side.statement}  [{side.type}, {side.source}]")
         else:
+            found = f", via {'+'.join(card.routes)}" if card.routes else ""
             typer.echo(f"{card.score:.3f}  {card.statement}  "
-                       f"[{card.type}, {card.source}, {card.valid_from:%Y-%m-%d}]")
+                       f"[{card.type}, {card.source}, {card.valid_from:%Y-%m-%d}{found}]")

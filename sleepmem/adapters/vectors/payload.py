@@ -202,6 +202,10 @@ def conditions(where: IndexFilter) -> list[Condition]:
         # What was true then, whatever has happened to it since: status and expiry ignored.
         out.append(Range("valid_from", lte=at))
         out.append(Range("valid_to", gt=at))
+    if where.valid_between is not None:
+        # [start, end) with the (gt, lte] ranges the engines offer: a microsecond inside.
+        start, end = where.valid_between
+        out.append(Range("valid_from", gt=epoch(start) - 1e-6, lte=epoch(end) - 1e-6))
     return out
 
 

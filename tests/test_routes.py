@@ -1,0 +1,288 @@
+"""Multi-route recall: time expressions (EN, ZH) resolve to windows, "when" questions
+favour dated memories, two-part questions reach both parts, an extra route plugs into the
+fusion, and every card says which routes found it.
+
+Memories are written as rows and index points the way persist + index write them; the
+index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_search).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from sleepmem.adapters.embedders import HashingEmbedder
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.models import Memory, MemoryCard, Scope
+from sleepmem.pipelines.decompose import parts
+from sleepmem.pipelines.fusion import Route, fuse
+from sleepmem.pipelines.index import upsert_memories
+from sleepmem.pipelines.memories import new_memory
+from sleepmem.pipelines.ports import Hit, IndexFilter, Ports
+from sleepmem.pipelines.retrieve import RankWeights, RouteFn, search
+from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.when import asks_when, carries_date, resolve
+from sleepmem.reader import build_request
+
+NOW = datetime(2024, 3, 15, 10, tzinfo=UTC)  # a Friday
+EMBEDDER = HashingEmbedder()
+EVENT_IDS = itertools.count()
+ANN = Scope(tenant="acme", agent="bot", user="ann")
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[EdgeIndex]:
+    idx = EdgeIndex(tmp_path / "index")
+    idx.ensure(dim=EMBEDDER.dim)
+    yield idx
+    idx.close()
+
+
+def remember(engine: Engine, index: EdgeIndex, statement: str, *, at: datetime = NOW,
+             **kw: Any) -> Memory:
+    cand = Candidate(type=str(kw.pop("type", "event")), statement=statement,
+                     provenance=[f"ev{next(EVENT_IDS)}"], valid_from=at, scope=ANN)
+    mem = new_memory(cand, scope_key=ANN.owner.key, now=at, ttl=None, extractor="test")
+    for key, value in kw.items():
+        setattr(mem, key, value)
+    with Session(engine) as s:
+        s.add(mem)
+        s.commit()
+        s.refresh(mem)
+    upsert_memories([mem], index=index, embedder=EMBEDDER)
+    return mem
+
+
+FILLER = [
+    "Ann went to the market for bread.", "Ann went to the gym after work.",
+    "Mel went to a concert downtown.", "Ann went swimming at the pool.",
+    "Ann cooked dinner for her parents.", "Mel went to the library to study.",
+    "Ann went to see a film with friends.", "Ann walked the dog in the park.",
+]
+
+
+def crowd(engine: Engine, index: EdgeIndex, *, at: datetime = NOW) -> None:
+    """Loosely related memories, so each route's min-max has a real spread to work on
+    (with two candidates one would be 1 and the other 0 on every route)."""
+    for i, text in enumerate(FILLER):
+        remember(engine, index, text, at=at - timedelta(days=400 + i))
+
+
+def find(engine: Engine, index: EdgeIndex, query: str, *, k: int = 5,
+         extra: dict[str, RouteFn] | None = None) -> list[MemoryCard]:
+    ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+    request = build_request(query, scope=ANN, k=k)
+    result = search(engine=engine, ports=ports, request=request, weights=RankWeights(),
+                    extra=extra)
+    return result.flat()
+
+
+def day(text: str) -> tuple[str, str] | None:
+    w = resolve(text, NOW)
+    return None if w is None else (f"{w.start:%Y-%m-%d}", f"{w.end:%Y-%m-%d}")
+
+
+class TestDateExpressionsResolveToWindows:
+    @pytest.mark.parametrize(
+        ("query", "window"),
+        [
+            ("what did I do yesterday", ("2024-03-14", "2024-03-15")),
+            ("what did I buy last month", ("2024-02-01", "2024-03-01")),
+            ("where did I travel last year", ("2023-01-01", "2024-01-01")),
+            ("who did I meet last Saturday", ("2024-03-09", "2024-03-10")),
+            ("what happened on 8 May, 2023", ("2023-05-08", "2023-05-09")),
+            ("what did I read in May 2023", ("2023-05-01", "2023-06-01")),
+            ("trips in the past two weeks", ("2024-03-01", "2024-03-15")),
+        ],
+    )
+    def test_english_expressions(self, query: str, window: tuple[str, str]) -> None:
+        assert day(query) == window
+
+    @pytest.mark.parametrize(
+        ("query", "window"),
+        [
+            ("我上个月买了什么", ("2024-02-01", "2024-03-01")),
+            ("去年我去了哪里", ("2023-01-01", "2024-01-01")),
+            ("昨天我吃了什么", ("2024-03-14", "2024-03-15")),
+            ("2023年5月8日发生了什么", ("2023-05-08", "2023-05-09")),
+            ("上周六我见了谁", ("2024-03-09", "2024-03-10")),
+        ],
+    )
+    def test_chinese_expressions(self, query: str, window: tuple[str, str]) -> None:
+        assert day(query) == window
+
+    def test_a_counted_offset_is_widened_by_one_unit_each_side(self) -> None:
+        assert day("what did I cook 3 days ago") == ("2024-03-11", "2024-03-14")
+        assert day("三天前我做了什么") == ("2024-03-11", "2024-03-14")
+
+    def test_before_and_after_open_the_window_on_one_side(self) -> None:
+        before = resolve("what did I do before June 2023", NOW)
+        after = resolve("what did I do after March 3rd", NOW)
+        zh_before = resolve("5月之前我在哪里工作", NOW)
+        assert before is not None and before.end == datetime(2023, 6, 1, tzinfo=UTC)
+        assert before.start.year == 1970
+        assert after is not None and after.start == datetime(2024, 3, 4, tzinfo=UTC)
+        assert after.end > NOW
+        assert zh_before is not None and zh_before.end == datetime(2023, 5, 1, tzinfo=UTC)
+
+    def test_ordinary_words_that_name_months_are_not_dates(self) -> None:
+        assert resolve("may I ask what you march to", NOW) is None
+        assert resolve("what is my favourite colour", NOW) is None
+
+    def test_when_questions_and_dated_statements_are_recognised(self) -> None:
+        assert asks_when("When did Ann go to Rome?")
+        assert asks_when("安什么时候去的罗马？")
+        assert not asks_when("What did Ann eat in Rome?")
+        assert carries_date("I went to Rome yesterday")
+        assert carries_date("我上周去了罗马")
+        assert not carries_date("I like Rome")
+
+
+class TestTimeRoute:
+    def test_a_window_in_the_query_brings_the_memory_from_that_window_first(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        remember(engine, index, "Ann went hiking in the hills.", at=NOW - timedelta(days=200))
+        remember(engine, index, "Ann went hiking in the woods.", at=NOW - timedelta(days=90))
+        inside = remember(engine, index, "Ann went hiking by the lake.",
+                          at=datetime(2024, 2, 10, tzinfo=UTC))
+        cards = find(engine, index, "where did Ann go hiking last month")
+        assert cards[0].id == inside.id
+        assert "time" in cards[0].routes
+        assert all("time" not in c.routes for c in cards[1:])
+
+    def test_the_same_window_in_chinese_finds_the_same_memory(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        remember(engine, index, "安和哥哥去爬山了。", at=NOW - timedelta(days=200))
+        inside = remember(engine, index, "安和妹妹去爬山了。", at=datetime(2024, 2, 10, tzinfo=UTC))
+        cards = find(engine, index, "安上个月去哪里爬山了")
+        assert cards[0].id == inside.id
+        assert "time" in cards[0].routes
+
+    def test_the_index_filter_keeps_only_points_valid_from_inside_the_window(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        remember(engine, index, "Ann painted a sunset.", at=datetime(2024, 1, 31, 23, tzinfo=UTC))
+        inside = remember(engine, index, "Ann painted a sunrise.",
+                          at=datetime(2024, 2, 1, tzinfo=UTC))
+        remember(engine, index, "Ann painted a lake.", at=datetime(2024, 3, 1, tzinfo=UTC))
+        where = IndexFilter(scope=ANN, now=NOW, valid_between=(
+            datetime(2024, 2, 1, tzinfo=UTC), datetime(2024, 3, 1, tzinfo=UTC)))
+        vector = EMBEDDER.embed(["painted"], kind="query")[0]
+        assert [h.id for h in index.search_dense(vector, where=where, limit=10)] == [inside.id]
+
+    def test_a_when_question_prefers_the_memory_that_names_a_time(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        plain = remember(engine, index, "Ann went to the pottery class with Mel.")
+        dated = remember(engine, index, "Ann went to the pottery class on Tuesday.")
+        when = find(engine, index, "When did Ann go to the pottery class?")
+        what = find(engine, index, "Did Ann go to the pottery class?")
+        assert [c.id for c in when[:2]] == [dated.id, plain.id]
+        assert "time" in when[0].routes
+        assert all("time" not in c.routes for c in what)
+        assert {c.id for c in what[:2]} == {plain.id, dated.id}
+
+
+class TestTwoPartQuestions:
+    def test_a_two_part_question_is_split_at_its_conjunction(self) -> None:
+        assert parts("What did Ann paint and where did Mel study music?") == [
+            "What did Ann paint", "where did Mel study music"]
+        assert parts("安搬到了哪个城市，她的狗叫什么名字？") == [
+            "安搬到了哪个城市", "她的狗叫什么名字"]
+
+    def test_names_joined_by_and_stay_one_question(self) -> None:
+        assert parts("What do Ann and Mel like to cook?") == []
+        assert parts("Does Ann take salt and pepper?") == []
+
+    def test_both_parts_are_retrieved_even_when_one_part_dominates_the_words(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        for topic in ("roses", "tulips", "lilies", "daisies"):
+            remember(engine, index, f"Ann painted the garden {topic} in watercolour paint.")
+        music = remember(engine, index, "Mel studied music at the conservatory.")
+        question = "What garden flowers did Ann paint in watercolour and where did Mel study music?"
+        cards = find(engine, index, question, k=3)
+        assert music.id in [c.id for c in cards]
+        assert "part" in next(c for c in cards if c.id == music.id).routes
+
+
+class TestFusion:
+    def test_routes_are_fused_by_weighted_min_max_and_remember_who_found_what(self) -> None:
+        fused = fuse([
+            Route("dense", [Hit("a", 0.6), Hit("b", 0.4)], 0.3),
+            Route("lexical", [Hit("b", 9.0), Hit("c", 1.0)], 0.7),
+            Route("entity", [Hit("c", 2.0)], 0.5),
+        ])
+        assert {k: round(v.score, 6) for k, v in fused.items()} == {"a": 0.3, "b": 0.7, "c": 0.5}
+        assert fused["b"].routes == ["dense", "lexical"]
+        assert fused["c"].routes == ["lexical", "entity"]
+        order = sorted(fused, key=lambda k: -fused[k].score)
+        assert order == ["b", "c", "a"]
+
+    def test_an_extra_route_plugs_in_and_its_name_is_on_the_card(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        friend = remember(engine, index, "Mel works as a nurse in Tokyo.",
+                          at=NOW - timedelta(days=500))
+        asked: list[dict[str, Any]] = []
+
+        def entity_route(*, engine: Engine, scope: Scope, query: str, limit: int) -> list[Hit]:
+            asked.append({"scope": scope, "query": query, "limit": limit})
+            return [Hit(friend.id, 1.0)]
+
+        cards = find(engine, index, "what does Ann's friend do", k=3,
+                     extra={"entity": entity_route})
+        assert asked and asked[0]["scope"] == ANN
+        assert ["entity" in c.routes for c in cards if c.id == friend.id] == [True]
+        without = find(engine, index, "what does Ann's friend do", k=3)
+        assert friend.id not in [c.id for c in without]
+        assert all("entity" not in c.routes for c in without)
+
+
+class TestCardsCarryRoutes:
+    def test_each_card_names_the_routes_that_found_it(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        remember(engine, index, "Ann plays the violin.")
+        cards = find(engine, index, "violin")
+        assert cards and set(cards[0].routes) >= {"lexical", "dense"}
+
+    def test_a_card_without_routes_serialises_as_before(self) -> None:
+        card = MemoryCard(id="m", statement="s", type="fact", source="user", trust="high",
+                          valid_from=NOW, confidence=1.0, score=1.0)
+        assert "routes" not in card.model_dump()
+        with_routes = card.model_copy(update={"routes": ["dense"]})
+        assert with_routes.model_dump()["routes"] == ["dense"]
+
+
+class TestContextRoute:
+    def test_the_turn_next_to_a_strong_hit_is_proposed_by_the_context_route(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        at = NOW - timedelta(days=3)
+        remember(engine, index, "Ann asked what to call her new puppy.", at=at)
+        reply = remember(engine, index, "Mel said Biscuit suits him.",
+                         at=at + timedelta(seconds=30))
+        remember(engine, index, "Mel said the cake was lovely.", at=at - timedelta(days=30))
+        ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+        request = build_request("what did Ann call her new puppy", scope=ANN, k=3)
+        on = search(engine=engine, ports=ports, request=request,
+                    weights=RankWeights(context=0.3)).flat()
+        off = search(engine=engine, ports=ports, request=request,
+                     weights=RankWeights(context=0.0)).flat()
+        assert ["context" in c.routes for c in on if c.id == reply.id] == [True]
+        assert all("context" not in c.routes for c in off)
