@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
@@ -13,6 +14,7 @@ from sleepmem.adapters.redis.hits import record_hits
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.metrics import SEARCH_SECONDS
 from sleepmem.models import Scope, SearchRequest, SearchResult
+from sleepmem.pipelines.entities import entity_route
 from sleepmem.pipelines.retrieve import RankWeights, RouteFn, hit_ids, search
 from sleepmem.resources import Resources
 
@@ -59,8 +61,9 @@ def build_request(
 
 
 class Reader:
-    """``routes``: extra recall routes by name (e.g. the entity route), fused with the
-    built-in dense, lexical, time and part routes."""
+    """``routes``: extra recall routes by name, fused with the built-in dense, lexical,
+    time and part routes and the entity route (memories of the entities the query names,
+    and their one-hop neighbours)."""
 
     def __init__(
         self, resources: Resources, *, routes: Mapping[str, RouteFn] | None = None
@@ -72,9 +75,12 @@ class Reader:
         started = time.perf_counter()
         res = self.resources
         ports = res.ports()
+        now = ports.clock()
+        # The route judges expiry at the search's time, which a controlled clock may set.
+        routes: dict[str, RouteFn] = {"entity": partial(entity_route, now=now), **self.routes}
         result = search(engine=res.engine, ports=ports, request=request,
-                        weights=rank_weights(res), extra=self.routes)
+                        weights=rank_weights(res), extra=routes)
         # Every returned card counts as a hit (README rule 6): one XADD, applied later.
-        record_hits(res.redis, res.keys, hit_ids(result), at=ports.clock())
+        record_hits(res.redis, res.keys, hit_ids(result), at=now)
         SEARCH_SECONDS.observe(time.perf_counter() - started)
         return result

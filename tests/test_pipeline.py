@@ -191,7 +191,9 @@ class TestRefusedExtraction:
                 return {"candidates": [{"event_ids": ["e999"], "type": "fact",
                                         "statement": "x"}]}, LLMUsage(1, 10, 5)
 
-        emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon."])
+        # A turn the rules cannot structure: the rules-first route asks the model about it.
+        emit_and_drain(cfg, redis, keys, engine,
+                       ["Saturdays usually mean the flea market with Grandpa."])
         p = ports(index)
         p.extractor = LLMExtractor(NonsenseModel(), batch_events=10)
         with pytest.raises(ExtractionError):

@@ -246,7 +246,8 @@ class TestErasureAndRebuild:
             say("My cousin Jonas moved to Tokyo as well.", at=T0, scope=BOB),
         ])
         receipt = erase_scope(engine=engine, scope=SCOPE.owner.key,
-                              ports=dataclasses.replace(ports, hot=RedisHotStore(redis, keys)))
+                              ports=dataclasses.replace(ports, hot=RedisHotStore(redis, keys)),
+                              audit_key=b"the deployment's audit key")
         assert receipt.removed["entities"] == len({"user", "Mel", "Tokyo"})
         with Session(engine) as s:
             for model in (Entity, EntityAlias, EntityMention, Relation):
