@@ -14,7 +14,7 @@ import redis as redis_lib
 import sqlalchemy as sa
 from lifecycle_support import DAY, T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, SQLModel, col, select
 
 from sleepmem.adapters.redis.erase import RedisHotStore
 from sleepmem.adapters.redis.hits import read_hits, record_hits
@@ -186,7 +186,8 @@ class TestEraseScope:
         second = erase_scope(engine=engine, ports=hot(ports, redis, keys),
                              scope=ANN.owner.key, audit_key=AUDIT_KEY)
         with Session(engine) as s:
-            erased = s.exec(select(Audit).where(Audit.op == "ERASE")).all()
+            # In the order written: PostgreSQL returns rows in any order without ORDER BY.
+            erased = s.exec(select(Audit).where(Audit.op == "ERASE").order_by(col(Audit.id))).all()
         assert set(world["ann"]) <= {i for a in erased for i in a.memory_ids_before}
         assert {a.content_hash for a in erased} == {first.content_hash, second.content_hash}
         assert f"receipt {first.receipt_id}" in erased[0].reason
