@@ -49,12 +49,18 @@ def fuse(routes: Sequence[Route]) -> dict[str, Fused]:
     """Weighted sum of each route's normalised scores; names in the order routes came."""
     out: dict[str, Fused] = {}
     for route in routes:
-        for h in normalised(route.hits):
-            got = out.setdefault(h.id, Fused())
-            got.score += route.weight * h.score
-            if route.name not in got.routes:
-                got.routes.append(route.name)
+        fuse_into(out, route)
     return out
+
+
+def fuse_into(out: dict[str, Fused], route: Route) -> None:
+    """Add one route to what is already fused (a route that needs the first fusion's result,
+    such as the neighbours of its best hits, joins afterwards)."""
+    for h in normalised(route.hits):
+        got = out.setdefault(h.id, Fused())
+        got.score += route.weight * h.score
+        if route.name not in got.routes:
+            got.routes.append(route.name)
 
 
 def mix(parts: Sequence[tuple[Sequence[Hit], float]]) -> list[Hit]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -26,7 +26,7 @@ from sleepmem.models import (
     SearchResult,
 )
 from sleepmem.pipelines.decompose import parts as decompose
-from sleepmem.pipelines.fusion import Fused, Route, fuse, mix
+from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
@@ -172,11 +172,7 @@ def search(
     if weights.context > 0:
         context = _context_route(ports=ports, where=where, vector=vectors[0], fused=fused,
                                  weights=weights)
-        for mid, f in fuse([context]).items():
-            got = fused.setdefault(mid, type(f)())
-            got.score += f.score
-            if "context" not in got.routes:
-                got.routes.append("context")
+        fuse_into(fused, context)
     with Session(engine) as session:
         rows = {
             m.id: m
@@ -194,10 +190,7 @@ def search(
         # candidates, those whose statement carries a date form the time route.
         dated = [Hit(mid, fused[mid].score) for mid, m in rows.items()
                  if carries_date(m.statement)]
-        for mid, f in fuse([Route("time", dated, weights.time)]).items():
-            fused[mid].score += f.score
-            if "time" not in fused[mid].routes:
-                fused[mid].routes.append("time")
+        fuse_into(fused, Route("time", dated, weights.time))
     scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
     found_by = {mid: fused[mid].routes for mid in rows}
 
@@ -282,12 +275,6 @@ def _as_user(query: str, names: list[str]) -> str:
             query = re.sub(rf"\b{re.escape(name)}(?:'s)?\b", "the user", query,
                            flags=re.IGNORECASE)
     return query
-
-
-def _fuse(dense: Sequence[Hit], lexical: Sequence[Hit], dense_share: float) -> dict[str, float]:
-    """The two base routes alone, fused (see :mod:`sleepmem.pipelines.fusion`)."""
-    routes = [Route("dense", dense, dense_share), Route("lexical", lexical, 1.0 - dense_share)]
-    return {mid: f.score for mid, f in fuse(routes).items()}
 
 
 def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from sleepmem.models import Memory
+from sleepmem.pipelines.fusion import Route, fuse
 from sleepmem.pipelines.ports import Hit
-from sleepmem.pipelines.retrieve import RankWeights, _fuse, _score
+from sleepmem.pipelines.retrieve import RankWeights, _score
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 W = RankWeights()
@@ -27,6 +28,12 @@ def mem(**kw: object) -> Memory:
     }
     base.update(kw)
     return Memory(**base)  # type: ignore[arg-type]
+
+
+def _fuse(dense: list[Hit], lexical: list[Hit], dense_share: float) -> dict[str, float]:
+    """The two base routes of a search, fused as search fuses them."""
+    routes = [Route("dense", dense, dense_share), Route("lexical", lexical, 1.0 - dense_share)]
+    return {mid: f.score for mid, f in fuse(routes).items()}
 
 
 class TestMinMaxFusion:
