@@ -111,9 +111,8 @@ class ScratchPostgres:
 class ScratchRedis:
     """A throwaway redis-server with the AOF on: ``kill`` is SIGKILL, ``start`` replays the AOF.
 
-    Same durability settings as the compose file's Redis (appendonly, fsync every second);
-    a write Redis acknowledged is in the kernel's page cache by then, so it survives the
-    process being killed.
+    Same durability settings as the compose file's Redis (appendonly, fsync before each
+    reply), so a write Redis acknowledged survives the process being killed.
     """
 
     def __init__(self, home: Path, binary: str) -> None:
@@ -141,7 +140,7 @@ class ScratchRedis:
                 "--appendonly",
                 "yes",
                 "--appendfsync",
-                "everysec",
+                "always",
                 "--save",
                 "",
                 "--protected-mode",
