@@ -188,10 +188,10 @@ def search(
         scope=request.scope, now=now, types=tuple(request.types) if request.types else None,
         as_of=request.as_of,
     )
-    query = _as_user(request.query, _names(engine, request.scope))
+    names = _names(engine, request.scope)
+    query = _as_user(request.query, names)
     plan = understand(query, request.as_of or now)
     if rewriter is not None:
-        names = _names(engine, request.scope)
         rewrites = [_as_user(q, names) for q in rewriter(request.scope.key, request.query)]
         plan = replace(plan, rewrites=tuple(q for q in rewrites if q != query))
     limit = max(weights.candidates, request.k * 4)
@@ -227,9 +227,10 @@ def search(
         # candidates, those whose statement carries a date form the time route.
         dated = [Hit(mid, fused[mid].score) for mid, m in rows.items()
                  if carries_date(m.statement)]
-        fuse_into(fused, Route("time", dated, weights.time))
+        dated_route = Route("time", dated, weights.time)
+        fuse_into(fused, dated_route)
         if trace is not None:
-            trace.routes.append(Route("time", dated, weights.time))
+            trace.routes.append(dated_route)
     scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
     found_by = {mid: fused[mid].routes for mid in rows}
 
