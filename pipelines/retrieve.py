@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.engine import Engine
@@ -30,6 +30,7 @@ from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
+from sleepmem.pipelines.rewrite import QueryRewriter
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
 
@@ -62,6 +63,21 @@ class RankWeights:
     context_seeds: int = 3
     context_per_seed: int = 3
     context_window_s: float = 600.0
+    # The rewrite route: the chat model's retrieval queries for the question, when on.
+    rewrite: float = 0.5
+
+
+@dataclass(slots=True)
+class SearchTrace:
+    """What one search saw, for ``explain``: every route in the order it was fused, the fused
+    relevance per candidate, the final score of each visible one and the ranked order (a
+    memory id, or the conflict set standing for its sides)."""
+
+    routes: list[Route] = field(default_factory=list)
+    fused: dict[str, Fused] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    rewrites: tuple[str, ...] = ()
 
 
 def approx_tokens(text: str) -> int:
@@ -84,6 +100,7 @@ class QueryPlan:
     window: Window | None
     asks_when: bool
     parts: tuple[str, ...]
+    rewrites: tuple[str, ...] = ()
 
 
 def understand(query: str, now: datetime) -> QueryPlan:
@@ -94,9 +111,9 @@ def understand(query: str, now: datetime) -> QueryPlan:
 
 
 def embed_plan(ports: Ports, plan: QueryPlan) -> Vector:
-    """The query and its parts, embedded in one batch."""
-    return ports.embedder.embed([subjectless(t) for t in (plan.text, *plan.parts)],
-                                kind="query")
+    """The query, its parts and its rewrites, embedded in one batch."""
+    return ports.embedder.embed(
+        [subjectless(t) for t in (plan.text, *plan.parts, *plan.rewrites)], kind="query")
 
 
 def recall(
@@ -113,8 +130,8 @@ def recall(
 ) -> list[Route]:
     """Every route's hits for the query: dense and lexical over the whole query, each part
     of a two-part question, the query restricted to its time window, and extra routes.
-    ``vectors``: the embedded query and parts (:func:`embed_plan`), in that order."""
-    texts = [plan.text, *plan.parts]
+    ``vectors``: the embedded query, parts and rewrites (:func:`embed_plan`), in that order."""
+    texts = [plan.text, *plan.parts, *plan.rewrites]
     lexical_share = 1.0 - weights.dense_share
 
     def both(i: int, w: IndexFilter, n: int) -> tuple[list[Hit], list[Hit]]:
@@ -128,7 +145,7 @@ def recall(
         Route("dense", dense, weights.dense_share),
         Route("lexical", lexical, lexical_share),
     ]
-    for i in range(1, len(texts)):
+    for i in range(1, 1 + len(plan.parts)):
         d, lx = both(i, where, limit // 2)
         routes.append(
             Route("part", mix([(d, weights.dense_share), (lx, lexical_share)]), weights.part)
@@ -139,6 +156,13 @@ def recall(
         routes.append(
             Route("time", mix([(d, weights.dense_share), (lx, lexical_share)]), weights.time)
         )
+    if plan.rewrites:
+        # One route for all rewrites: a memory several of them find ranks higher in it.
+        found: list[tuple[list[Hit], float]] = []
+        for i in range(1 + len(plan.parts), len(texts)):
+            d, lx = both(i, where, limit // 2)
+            found += [(d, weights.dense_share), (lx, lexical_share)]
+        routes.append(Route("rewrite", mix(found), weights.rewrite))
     for name, fn in (extra or {}).items():
         routes.append(
             Route(name, fn(engine=engine, scope=scope, query=plan.text, limit=limit),
@@ -154,25 +178,38 @@ def search(
     request: SearchRequest,
     weights: RankWeights,
     extra: Mapping[str, RouteFn] | None = None,
+    rewriter: QueryRewriter | None = None,
+    trace: SearchTrace | None = None,
 ) -> SearchResult:
+    """``rewriter``: the optional retrieval-query rewriter (never raises; empty when it has
+    nothing). ``trace``: filled with what the search saw, for ``explain``."""
     now = ports.clock()
     where = IndexFilter(
         scope=request.scope, now=now, types=tuple(request.types) if request.types else None,
         as_of=request.as_of,
     )
-    query = _as_user(request.query, _names(engine, request.scope))
+    names = _names(engine, request.scope)
+    query = _as_user(request.query, names)
     plan = understand(query, request.as_of or now)
+    if rewriter is not None:
+        rewrites = [_as_user(q, names) for q in rewriter(request.scope.key, request.query)]
+        plan = replace(plan, rewrites=tuple(q for q in rewrites if q != query))
     limit = max(weights.candidates, request.k * 4)
     vectors = embed_plan(ports, plan)
     routes = recall(engine=engine, ports=ports, scope=request.scope, plan=plan, where=where,
                     weights=weights, limit=limit, vectors=vectors, extra=extra)
     fused = fuse(routes)
+    if trace is not None:
+        trace.rewrites, trace.fused = plan.rewrites, fused
+        trace.routes.extend(routes)
     if not fused:
         return SearchResult(cards=[])
     if weights.context > 0:
         context = _context_route(ports=ports, where=where, vector=vectors[0], fused=fused,
                                  weights=weights)
         fuse_into(fused, context)
+        if trace is not None:
+            trace.routes.append(context)
     with Session(engine) as session:
         rows = {
             m.id: m
@@ -190,7 +227,10 @@ def search(
         # candidates, those whose statement carries a date form the time route.
         dated = [Hit(mid, fused[mid].score) for mid, m in rows.items()
                  if carries_date(m.statement)]
-        fuse_into(fused, Route("time", dated, weights.time))
+        dated_route = Route("time", dated, weights.time)
+        fuse_into(fused, dated_route)
+        if trace is not None:
+            trace.routes.append(dated_route)
     scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
     found_by = {mid: fused[mid].routes for mid in rows}
 
@@ -214,6 +254,8 @@ def search(
             entries.append((scored[mid], mid, _card(m, scored[mid], request, found_by[mid])))
     # Stable order for equal inputs: score, then id (cache-friendly prompts).
     entries.sort(key=lambda e: (-round(e[0], 6), e[1]))
+    if trace is not None:
+        trace.scores, trace.order = scored, [key for _s, key, _c in entries]
     cards: list[MemoryCard | ConflictGroup] = []
     tokens = 0
     for _score_value, _key, card in entries[: request.k]:
@@ -298,17 +340,26 @@ def _aware(t: datetime) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t
 
 
-def _score(m: Memory, relevance: float, now: datetime, w: RankWeights) -> float:
+def score_parts(
+    m: Memory, relevance: float, now: datetime, w: RankWeights
+) -> list[tuple[str, float, float]]:
+    """The rerank's terms as (name, value, weight): the score is the sum of value × weight."""
     age = max(0.0, (now - _aware(m.last_access)).total_seconds())
     recency: float = 0.5 ** (age / w.recency_half_life_s)
-    score = (
-        w.relevance * relevance
-        + w.recency * recency
-        + w.importance * m.importance
-        + w.confidence * m.confidence
-    )
+    parts = [
+        ("relevance", relevance, w.relevance),
+        ("recency", recency, w.recency),
+        ("importance", m.importance, w.importance),
+        ("confidence", m.confidence, w.confidence),
+    ]
     # Demoted by the sweep (fading, not yet archived): still findable, no longer first.
-    return score - w.demoted_penalty if m.demoted else score
+    if m.demoted:
+        parts.append(("demoted", 1.0, -w.demoted_penalty))
+    return parts
+
+
+def _score(m: Memory, relevance: float, now: datetime, w: RankWeights) -> float:
+    return sum(value * weight for _name, value, weight in score_parts(m, relevance, now, w))
 
 
 def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) -> MemoryCard:

@@ -115,6 +115,15 @@ def _scope_key(target: Target, scope: Scope | Mapping[str, Any] | str | None) ->
     return Scope(**where).key
 
 
+def _explain_call(memory_id: str, query: str | None) -> Call:
+    if query is None:
+        return Call("GET", f"/v1/memories/{memory_id}/explain", parse=Explanation)
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("query", "query must be a non-empty string")
+    return Call("GET", f"/v1/memories/{memory_id}/explain", params={"query": query},
+                parse=Explanation)
+
+
 def _event(target: Target, event: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(event)
     for level in LEVELS:
@@ -362,8 +371,10 @@ class Client(_Calls):
             self._memory(memory_id, "/history", parse=_VIEWS))
         return views
 
-    def explain(self, memory_id: str) -> Explanation:
-        ex: Explanation = self._send(self._memory(memory_id, "/explain", parse=Explanation))
+    def explain(self, memory_id: str, *, query: str | None = None) -> Explanation:
+        """Why the memory exists; with ``query``, also which search routes found it for that
+        query, its rank and score in each, and the rerank's terms (``Explanation.query``)."""
+        ex: Explanation = self._send(_explain_call(memory_id, query))
         return ex
 
     # -- a person's corrections --------------------------------------------------------
@@ -531,9 +542,9 @@ class AsyncClient(_Calls):
             self._memory(memory_id, "/history", parse=_VIEWS))
         return views
 
-    async def explain(self, memory_id: str) -> Explanation:
-        ex: Explanation = await self._send(self._memory(memory_id, "/explain",
-                                                        parse=Explanation))
+    async def explain(self, memory_id: str, *, query: str | None = None) -> Explanation:
+        """See :meth:`Client.explain`."""
+        ex: Explanation = await self._send(_explain_call(memory_id, query))
         return ex
 
     async def update(self, memory_id: str, statement: str, *, importance: float | None = None,

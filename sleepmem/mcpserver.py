@@ -24,6 +24,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from sleepmem.client import AsyncClient
 from sleepmem.core.errors import SleepmemError
+from sleepmem.pipelines.found import found_lines
 
 ClientFactory = Callable[[Any], Awaitable[AsyncClient]]
 """(the MCP request context) -> a client acting for the caller."""
@@ -73,13 +74,18 @@ def build_server(
             receipt = await client.forget(memory_id)
         return json.dumps(receipt.model_dump(mode="json"))
 
-    @server.tool(description="Why a memory exists: its sources, versions and status.")
-    async def explain(memory_id: str, ctx: Context) -> str:
+    @server.tool(description="Why a memory exists: its sources, versions and status. With "
+                             "a query, also which search routes found it for that query and "
+                             "how it ranked.")
+    async def explain(memory_id: str, ctx: Context, query: str | None = None) -> str:
         client = await client_for(ctx)
         async with client:
-            ex = await client.explain(memory_id)
+            ex = await client.explain(memory_id, query=query)
         versions = [f"v{v.version} {v.status}: {v.statement}" for v in ex.versions]
-        return "\n".join([ex.why, *versions])
+        lines = [ex.why, *versions]
+        if ex.query is not None:
+            lines += found_lines(ex.query)
+        return "\n".join(lines)
 
     @server.tool(description="Save the working state of a task in a session (plan, current "
                              "step, completed steps with idempotency keys, variables) as a new "

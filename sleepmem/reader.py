@@ -9,13 +9,16 @@ from functools import partial
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
+from sqlmodel import Session
 
 from sleepmem.adapters.redis.hits import record_hits
-from sleepmem.core.errors import ValidationError
+from sleepmem.core.errors import NotFoundError, ValidationError
 from sleepmem.core.metrics import SEARCH_SECONDS
-from sleepmem.models import Scope, SearchRequest, SearchResult
+from sleepmem.models import Memory, Scope, SearchRequest, SearchResult
+from sleepmem.pipelines import found
 from sleepmem.pipelines.entities import entity_route
-from sleepmem.pipelines.retrieve import RankWeights, RouteFn, hit_ids, search
+from sleepmem.pipelines.found import QueryExplanation
+from sleepmem.pipelines.retrieve import RankWeights, RouteFn, SearchTrace, hit_ids, search
 from sleepmem.resources import Resources
 
 
@@ -60,6 +63,23 @@ def build_request(
         raise ValidationError(field, str(err["msg"])) from None
 
 
+def explain_query(
+    resources: Resources, *, memory_id: str, query: Any, k: int = 5
+) -> QueryExplanation:
+    """How a search for ``query`` from the memory's own scope finds the memory: the same
+    search an agent runs (routes, fusion, rerank), traced, with no hit recorded.
+    ValidationError for a bad query, NotFoundError for an unknown memory."""
+    with Session(resources.engine) as session:
+        memory = session.get(Memory, memory_id)
+    if memory is None:
+        raise NotFoundError(f"no memory {memory_id}")
+    scope = Scope.parse_key(memory.scope_key)
+    request = build_request(query, scope=scope, k=k)
+    _result, trace, now = Reader(resources).trace(request)
+    return found.explain_query(trace, memory, query=request.query, scope_key=scope.key, k=k,
+                               weights=rank_weights(resources), now=now)
+
+
 class Reader:
     """``routes``: extra recall routes by name, fused with the built-in dense, lexical,
     time and part routes and the entity route (memories of the entities the query names,
@@ -74,13 +94,27 @@ class Reader:
     def search(self, request: SearchRequest) -> SearchResult:
         started = time.perf_counter()
         res = self.resources
+        now, result = self._run(request, None)
+        # Every returned card counts as a hit (README rule 6): one XADD, applied later.
+        record_hits(res.redis, res.keys, hit_ids(result), at=now)
+        SEARCH_SECONDS.observe(time.perf_counter() - started)
+        return result
+
+    def trace(self, request: SearchRequest) -> tuple[SearchResult, SearchTrace, datetime]:
+        """The same search, with what it saw; records no hits (``explain`` is no retrieval)."""
+        trace = SearchTrace()
+        now, result = self._run(request, trace)
+        return result, trace, now
+
+    def _run(
+        self, request: SearchRequest, trace: SearchTrace | None
+    ) -> tuple[datetime, SearchResult]:
+        res = self.resources
         ports = res.ports()
         now = ports.clock()
         # The route judges expiry at the search's time, which a controlled clock may set.
         routes: dict[str, RouteFn] = {"entity": partial(entity_route, now=now), **self.routes}
         result = search(engine=res.engine, ports=ports, request=request,
-                        weights=rank_weights(res), extra=routes)
-        # Every returned card counts as a hit (README rule 6): one XADD, applied later.
-        record_hits(res.redis, res.keys, hit_ids(result), at=now)
-        SEARCH_SECONDS.observe(time.perf_counter() - started)
-        return result
+                        weights=rank_weights(res), extra=routes, rewriter=res.rewriter,
+                        trace=trace)
+        return now, result

@@ -22,6 +22,7 @@ from sleepmem.adapters.vectors import open_index
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.pipelines.ports import ChatModel, Clock, Embedder, Ports, VectorIndex
+from sleepmem.pipelines.rewrite import QueryRewriter
 
 
 def _utcnow() -> datetime:
@@ -40,6 +41,7 @@ class Resources:
     _index: Any = None
     _embedder: Any = None
     _chat: Any = None
+    _rewriter: Any = None
     # A controlled clock (scenario runner, tests); the wall clock when None.
     clock: Clock | None = None
     # The embedded runtime's worker threads reach for these together at start-up: two
@@ -74,6 +76,19 @@ class Resources:
 
                     self._chat = make_chat_model(self.settings)
         return self._chat  # type: ignore[no-any-return]
+
+    @property
+    def rewriter(self) -> QueryRewriter | None:
+        """The LLM query rewriter when ``query_rewrite=llm`` and a chat model is configured."""
+        if self._rewriter is None and self.settings.query_rewrite == "llm":
+            with self._building:
+                if self._rewriter is None:
+                    # deferred: openai takes ~1.5 s to import
+                    from sleepmem.adapters.llm import make_rewriter
+
+                    self._rewriter = make_rewriter(self.settings) or False
+        rewriter: QueryRewriter | None = self._rewriter or None
+        return rewriter
 
     def ports(self, clock: Clock | None = None) -> Ports:
         """The pipeline ports of this process, with the wall clock unless told otherwise."""

@@ -1,5 +1,7 @@
 """explain(memory): where a memory came from, every version of it, and why it is (not) current.
 
+Given a query too, the explanation also says how that search found it (pipelines/found.py).
+
 Read-only. Raw events are shown as stored, which is after redaction; an erased memory is
 not found (its audit rows hold only ids and a hash, which is all explain can say of it).
 """
@@ -17,6 +19,7 @@ from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, AuditMemory, Memory, MemoryStatus
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.decay import PROTECTED_TYPES, aware, falls_below_at, survival
+from sleepmem.pipelines.found import QueryExplanation
 
 MAX_EVENT_CHARS = 500
 _ERASING_OPS = ("DELETE", "ERASE")
@@ -80,6 +83,8 @@ class Explanation(BaseModel):
     versions: list[Version]
     events: list[SourceEvent]
     audits: list[AuditLine]
+    # With a query: which routes of that search found this memory, and how it ranked.
+    query: QueryExplanation | None = None
 
 
 def explain(

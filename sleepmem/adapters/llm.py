@@ -19,6 +19,7 @@ from sleepmem.core.logs import get_logger
 from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS
 from sleepmem.core.settings import Settings
 from sleepmem.pipelines.ports import LLMUsage
+from sleepmem.pipelines.rewrite import CachedRewriter
 
 # Bounds that keep one extraction inside a Celery soft time limit even when every try
 # times out: (retries + 1) x timeout stays well under the lease.
@@ -219,3 +220,25 @@ def make_chat_model(settings: Settings) -> OpenAIChatModel | None:
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
     )
+
+
+def make_rewriter(settings: Settings) -> CachedRewriter | None:
+    """The query rewriter, when ``query_rewrite=llm`` and a chat model is configured: its
+    own client with a short timeout and no retries (a search waits for it)."""
+    if settings.query_rewrite != "llm":
+        return None
+    if not settings.llm_base_url and not settings.llm_api_key.get_secret_value():
+        get_logger("sleepmem.rewrite").warning(
+            "query_rewrite.off", reason="query_rewrite=llm but no chat model is configured "
+                                        "(SLEEPMEM_LLM_BASE_URL / SLEEPMEM_LLM_API_KEY)")
+        return None
+    chat = OpenAIChatModel(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key,
+        timeout_s=settings.query_rewrite_timeout_s,
+        max_retries=0,
+        max_tokens=200,
+    )
+    return CachedRewriter(chat, ttl_s=settings.query_rewrite_cache_s,
+                          cooldown_s=settings.query_rewrite_cooldown_s)

@@ -16,11 +16,12 @@ from starlette.concurrency import run_in_threadpool
 from sleepmem import services
 from sleepmem.api.auth import CallerTenant
 from sleepmem.api.errors import ERROR_RESPONSES
-from sleepmem.core.errors import ForbiddenError, NotFoundError
+from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Scope
 from sleepmem.models.views import FeedbackBody, MemoryEdit, MemoryPage, MemoryView
 from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
 from sleepmem.pipelines.lifecycle.explain import Explanation, explain
+from sleepmem.reader import explain_query
 from sleepmem.resources import Resources
 from sleepmem.services import create_erase_job, run_erasure
 
@@ -162,7 +163,23 @@ async def erase_memory(memory_id: str, request: Request, tenant: CallerTenant) -
 
 
 @router.get("/{memory_id}/explain", response_model=Explanation,
-            summary="Where a memory came from and why it is (not) current")
-async def explain_memory(memory_id: str, request: Request, tenant: CallerTenant) -> Explanation:
+            summary="Where a memory came from and why it is (not) current; with a query, "
+                    "which search routes found it and how it ranked")
+async def explain_memory(
+    memory_id: str,
+    request: Request,
+    tenant: CallerTenant,
+    query: str | None = Query(default=None, description="also explain how a search for this "
+                              "text, from the memory's scope, finds the memory"),
+) -> Explanation:
     res: Resources = request.app.state.resources
-    return await run_in_threadpool(_owned_memory, res, memory_id, tenant)
+    if query is not None and not query.strip():
+        raise ValidationError("query", "query must contain some text, not only whitespace")
+
+    def run() -> Explanation:
+        ex = _owned_memory(res, memory_id, tenant)
+        if query is not None:
+            ex.query = explain_query(res, memory_id=memory_id, query=query)
+        return ex
+
+    return await run_in_threadpool(run)

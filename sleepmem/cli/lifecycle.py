@@ -33,9 +33,11 @@ from sleepmem.cli.remote import running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.models import Scope
+from sleepmem.pipelines.found import found_lines
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
 from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, list_jobs
+from sleepmem.reader import explain_query
 from sleepmem.resources import Resources, build_resources
 from sleepmem.services import (
     MaintenanceJob,
@@ -313,20 +315,32 @@ def forget(
 @app.command()
 def explain(
     memory_id: Annotated[str, typer.Argument(help="The memory's id.")],
+    query: Annotated[str | None, typer.Option(
+        help="Also show how a search for this text (from the memory's scope) finds it: "
+             "the routes that found it, its rank and score in each, the rerank's terms.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Where a memory came from, every version of it, and why it is (not) current."""
+    if query is not None and not query.strip():
+        typer.echo("error: query: give some text to search for, not only whitespace", err=True)
+        raise typer.Exit(2)
     with _remote() as server:
-        ex = server.explain(memory_id) if server is not None else None
+        ex = server.explain(memory_id, query=query) if server is not None else None
     if ex is None:
         with _resources() as res:
             ex = explain_memory(engine=res.engine, memory_id=memory_id, settings=res.settings,
                                 now=datetime.now(UTC))
+            if query is not None:
+                ex.query = explain_query(res, memory_id=memory_id, query=query)
     if as_json:
         typer.echo(ex.model_dump_json())
         return
     console.print(f"[bold]{ex.memory_id}[/]  {ex.scope_key}")
     console.print(f"[bold]why:[/] {ex.why}")
+    if ex.query is not None:
+        for line in found_lines(ex.query):
+            console.print(line, markup=False, highlight=False)
     table = Table(title="versions")
     for name in ("v", "id", "status", "statement", "valid", "recorded"):
         table.add_column(name)

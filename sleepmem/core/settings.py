@@ -126,6 +126,13 @@ class Settings(BaseSettings):
     # rules_first: the model reads only what the rules did not recognise (fewer calls);
     # model_first: every message code does not own (see pipelines/extract/llm.py).
     llm_route: Literal["rules_first", "model_first"] = "rules_first"
+    # The optional query rewriter (pipelines/rewrite.py): with "llm" and a chat model
+    # configured (llm_base_url or llm_api_key), each search also asks the model for 1-3
+    # retrieval queries, fused as the "rewrite" route; any failure falls back to plain search.
+    query_rewrite: Literal["off", "llm"] = "off"
+    query_rewrite_timeout_s: float = Field(default=3.0, gt=0, le=120)
+    query_rewrite_cache_s: float = Field(default=300.0, ge=0)
+    query_rewrite_cooldown_s: float = Field(default=30.0, ge=0)
     embedder: Literal["usem", "openai", "hashing"] = "usem"
     embed_model: str = "text-embedding-3-small"
     embed_threads: int | None = None

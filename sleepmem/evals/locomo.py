@@ -196,6 +196,7 @@ class QuestionResult:
     baseline: dict[int, float]
     tokens: int
     turns_per_card: float
+    ms: float = 0.0
 
 
 def _score_conversation(
@@ -214,7 +215,9 @@ def _score_conversation(
         request = build_request(
             q.question, scope=conv.scope, k=deepest, with_provenance=True
         )
+        t0 = time.perf_counter()
         cards = reader.search(request).cards
+        ms = (time.perf_counter() - t0) * 1000
         turns_per_card = [
             [by_event[e] for e in _entry_provenance(c) if e in by_event] for c in cards
         ]
@@ -231,6 +234,7 @@ def _score_conversation(
                 baseline={k: evidence_recall(baseline_turns[:k], set(q.evidence)) for k in ks},
                 tokens=sum(count_tokens(_entry_text(c)) for c in cards[:TOKENS_AT]),
                 turns_per_card=mean([float(len(ts)) for ts in turns_per_card[:TOKENS_AT]]),
+                ms=ms,
             )
         )
     return out
@@ -291,6 +295,8 @@ def run_locomo(
         "tokens_per_query": round(mean([float(r.tokens) for r in rows]), 1),
         # Cards may carry more than one turn; the baseline's documents carry exactly one.
         "turns_per_card": round(mean([r.turns_per_card for r in rows]), 2),
+        # Wall time of one search (embedding, routes, fusion; the rewriter's call when on).
+        "ms_per_query": round(mean([r.ms for r in rows]), 1),
         "full_context_tokens": round(mean([float(t) for t in full_tokens]), 1),
         "by_category": {
             str(c): {"name": name, **_summary([r for r in rows if r.category == c], ks)}
@@ -302,6 +308,7 @@ def run_locomo(
         "dropped_evidence": dropped,
         "embedder": embedder_name,
         "extractor": settings.extractor,
+        "query_rewrite": settings.query_rewrite,
         "tokenizer": tokenizer_name(),
         "seconds": round(time.perf_counter() - started, 1),
     }

@@ -1,0 +1,128 @@
+"""How a search found one memory: the part of ``explain`` that takes a query.
+
+Built from a :class:`~sleepmem.pipelines.retrieve.SearchTrace` of the real search (same
+routes, same fusion, same rerank), so it cannot drift from what search does: for each
+route that ran, whether it proposed the memory, at which rank and with which score; the
+fused relevance; and the rerank's terms (relevance, recency, importance, confidence).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from sleepmem.models import Memory
+from sleepmem.pipelines.fusion import normalised
+from sleepmem.pipelines.retrieve import RankWeights, SearchTrace, score_parts
+
+
+class RouteFinding(BaseModel):
+    """One route's view of the memory. ``rank`` is 1-based within the route's own hits;
+    ``contribution`` = ``weight`` × ``normalised`` is what the route added to relevance."""
+
+    route: str
+    ran: bool = True
+    found: bool
+    rank: int | None = None
+    hits: int
+    score: float | None = None
+    normalised: float | None = None
+    weight: float
+    contribution: float = 0.0
+
+
+class ScoreTerm(BaseModel):
+    """One term of the rerank: ``value`` × ``weight`` = ``contribution``."""
+
+    name: str
+    value: float
+    weight: float
+    contribution: float
+
+
+class QueryExplanation(BaseModel):
+    query: str
+    scope_key: str
+    found: bool
+    returned: bool
+    rank: int | None
+    candidates: int
+    found_by: list[str]
+    routes: list[RouteFinding]
+    rewrites: list[str]
+    relevance: float | None
+    terms: list[ScoreTerm]
+    score: float | None
+    note: str
+
+
+def explain_query(
+    trace: SearchTrace, memory: Memory, *, query: str, scope_key: str, k: int,
+    weights: RankWeights, now: datetime,
+) -> QueryExplanation:
+    """``memory`` as the traced search (from ``scope_key``, returning ``k`` results) saw it."""
+    mid = memory.id
+    findings: list[RouteFinding] = []
+    for route in trace.routes:
+        ranked = sorted(route.hits, key=lambda h: -h.score)
+        pos = next((i for i, h in enumerate(ranked) if h.id == mid), None)
+        norm = next((h.score for h in normalised(route.hits) if h.id == mid), None)
+        findings.append(RouteFinding(
+            route=route.name, found=pos is not None, hits=len(route.hits),
+            weight=route.weight,
+            rank=None if pos is None else pos + 1,
+            score=None if pos is None else round(ranked[pos].score, 6),
+            normalised=None if norm is None else round(norm, 6),
+            contribution=0.0 if norm is None else round(route.weight * norm, 6),
+        ))
+    fused = trace.fused.get(mid)
+    key = memory.conflict_set if memory.conflict_set in trace.order else mid
+    rank = trace.order.index(key) + 1 if key in trace.order else None
+    terms: list[ScoreTerm] = []
+    if fused is not None and mid in trace.scores:
+        terms = [
+            ScoreTerm(name=name, value=round(value, 6), weight=weight,
+                      contribution=round(value * weight, 6))
+            for name, value, weight in score_parts(memory, fused.score, now, weights)
+        ]
+    returned = rank is not None and rank <= k
+    return QueryExplanation(
+        query=query, scope_key=scope_key, found=fused is not None,
+        returned=returned, rank=rank, candidates=len(trace.order),
+        found_by=list(fused.routes) if fused is not None else [],
+        routes=findings, rewrites=list(trace.rewrites),
+        relevance=None if fused is None else round(fused.score, 6),
+        terms=terms,
+        score=round(trace.scores[mid], 6) if mid in trace.scores else None,
+        note=_note(fused is not None, mid in trace.scores, rank, k),
+    )
+
+
+def _note(found: bool, visible: bool, rank: int | None, k: int) -> str:
+    if not found:
+        return "no route proposed this memory for the query"
+    if not visible:
+        return ("proposed, then dropped: not current, expired, hidden or outside the "
+                "search's scope")
+    if rank is not None and rank <= k:
+        return f"returned at rank {rank} of {k}"
+    return f"ranked {rank}, below the first {k} returned"
+
+
+def found_lines(q: QueryExplanation) -> list[str]:
+    """The query part of an explanation as short lines of text (CLI and MCP)."""
+    lines = [f"for the query {q.query!r} from {q.scope_key}: {q.note}"]
+    if q.rewrites:
+        lines.append("rewritten as: " + " | ".join(q.rewrites))
+    for r in q.routes:
+        if r.found:
+            lines.append(f"  {r.route:<8} rank {r.rank}/{r.hits}  score {r.score:.4f}  "
+                         f"normalised {r.normalised:.3f} × weight {r.weight:g} "
+                         f"= {r.contribution:.3f}")
+        else:
+            lines.append(f"  {r.route:<8} not found ({r.hits} hits)")
+    if q.terms:
+        terms = " + ".join(f"{t.name} {t.value:.3f}×{t.weight:g}" for t in q.terms)
+        lines.append(f"  score {q.score:.4f} = {terms}")
+    return lines
