@@ -261,6 +261,20 @@ class TestRedactText:
         text = noise.join(parts)
         assert redaction.redact_text(text) == redact(text).text
 
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.lists(st.sampled_from(_FRAGMENTS), max_size=3).map(" ".join), max_size=6
+        )
+    )
+    def test_many_texts_at_once_give_what_each_alone_gives(self, texts: list[str]) -> None:
+        # One trigger scan over the texts joined by line breaks, mapped back to each text.
+        assert redaction.redact_texts(texts) == [redact(t).text for t in texts]
+
+    def test_no_trigger_word_can_match_across_two_joined_texts(self) -> None:
+        texts = ["my pass", "word is x1y2z3"]  # "my password is x1y2z3" if run together
+        assert redaction.redact_texts(texts) == texts
+
     def test_a_text_without_secrets_comes_back_as_the_same_object(self) -> None:
         text = "book a table for two at 7pm, order 88231"
         assert redaction.redact_text(text) is text

@@ -17,7 +17,7 @@ import redis
 
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import DRAIN_GROUP, Keys
-from sleepmem.core.redaction import redact, redact_json, redact_text
+from sleepmem.core.redaction import redact, redact_json, redact_text, redact_texts
 from sleepmem.core.tracing import current_traceparent
 from sleepmem.models.events import Event, EventFields
 
@@ -89,10 +89,13 @@ def encode(event: EventFields) -> bytes:
     return orjson.dumps(_redacted(event))
 
 
-def _redacted(event: EventFields) -> EventFields:
+def _redacted(event: EventFields, redacted_content: str | None = None) -> EventFields:
+    """The event with its secrets replaced; ``redacted_content`` when already known."""
     content = event.get("content")
     meta = event.get("meta")
-    clean_content = redact_text(content) if content else content
+    if redacted_content is None:
+        redacted_content = redact_text(content) if content else content
+    clean_content = redacted_content if content else content
     clean_meta = redact_json(meta) if meta else meta
     if clean_content is not content or clean_meta is not meta:
         event = {**event, "content": clean_content or "", "meta": clean_meta or {}}
@@ -118,7 +121,8 @@ def encode_many(events: Sequence[EventFields]) -> list[bytes]:
     where one event ends and the next begins. Otherwise (an ``event_id`` key inside meta,
     or an event whose id is not its first field) each event is serialised on its own.
     """
-    clean = [_redacted(e) for e in events]
+    contents = redact_texts([e.get("content") or "" for e in events])
+    clean = [_redacted(e, c) for e, c in zip(events, contents, strict=True)]
     if len(clean) < 2:
         return [orjson.dumps(e) for e in clean]
     whole = orjson.dumps(clean)
