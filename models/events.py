@@ -71,7 +71,9 @@ SURROGATE_RULE = (
 )
 
 
-def _content_size(v: str, info: ValidationInfo) -> str:
+def check_content(v: str, limits: Limits) -> str:
+    """``content``'s rules (the field's validator, callable without pydantic): ``v`` or a
+    ValueError naming the rule it broke."""
     # Refused here, before the 202: every backend must be able to store what was accepted.
     if _NUL in v:
         raise ValueError("content " + NUL_RULE)
@@ -82,7 +84,7 @@ def _content_size(v: str, info: ValidationInfo) -> str:
             raise ValueError("content " + SURROGATE_RULE) from None
     else:
         encoded = b""
-    limit = _limits(info).content_max_bytes
+    limit = limits.content_max_bytes
     # UTF-8 spends at most 4 bytes a character, and redaction grows a text MAX_GROWTH times
     # at most: most events are far enough under the limit to skip measuring.
     if len(v) * 4 * MAX_GROWTH <= limit:
@@ -105,6 +107,10 @@ def _content_size(v: str, info: ValidationInfo) -> str:
     return v
 
 
+def _content_size(v: str, info: ValidationInfo) -> str:
+    return check_content(v, _limits(info))
+
+
 def _aware(v: datetime) -> datetime:
     # A naive time is taken as UTC: agents mostly log in UTC and refusing would lose data.
     try:
@@ -115,8 +121,9 @@ def _aware(v: datetime) -> datetime:
         ) from None
 
 
-def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-    limit = _limits(info).meta_max_bytes
+def check_meta(v: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    """``meta``'s rules, as :func:`check_content` for ``content``."""
+    limit = limits.meta_max_bytes
     try:
         dumped = orjson.dumps(v)
     except TypeError as exc:
@@ -138,6 +145,10 @@ def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
                 "put text in content"
             )
     return v
+
+
+def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    return check_meta(v, _limits(info))
 
 
 # The field rules, shared by the model and the wire form below. Name rules are core (Rust)

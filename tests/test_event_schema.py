@@ -230,3 +230,115 @@ def _accepted(data: dict[str, Any], limits: Limits) -> bool:
     except pydantic.ValidationError:
         return False
     return True
+
+
+_SECRET_NAME = "sk-proj-" + "Ab3dE5gH7jK9" * 2  # a valid name by the pattern, but a key
+_PLAIN_REQUIRED = {
+    "tenant": _mostly(["acme", "b" * 128], ["", "two words", None, "acme\n", _SECRET_NAME]),
+    "agent": _mostly(["bot"], ["-bot", "b" * 129, b"bot"]),
+}
+_PLAIN_OPTIONAL = {
+    "event_id": _mostly(["e-1", "caller:42"], ["", "has space", 7, None, "e-1\n", _SECRET_NAME]),
+    "user": _mostly(["u1", ""], ["a/b", None, "é"]),
+    "project": _mostly(["p1", ""], [3, _SECRET_NAME]),
+    "session": _mostly(["s1", "ok:1@x"], ["ü", "s1\n"]),
+    "kind": _mostly(["message", EventKind.feedback], ["chat", 3, Role.user]),
+    "role": _mostly(["user", Role.tool], ["bot", EventKind.message]),
+    "content": _mostly(
+        ["", "hi", "记" * 16, "my password is hunter2!"], ["x" * 70, "a\x00b", "\ud800", 5]
+    ),
+    "meta": _mostly(
+        [{}, {"a": 1}, {"k": {"n": [1, "x"]}}, {"pin": 1234}],
+        [{"blob": "y" * 80}, ["x"], {"x": object()}, {1: "a"}, {"a": "\x00"}],
+    ),
+    "at": st.sampled_from([datetime(2024, 5, 1, tzinfo=UTC), "2024-05-01T12:00:00Z", "soon"]),
+    "colour": st.just("blue"),
+}
+_DEFAULTS = st.sampled_from(
+    [{}, {"tenant": "acme"}, {"tenant": "acme", "user": "u9"}, {"session": "s\n"}, {"kind": "x"}]
+)
+_FIXED_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _either_way(call: Any, *, plain: bool) -> tuple[str, Any]:
+    """What ``call`` answers with the plain path on or off, ids and time made repeatable."""
+    from sleepmem.ingest import validation
+
+    counter = iter(range(10**6))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(validation, "next_event_id", lambda: f"gen{next(counter)}")
+        patch.setattr(validation, "utcnow", lambda: _FIXED_TIME)
+        if not plain:
+            patch.setattr(validation, "_plain_event", lambda *_a, **_k: None)
+        try:
+            answer = call()
+        except EventValidationError as exc:
+            return "refused", [p.as_dict() for p in exc.problems]
+    events = answer if isinstance(answer, list) else [answer]
+    # Values, their order and their types (an EventKind member equals its str value). A
+    # generated id is any id: the plain path may draw one for an event it hands on.
+    return "accepted", [[(k, type(v), _any_generated(k, v)) for k, v in e.items()] for e in events]
+
+
+def _any_generated(key: str, value: Any) -> Any:
+    return "gen" if key == "event_id" and value.startswith("gen") else value
+
+
+class TestThePlainPathAnswersAsTheGeneralPathDoes:
+    """Most events skip the core validator; what they get is what it would have given:
+    the same refusals worded the same way, the same fields in the same order and types."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.fixed_dictionaries(_PLAIN_REQUIRED, optional=_PLAIN_OPTIONAL), _DEFAULTS)
+    def test_an_event_gets_the_same_answer_either_way(
+        self, data: dict[str, Any], defaults: dict[str, str]
+    ) -> None:
+        limits = Limits(content_max_bytes=64, meta_max_bytes=40)
+
+        def call() -> Any:
+            return validate_event(data, limits=limits, defaults=defaults)
+
+        plain = _either_way(call, plain=True)
+        event(f"answer: {plain[0]}")
+        assert plain == _either_way(call, plain=False)
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.fixed_dictionaries(_PLAIN_REQUIRED, optional=_PLAIN_OPTIONAL), max_size=3
+        ),
+        _DEFAULTS,
+    )
+    def test_a_batch_gets_the_same_answer_either_way(
+        self, batch: list[dict[str, Any]], defaults: dict[str, str]
+    ) -> None:
+        limits = Limits(content_max_bytes=64, meta_max_bytes=40)
+
+        def call() -> Any:
+            return validate_events(batch, limits=limits, defaults=defaults)
+
+        plain = _either_way(call, plain=True)
+        event(f"answer: {plain[0]}")
+        assert plain == _either_way(call, plain=False)
+
+    def test_a_common_event_takes_the_plain_path(self) -> None:
+        # Else the two tests above would compare the general path with itself.
+        from sleepmem.ingest import validation
+
+        data = {**BASE, "user": "u1", "kind": "message", "meta": {"channel": "chat"}}
+        plain = validation._plain_event(data, {}, Limits())
+        assert plain is not None
+        assert plain["kind"] is EventKind.message
+
+    def test_meta_changed_by_the_caller_after_the_emit_changes_nothing_accepted(self) -> None:
+        meta: dict[str, Any] = {"channel": "chat"}
+        accepted = validate_event({**BASE, "meta": meta})
+        meta["channel"] = "sms"
+        assert accepted["meta"] == {"channel": "chat"}
+
+    def test_a_name_holding_a_secret_is_refused_on_every_later_event_too(self) -> None:
+        for _ in range(2):  # the second time, from what the first one remembered
+            with pytest.raises(EventValidationError) as caught:
+                validate_event({**BASE, "user": _SECRET_NAME})
+            assert caught.value.field == "user"
+            assert "looks like a secret" in caught.value.message

@@ -236,6 +236,50 @@ class TestTheTriggerScanOnlySkipsWork:
         assert scanned == unscanned
 
 
+class TestMarkersThatAreNotOurs:
+    """Only a marker as redaction writes it is kept as it is; anything like one is text."""
+
+    @pytest.mark.parametrize("marker", ["[redacted:x]", "[Redacted:API]", "[REDACTED:Key]"])
+    def test_a_look_alike_marker_is_scanned_as_text(self, marker: str) -> None:
+        # Each once recursed until the stack ran out: no marker was found to split on.
+        result = redact(f"note {marker} then pw hunter2!")
+        assert result.text == f"note {marker} then pw [REDACTED:password]"
+        assert result.kinds == ("password",)
+
+    def test_a_real_marker_next_to_a_look_alike_still_splits_the_text(self) -> None:
+        text = "[REDACTED:password] and [redacted:x], key: sk-proj-Q3vX9mT2LpA8wZr5Kd7YbN1c"
+        result = redact(text)
+        assert result.text == "[REDACTED:password] and [redacted:x], key: [REDACTED:api_key]"
+
+
+class TestRedactText:
+    """``redact_text`` is ``redact(...).text`` without the result, for the hot path."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=4), st.text(max_size=20))
+    def test_it_gives_the_text_redact_gives(self, parts: list[str], noise: str) -> None:
+        text = noise.join(parts)
+        assert redaction.redact_text(text) == redact(text).text
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.lists(st.sampled_from(_FRAGMENTS), max_size=3).map(" ".join), max_size=6
+        )
+    )
+    def test_many_texts_at_once_give_what_each_alone_gives(self, texts: list[str]) -> None:
+        # One trigger scan over the texts joined by line breaks, mapped back to each text.
+        assert redaction.redact_texts(texts) == [redact(t).text for t in texts]
+
+    def test_no_trigger_word_can_match_across_two_joined_texts(self) -> None:
+        texts = ["my pass", "word is x1y2z3"]  # "my password is x1y2z3" if run together
+        assert redaction.redact_texts(texts) == texts
+
+    def test_a_text_without_secrets_comes_back_as_the_same_object(self) -> None:
+        text = "book a table for two at 7pm, order 88231"
+        assert redaction.redact_text(text) is text
+
+
 class TestIdsAreNotSecrets:
     """Generated ids are hex runs with digits in them; none may read as a one-time code (a
     refused id would make an event with a made-up id fail at random)."""
@@ -248,6 +292,27 @@ class TestIdsAreNotSecrets:
 
         ids = [uuid.uuid4().hex for _ in range(20_000)] + [next_event_id() for _ in range(5_000)]
         assert [i for i in ids if contains_secret(i)] == []
+
+    def test_a_forked_process_draws_ids_of_its_own(self) -> None:
+        import os
+
+        from sleepmem.ingest.validation import next_event_id
+
+        next_event_id()  # the parent has drawn ids before it forks
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report its next id and leave at once
+            try:
+                os.write(write, next_event_id().encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        child = os.read(read, 64).decode()
+        os.close(read)
+        os.waitpid(pid, 0)
+        parent = next_event_id()
+        assert len(child) == len(parent) == 32
+        assert child[:16] != parent[:16]  # a prefix of its own, so no id can repeat
 
     def test_the_hex_id_that_once_read_as_a_code_is_left_alone(self) -> None:
         from sleepmem.core.redaction import redact

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
 import redis as redis_lib
 
 from sleepmem.adapters.redis.embedded import EmbeddedRedis
-from sleepmem.adapters.redis.stream import SEND_CHUNK, append
+from sleepmem.adapters.redis.stream import SEND_CHUNK, append, encode, encode_many
 from sleepmem.core.errors import AuthError, ConfigurationError, ForbiddenError, ValidationError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.validation import validate_events
-from sleepmem.models.events import Event, EventKind
+from sleepmem.models.events import Event, EventFields, EventKind
 from sleepmem.sdk import MemoryClient
 
 
@@ -150,6 +151,49 @@ class TestEmitMany:
         events = validate_events([{"tenant": "t", "agent": "a", "content": c} for c in "abc"])
         ids = append(redis, keys, events)
         assert ids == [mid.decode() for mid, _ in redis.xrange(keys.events)]
+
+
+_BATCH_EVENTS: list[dict[str, object]] = [
+    {"content": "plain", "meta": {"channel": "chat"}},
+    {"content": "my password is hunter2!", "meta": {"token": "abc"}},
+    {"content": "记住我的座位偏好：靠窗", "kind": "feedback", "role": "assistant"},
+    {"content": 'quotes "},{\"event_id\":" in text', "meta": {"n": [1, 2.5, None]}},
+    {"meta": {"nested": [{"a": 1}, {"event_id": "not-the-event"}]}},
+    {"content": ""},
+]
+
+
+class TestBatchPayloads:
+    """A batch is serialised once and cut into payloads: each must be byte for byte what
+    encoding its event alone gives, whatever the events hold."""
+
+    def events(self, items: list[dict[str, object]]) -> list[EventFields]:
+        return validate_events([{"tenant": "t", "agent": "a", **e} for e in items])
+
+    def test_every_payload_is_the_one_its_event_alone_encodes_to(self) -> None:
+        events = self.events(_BATCH_EVENTS[:4] * 3)
+        assert encode_many(events) == [encode(e) for e in events]
+
+    def test_an_event_id_key_inside_meta_does_not_move_a_cut(self) -> None:
+        events = self.events(_BATCH_EVENTS)
+        payloads = encode_many(events)
+        assert payloads == [encode(e) for e in events]
+        assert [orjson.loads(p)["event_id"] for p in payloads] == [e["event_id"] for e in events]
+
+    def test_an_event_whose_id_is_not_its_first_field_is_cut_right(self) -> None:
+        events = self.events(_BATCH_EVENTS[:3])
+        moved = {k: v for k, v in events[1].items() if k != "event_id"}
+        events[1] = cast(EventFields, {**moved, "event_id": events[1]["event_id"]})
+        assert encode_many(events) == [encode(e) for e in events]
+
+    def test_no_secret_reaches_a_payload(self) -> None:
+        payloads = encode_many(self.events(_BATCH_EVENTS))
+        assert not any(b"hunter2" in p or b"abc" in p for p in payloads)
+
+    def test_one_event_and_none_encode_too(self) -> None:
+        one = self.events(_BATCH_EVENTS[:1])
+        assert encode_many(one) == [encode(one[0])]
+        assert encode_many([]) == []
 
 
 class TestEmbeddedMode:

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 import redis
 import redis.asyncio as aioredis
 
-from sleepmem.adapters.redis.stream import APPEND_SCRIPT, APPEND_TRACED_SCRIPT, encode, text
+from sleepmem.adapters.redis.stream import (
+    APPEND_SCRIPT,
+    APPEND_TRACED_SCRIPT,
+    encode_many,
+    text,
+)
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.tracing import current_traceparent
@@ -60,7 +65,7 @@ class GroupAppender:
         If the caller goes away while waiting, its events are still written: they were
         accepted, and the drain stores a resent copy once (event ids are idempotency keys).
         """
-        item = _Append([encode(e) for e in events], current_traceparent().encode())
+        item = _Append(encode_many(events), current_traceparent().encode())
         self._waiting.append(item)
         if len(self._flushers) < self._in_flight:
             self._flushers.add(asyncio.create_task(self._flush()))
