@@ -4,6 +4,8 @@ API's status table: bad input 2, not found 3, refused credentials 4, try again l
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,3 +83,20 @@ class TestCommandsExitByTheTable:
         )
         assert result.exit_code == 75, result.output
         assert "unreachable" in result.output
+
+
+class TestPythonDashM:
+    def test_python_dash_m_sleepmem_is_the_same_command_line(self) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleepmem", "search", "--help"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "Usage: python -m sleepmem search" in done.stdout
+
+    def test_an_unknown_command_exits_2_as_it_does_for_sleepmem(self) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleepmem", "no-such-command"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert done.returncode == 2
