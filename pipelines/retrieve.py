@@ -30,6 +30,8 @@ from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
+from sleepmem.pipelines.repeats import without_repeats
+from sleepmem.pipelines.speakers import speaker_hits
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
 
@@ -62,6 +64,11 @@ class RankWeights:
     context_seeds: int = 3
     context_per_seed: int = 3
     context_window_s: float = 600.0
+    # The speaker route (sleepmem.pipelines.speakers): what a person the query names said.
+    speaker: float = 0.3
+    # Leave out cards whose every source event a better card already carries
+    # (sleepmem.pipelines.repeats).
+    drop_repeats: bool = True
 
 
 def approx_tokens(text: str) -> int:
@@ -191,6 +198,10 @@ def search(
         dated = [Hit(mid, fused[mid].score) for mid, m in rows.items()
                  if carries_date(m.statement)]
         fuse_into(fused, Route("time", dated, weights.time))
+    if weights.speaker > 0:
+        said = speaker_hits(request.query, {mid: m.statement for mid, m in rows.items()},
+                            {mid: fused[mid].score for mid in rows})
+        fuse_into(fused, Route("speaker", said, weights.speaker))
     scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
     found_by = {mid: fused[mid].routes for mid in rows}
 
@@ -214,6 +225,11 @@ def search(
             entries.append((scored[mid], mid, _card(m, scored[mid], request, found_by[mid])))
     # Stable order for equal inputs: score, then id (cache-friendly prompts).
     entries.sort(key=lambda e: (-round(e[0], 6), e[1]))
+    if weights.drop_repeats:
+        entries = without_repeats(
+            entries, droppable=lambda e: isinstance(e[2], MemoryCard),
+            sources=lambda e: [ev for c in _sides(e[2]) if c.id in rows
+                               for ev in rows[c.id].provenance])
     cards: list[MemoryCard | ConflictGroup] = []
     tokens = 0
     for _score_value, _key, card in entries[: request.k]:
@@ -325,6 +341,10 @@ def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) ->
         provenance=list(m.provenance) if request.with_provenance else None,
         routes=list(routes),
     )
+
+
+def _sides(card: MemoryCard | ConflictGroup) -> list[MemoryCard]:
+    return card.sides if isinstance(card, ConflictGroup) else [card]
 
 
 def _tokens(card: MemoryCard | ConflictGroup) -> int:
