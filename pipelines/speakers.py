@@ -32,6 +32,11 @@ _LINE_SPEAKER = re.compile(
     re.MULTILINE,
 )
 
+_HAN = re.compile(f"[{_CJK}]")
+# Runs of letters and digits: "Jon's" and "O'Brien" become "jon s" and "o brien" alike in
+# the query and in the name.
+_WORDS = re.compile(r"[^\W_]+")
+
 
 def _key(name: str) -> str:
     return unicodedata.normalize("NFKC", name).casefold().strip()
@@ -45,14 +50,12 @@ def speakers(statement: str) -> frozenset[str]:
 def names_in(query: str, candidates: frozenset[str]) -> frozenset[str]:
     """Which of the candidate speaker names the query mentions."""
     text = _key(query)
-    out = set()
-    for name in candidates:
-        if re.search(f"[{_CJK}]", name):
-            if name in text:
-                out.add(name)
-        elif re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text):
-            out.add(name)
-    return frozenset(out)
+    # Words separated by single spaces, so a name matches only as whole words.
+    spaced = f" {' '.join(_WORDS.findall(text))} "
+    return frozenset(
+        name for name in candidates
+        if (name in text if _HAN.search(name) else f" {' '.join(_WORDS.findall(name))} " in spaced)
+    )
 
 
 def speaker_hits(query: str, statements: Mapping[str, str],
