@@ -30,7 +30,9 @@ from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
+from sleepmem.pipelines.repeats import without_repeats
 from sleepmem.pipelines.rewrite import QueryRewriter
+from sleepmem.pipelines.speakers import speaker_hits
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
 
@@ -65,6 +67,11 @@ class RankWeights:
     context_window_s: float = 600.0
     # The rewrite route: the chat model's retrieval queries for the question, when on.
     rewrite: float = 0.5
+    # The speaker route (sleepmem.pipelines.speakers): what a person the query names said.
+    speaker: float = 0.3
+    # Leave out cards whose every source event a better card already carries
+    # (sleepmem.pipelines.repeats).
+    drop_repeats: bool = True
 
 
 @dataclass(slots=True)
@@ -231,6 +238,13 @@ def search(
         fuse_into(fused, dated_route)
         if trace is not None:
             trace.routes.append(dated_route)
+    if weights.speaker > 0:
+        said = speaker_hits(request.query, {mid: m.statement for mid, m in rows.items()},
+                            {mid: fused[mid].score for mid in rows})
+        speaker_route = Route("speaker", said, weights.speaker)
+        fuse_into(fused, speaker_route)
+        if trace is not None:
+            trace.routes.append(speaker_route)
     scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
     found_by = {mid: fused[mid].routes for mid in rows}
 
@@ -254,6 +268,11 @@ def search(
             entries.append((scored[mid], mid, _card(m, scored[mid], request, found_by[mid])))
     # Stable order for equal inputs: score, then id (cache-friendly prompts).
     entries.sort(key=lambda e: (-round(e[0], 6), e[1]))
+    if weights.drop_repeats:
+        entries = without_repeats(
+            entries, droppable=lambda e: isinstance(e[2], MemoryCard),
+            sources=lambda e: [ev for c in _sides(e[2]) if c.id in rows
+                               for ev in rows[c.id].provenance])
     if trace is not None:
         trace.scores, trace.order = scored, [key for _s, key, _c in entries]
     cards: list[MemoryCard | ConflictGroup] = []
@@ -376,6 +395,10 @@ def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) ->
         provenance=list(m.provenance) if request.with_provenance else None,
         routes=list(routes),
     )
+
+
+def _sides(card: MemoryCard | ConflictGroup) -> list[MemoryCard]:
+    return card.sides if isinstance(card, ConflictGroup) else [card]
 
 
 def _tokens(card: MemoryCard | ConflictGroup) -> int:

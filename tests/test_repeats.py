@@ -1,0 +1,122 @@
+"""Cards that only repeat what better cards carry are left out: a memory whose every
+source event a higher card already came from does not spend a slot of the top k, so the
+next distinct memory gets it (English and Chinese); a memory with one new source, a
+memory without provenance and a conflict set always stay.
+
+Memories are written as rows and index points the way persist + index write them; the
+index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_routes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from sleepmem.adapters.embedders import HashingEmbedder
+from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.models import Memory, MemoryCard, Scope
+from sleepmem.pipelines.index import upsert_memories
+from sleepmem.pipelines.memories import new_memory
+from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.repeats import without_repeats
+from sleepmem.pipelines.retrieve import RankWeights, search
+from sleepmem.pipelines.types import Candidate
+from sleepmem.reader import build_request
+
+NOW = datetime(2024, 3, 15, 10, tzinfo=UTC)
+EMBEDDER = HashingEmbedder()
+CAL = Scope(tenant="acme", agent="bot", user="cal")
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[EdgeIndex]:
+    idx = EdgeIndex(tmp_path / "index")
+    idx.ensure(dim=EMBEDDER.dim)
+    yield idx
+    idx.close()
+
+
+def remember(engine: Engine, index: EdgeIndex, statement: str, *, events: list[str],
+             days_ago: int) -> Memory:
+    at = NOW - timedelta(days=days_ago)
+    cand = Candidate(type="event", statement=statement, provenance=events, valid_from=at,
+                     scope=CAL)
+    mem = new_memory(cand, scope_key=CAL.owner.key, now=at, ttl=None, extractor="test")
+    with Session(engine) as s:
+        s.add(mem)
+        s.commit()
+        s.refresh(mem)
+    upsert_memories([mem], index=index, embedder=EMBEDDER)
+    return mem
+
+
+def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,
+         k: int = 2) -> list[MemoryCard]:
+    ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+    weights = RankWeights(drop_repeats=drop, speaker=0.0, context=0.0)
+    return search(engine=engine, ports=ports, request=build_request(query, scope=CAL, k=k),
+                  weights=weights).flat()
+
+
+SOURCES = {"a": ["e1"], "ab": ["e1", "e2"], "b": ["e2"], "c": ["e3"], "none": []}
+
+
+def kept(order: list[str], droppable: set[str] | None = None) -> list[str]:
+    return without_repeats(order, sources=lambda m: SOURCES[m],
+                           droppable=lambda m: droppable is None or m in droppable)
+
+
+class TestWithoutRepeats:
+    def test_drops_an_entry_whose_sources_the_entries_above_cover(self) -> None:
+        assert kept(["ab", "a", "c", "b"]) == ["ab", "c"]
+
+    def test_keeps_an_entry_that_brings_one_new_source(self) -> None:
+        assert kept(["a", "ab", "b"]) == ["a", "ab"]
+
+    def test_covers_across_several_entries_above(self) -> None:
+        assert kept(["a", "b", "ab"]) == ["a", "b"]
+
+    def test_keeps_entries_without_sources_and_entries_it_may_not_drop(self) -> None:
+        assert kept(["a", "none", "none"]) == ["a", "none", "none"]
+        assert kept(["ab", "a"], droppable={"ab"}) == ["ab", "a"]
+
+
+EN = ("What did Cal bake for the party?",
+      "Cal baked a lemon cake for the party.",
+      "Cal said the cake baked for the party was lemon.",
+      "Cal went swimming yesterday.")
+ZH = ("小卡为聚会烤了什么？",
+      "小卡为聚会烤了柠檬蛋糕。",
+      "小卡说聚会烤的蛋糕是柠檬味的。",
+      "小卡昨天去游泳了。")
+
+
+class TestSearchLeavesOutRepeats:
+    @pytest.mark.parametrize("talk", [EN, ZH], ids=["en", "zh"])
+    def test_a_card_carrying_only_turns_above_it_gives_its_slot_to_the_next_memory(
+        self, engine: Engine, index: EdgeIndex, talk: tuple[str, str, str, str]
+    ) -> None:
+        # The turn's episode and a statement extracted from the same turn.
+        query, turn, restated, other = talk
+        remember(engine, index, turn, events=["e1"], days_ago=5)
+        remember(engine, index, restated, events=["e1"], days_ago=5)
+        distinct = remember(engine, index, other, events=["e3"], days_ago=6)
+        on = find(engine, index, query, drop=True)
+        off = find(engine, index, query, drop=False)
+        assert distinct.id not in [c.id for c in off]
+        assert [c.id for c in on][-1] == distinct.id
+        assert len(on) == 2
+
+    def test_memories_from_different_turns_are_all_kept(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        for i, text in enumerate(EN[1:]):
+            remember(engine, index, text, events=[f"e{i}"], days_ago=5 + i)
+        on = find(engine, index, EN[0], drop=True, k=3)
+        off = find(engine, index, EN[0], drop=False, k=3)
+        assert [c.id for c in on] == [c.id for c in off]
