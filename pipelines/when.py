@@ -18,6 +18,7 @@ half-open ``[start, end)`` in UTC.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -60,7 +61,6 @@ _NUMBER_WORDS = "|".join(sorted(NUMBERS, key=len, reverse=True))
 _UNIT = r"(day|week|weekend|month|year|decade)s?"
 _ZH_NUM = r"[0-9零一二两三四五六七八九十几]+"
 
-# Each pattern is tried in order; the first that matches anywhere gives the window.
 _EN_OFFSET = re.compile(
     rf"\b(?P<n>\d+|{_NUMBER_WORDS})\s+{_UNIT}\s+(?:ago|back|earlier|before now)\b", re.I
 )
@@ -146,10 +146,15 @@ def resolve(query: str, now: datetime) -> Window | None:
     """
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    for finder in (_en_window, _zh_window):
-        found = finder(query, now, today)
-        if found is not None:
-            return found
+    for grammar, relation in ((_EN_GRAMMAR, _en_relation), (_ZH_GRAMMAR, _zh_relation)):
+        for pattern, build in grammar:
+            m = pattern.search(query)
+            if m is None:
+                continue
+            span = build(m, now, today)
+            if span is None:
+                continue
+            return _relate(span, relation(query, m, pattern), now, m.group(0))
     return None
 
 
@@ -160,26 +165,10 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else NUMBERS.get(word.lower(), 1)
 
 
-def _en_window(query: str, now: datetime, today: datetime) -> Window | None:
-    for pattern, build in (
-        (_EN_OFFSET, _en_offset),
-        (_EN_PAST_N, _en_past_n),
-        (_EN_DAY, _en_day),
-        (_EN_RELATIVE, _en_relative),
-        (_ISO, _iso),
-        (_EN_MONTH_DAY, _en_month_day),
-        (_EN_MONTH, _en_month),
-        (_EN_YEAR, _en_year),
-    ):
-        m = pattern.search(query)
-        if m is None:
-            continue
-        span = build(m, now, today)
-        if span is None:
-            continue
-        rel = _EN_RELATION.search(query[: m.start()]) or _EN_LEAD.match(m.group(0))
-        return _relate(span, rel.group("rel").lower() if rel else "", now, m.group(0))
-    return None
+def _en_relation(query: str, m: re.Match[str], _pattern: re.Pattern[str]) -> str:
+    """"before X" / "X after": the relation word just before the expression or leading it."""
+    rel = _EN_RELATION.search(query[: m.start()]) or _EN_LEAD.match(m.group(0))
+    return rel.group("rel").lower() if rel else ""
 
 
 def _en_offset(m: re.Match[str], now: datetime, today: datetime) -> tuple[datetime, datetime]:
@@ -278,27 +267,13 @@ def _zh_int(text: str) -> int:
     return total + current
 
 
-def _zh_window(query: str, now: datetime, today: datetime) -> Window | None:
-    for pattern, build in (
-        (_ZH_OFFSET, _zh_offset),
-        (_ZH_DAY, _zh_day),
-        (_ZH_RELATIVE, _zh_relative),
-        (_ZH_DATE, _zh_date),
-        (_ZH_YEAR, _zh_year),
-    ):
-        m = pattern.search(query)
-        if m is None:
-            continue
-        span = build(m, now, today)
-        if span is None:
-            continue
-        after = _ZH_RELATION_AFTER.match(query[m.end():]) if pattern is not _ZH_OFFSET else None
-        rel = ""
-        if after:
-            word = after.group("rel")
-            rel = "before" if "前" in word else "since" if word == "以来" else "after"
-        return _relate(span, rel, now, m.group(0))
-    return None
+def _zh_relation(query: str, m: re.Match[str], pattern: re.Pattern[str]) -> str:
+    """"X之前 / X以后 / X以来": the relation follows the expression (an offset has its own)."""
+    after = _ZH_RELATION_AFTER.match(query[m.end():]) if pattern is not _ZH_OFFSET else None
+    if after is None:
+        return ""
+    word = after.group("rel")
+    return "before" if "前" in word else "since" if word == "以来" else "after"
 
 
 def _zh_offset(m: re.Match[str], now: datetime, today: datetime) -> tuple[datetime, datetime]:
@@ -367,6 +342,28 @@ def _relate(span: tuple[datetime, datetime], rel: str, now: datetime, text: str)
     if rel == "since":
         return Window(start, max(end, now) + timedelta(seconds=1), f"{rel} {text}")
     return Window(start, end, text)
+
+
+# Each grammar is tried in order; the first expression that matches gives the window.
+_Span = tuple[datetime, datetime]
+_Builder = Callable[[re.Match[str], datetime, datetime], _Span | None]
+_EN_GRAMMAR: tuple[tuple[re.Pattern[str], _Builder], ...] = (
+    (_EN_OFFSET, _en_offset),
+    (_EN_PAST_N, _en_past_n),
+    (_EN_DAY, _en_day),
+    (_EN_RELATIVE, _en_relative),
+    (_ISO, _iso),
+    (_EN_MONTH_DAY, _en_month_day),
+    (_EN_MONTH, _en_month),
+    (_EN_YEAR, _en_year),
+)
+_ZH_GRAMMAR: tuple[tuple[re.Pattern[str], _Builder], ...] = (
+    (_ZH_OFFSET, _zh_offset),
+    (_ZH_DAY, _zh_day),
+    (_ZH_RELATIVE, _zh_relative),
+    (_ZH_DATE, _zh_date),
+    (_ZH_YEAR, _zh_year),
+)
 
 
 def _add_months(t: datetime, n: int) -> datetime:
