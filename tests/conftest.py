@@ -18,7 +18,9 @@ import redis as redis_lib
 from sqlalchemy.engine import Engine
 from support import REDIS_URL, scratch_pg_database
 
+from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.sql import make_engine
+from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.resources import Resources
@@ -117,3 +119,13 @@ def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]
     yield res
     uninstall_resources()
     res.close()
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[EdgeIndex]:
+    """An embedded vector index of its own, sized for the hashing embedder
+    (``support.store_memory`` fills it)."""
+    idx = EdgeIndex(tmp_path / "index")
+    idx.ensure(dim=HashingEmbedder().dim)
+    yield idx
+    idx.close()

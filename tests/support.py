@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from sleepmem.adapters.embedders import HashingEmbedder
+from sleepmem.models import Memory, Scope
+from sleepmem.pipelines.index import upsert_memories
+from sleepmem.pipelines.memories import new_memory
+from sleepmem.pipelines.ports import VectorIndex
+from sleepmem.pipelines.types import Candidate
 
 T = TypeVar("T")
+_EVENT_IDS = itertools.count()
 
 # The Redis server the tests use; each test has its own key namespace on it.
 REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -72,3 +84,32 @@ def scratch_pg_database(prefix: str) -> Iterator[str]:
             )
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
         admin.dispose()
+
+
+def store_memory(
+    engine: Engine,
+    index: VectorIndex,
+    scope: Scope,
+    statement: str,
+    *,
+    at: datetime,
+    provenance: list[str] | None = None,
+    type: str = "event",
+    now: datetime | None = None,
+    ttl: timedelta | None = None,
+    **fields: Any,
+) -> Memory:
+    """One memory as consolidation would write it (valid from ``at``, embedded by the hashing
+    embedder), committed and indexed; ``fields`` then override columns (importance, …)."""
+    cand = Candidate(type=type, statement=statement,
+                     provenance=provenance or [f"ev{next(_EVENT_IDS)}"], valid_from=at,
+                     scope=scope)
+    mem = new_memory(cand, scope_key=scope.owner.key, now=now or at, ttl=ttl, extractor="test")
+    for key, value in fields.items():
+        setattr(mem, key, value)
+    with Session(engine) as s:
+        s.add(mem)
+        s.commit()
+        s.refresh(mem)
+    upsert_memories([mem], index=index, embedder=HashingEmbedder())
+    return mem

@@ -7,7 +7,7 @@ point here, plumbing and failure behaviour are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,14 +50,6 @@ class FlakyIndex:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-@pytest.fixture
-def index(tmp_path: Path) -> Iterator[EdgeIndex]:
-    idx = EdgeIndex(tmp_path / "index")
-    idx.ensure(dim=256)
-    yield idx
-    idx.close()
 
 
 @pytest.fixture

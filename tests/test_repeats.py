@@ -9,23 +9,18 @@ index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_rout
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.models import Memory, MemoryCard, Scope
-from sleepmem.pipelines.index import upsert_memories
-from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.repeats import without_repeats
 from sleepmem.pipelines.retrieve import RankWeights, search
-from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import build_request
 
 NOW = datetime(2024, 3, 15, 10, tzinfo=UTC)
@@ -33,26 +28,10 @@ EMBEDDER = HashingEmbedder()
 CAL = Scope(tenant="acme", agent="bot", user="cal")
 
 
-@pytest.fixture
-def index(tmp_path: Path) -> Iterator[EdgeIndex]:
-    idx = EdgeIndex(tmp_path / "index")
-    idx.ensure(dim=EMBEDDER.dim)
-    yield idx
-    idx.close()
-
-
 def remember(engine: Engine, index: EdgeIndex, statement: str, *, events: list[str],
              days_ago: int) -> Memory:
-    at = NOW - timedelta(days=days_ago)
-    cand = Candidate(type="event", statement=statement, provenance=events, valid_from=at,
-                     scope=CAL)
-    mem = new_memory(cand, scope_key=CAL.owner.key, now=at, ttl=None, extractor="test")
-    with Session(engine) as s:
-        s.add(mem)
-        s.commit()
-        s.refresh(mem)
-    upsert_memories([mem], index=index, embedder=EMBEDDER)
-    return mem
+    return store_memory(engine, index, CAL, statement, at=NOW - timedelta(days=days_ago),
+                        provenance=events)
 
 
 def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,

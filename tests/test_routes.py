@@ -8,56 +8,32 @@ index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_sear
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.decompose import parts
 from sleepmem.pipelines.fusion import Route, fuse
-from sleepmem.pipelines.index import upsert_memories
-from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports
 from sleepmem.pipelines.retrieve import RankWeights, RouteFn, search
-from sleepmem.pipelines.types import Candidate
 from sleepmem.pipelines.when import asks_when, carries_date, resolve
 from sleepmem.reader import build_request
 
 NOW = datetime(2024, 3, 15, 10, tzinfo=UTC)  # a Friday
 EMBEDDER = HashingEmbedder()
-EVENT_IDS = itertools.count()
 ANN = Scope(tenant="acme", agent="bot", user="ann")
-
-
-@pytest.fixture
-def index(tmp_path: Path) -> Iterator[EdgeIndex]:
-    idx = EdgeIndex(tmp_path / "index")
-    idx.ensure(dim=EMBEDDER.dim)
-    yield idx
-    idx.close()
 
 
 def remember(engine: Engine, index: EdgeIndex, statement: str, *, at: datetime = NOW,
              **kw: Any) -> Memory:
-    cand = Candidate(type=str(kw.pop("type", "event")), statement=statement,
-                     provenance=[f"ev{next(EVENT_IDS)}"], valid_from=at, scope=ANN)
-    mem = new_memory(cand, scope_key=ANN.owner.key, now=at, ttl=None, extractor="test")
-    for key, value in kw.items():
-        setattr(mem, key, value)
-    with Session(engine) as s:
-        s.add(mem)
-        s.commit()
-        s.refresh(mem)
-    upsert_memories([mem], index=index, embedder=EMBEDDER)
-    return mem
+    return store_memory(engine, index, ANN, statement, at=at,
+                        type=str(kw.pop("type", "event")), **kw)
 
 
 FILLER = [

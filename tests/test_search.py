@@ -6,28 +6,23 @@ index is the real embedded engine, SQL is SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.settings import Settings
 from sleepmem.models import ConflictGroup, Memory, Scope
-from sleepmem.pipelines.index import upsert_memories
-from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.retrieve import RankWeights, approx_tokens, search
-from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import build_request
 
 
@@ -40,34 +35,12 @@ def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 EMBEDDER = HashingEmbedder()
-EVENT_IDS = itertools.count()
-
-
-@pytest.fixture
-def index(tmp_path: Path) -> Iterator[EdgeIndex]:
-    idx = EdgeIndex(tmp_path / "index")
-    idx.ensure(dim=EMBEDDER.dim)
-    yield idx
-    idx.close()
 
 
 def remember(engine: Engine, index: EdgeIndex, scope: Scope, statement: str,
              **kw: Any) -> Memory:
-    cand = Candidate(
-        type=str(kw.pop("type", "fact")), statement=statement,
-        provenance=[f"ev{next(EVENT_IDS)}"], valid_from=kw.pop("valid_from", NOW),
-        scope=scope,
-    )
-    mem = new_memory(cand, scope_key=scope.owner.key, now=kw.pop("now", NOW),
-                     ttl=kw.pop("ttl", None), extractor="test")
-    for key, value in kw.items():
-        setattr(mem, key, value)
-    with Session(engine) as s:
-        s.add(mem)
-        s.commit()
-        s.refresh(mem)
-    upsert_memories([mem], index=index, embedder=EMBEDDER)
-    return mem
+    return store_memory(engine, index, scope, statement, at=kw.pop("valid_from", NOW),
+                        type=str(kw.pop("type", "fact")), now=kw.pop("now", NOW), **kw)
 
 
 def find(engine: Engine, index: EdgeIndex, query: str, scope: Scope, *, now: datetime = NOW,
