@@ -623,6 +623,27 @@ class TestOpenRelations:
         c = slot(extract("现在我有一辆电动车。"), "rel:owns")
         assert (c.value, c.change) == ("一辆电动车", True)
 
+    @pytest.mark.parametrize("text", [
+        "I fix them every weekend.",
+        "Honestly I love it.",
+        "I collect those.",
+        "我很喜欢它。",
+        "我每天都带着这个。",
+    ])
+    def test_an_object_that_only_points_back_gives_no_slot_but_the_words_are_kept(
+        self, text: str
+    ) -> None:
+        cands = extract(text)
+        assert not [c for c in cands if (c.attribute or "").startswith("rel:")]
+        assert cands, "the sentence itself must still be remembered"
+
+    @pytest.mark.parametrize(("text", "relation"), [
+        ("I fix bikes every weekend.", "rel:fixes"),
+        ("我每天都带着钥匙。", "rel:carries"),
+    ])
+    def test_a_named_object_still_gives_its_slot(self, text: str, relation: str) -> None:
+        assert slot(extract(text), relation)
+
 
 class TestInfrastructureAsCode:
     @pytest.mark.parametrize(("text", "tool"), [

@@ -333,9 +333,17 @@ _ZH_PLACE = re.compile(
 _OBJ_CUT = re.compile(r"(?i)\s*(?:,|，|\bbtw\b|\bfyi\b|\blol\b|\bthough\b|\bhaha\b).*$")
 
 
+# An object that only points back ("I fix them", "我很喜欢它") names nothing the slot could
+# hold or compare: the statement keeps the sentence, the slot would only match loosely.
+_POINTING_OBJECT = re.compile(
+    r"(?i)^(?:it|them|this|that|these|those|him|her|one|ones|some|stuff|things?|"
+    r"(?:[着了过]\s*)?(?:它们?|他们?|她们?|这个|那个|这些|那些))$"
+)
+
+
 def open_slot(clause: str) -> OpenSlot | None:
     slot = _open_slot(clause)
-    if slot is None:
+    if slot is None or _POINTING_OBJECT.match(slot.object.strip(" .!?。！？")):
         return None
     obj = _OBJ_CUT.sub("", slot.object).strip() or slot.object
     if slot.relation in ("lives_in", "moves_to") and not _zh(obj):
