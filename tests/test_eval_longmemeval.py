@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -208,8 +207,3 @@ class TestRunOnTinySlices:
         assert report["recall_all_at_5"] <= report["recall_all_at_10"]
         assert report["baseline_recall_all_at_5"] <= report["baseline_recall_all_at_10"]
         assert report["sessions_reached"] > 0
-
-
-class TestQuestionsAreAskedOnTheirDate:
-    def test_the_question_date_is_read(self, toy_file: Path) -> None:
-        assert load(toy_file)[0].asked == datetime(2023, 5, 30, 10, 0, tzinfo=UTC)

@@ -60,8 +60,6 @@ class Item:
     dates: list[datetime]
     sessions: list[list[dict[str, Any]]]
     answer_sessions: frozenset[str]
-    # When the question was asked: relative dates in it ("10 days ago") count from here.
-    asked: datetime | None = None
 
     @property
     def abstention(self) -> bool:
@@ -107,7 +105,6 @@ def load(path: Path) -> list[Item]:
             dates=[parse_date(d) for d in q["haystack_dates"]],
             sessions=q["haystack_sessions"],
             answer_sessions=frozenset(str(s) for s in q["answer_session_ids"]),
-            asked=parse_date(q["question_date"]) if q.get("question_date") else None,
         )
         for q in raw
     ]
@@ -175,16 +172,7 @@ def _metrics(ranked: Sequence[str], relevant: frozenset[str], prefix: str = "") 
 
 def _score_item(res: Resources, item: Item, session_of: dict[str, str]) -> dict[str, float]:
     request = build_request(item.question, scope=item.scope, k=SEARCH_K, with_provenance=True)
-    # The search runs on the question's own date, as the agent asking it would have: with
-    # the wall clock, "10 days ago" pointed years past every session.
-    wall = res.clock
-    if item.asked is not None:
-        asked = item.asked
-        res.clock = lambda: asked
-    try:
-        cards = Reader(res).search(request).cards
-    finally:
-        res.clock = wall
+    cards = Reader(res).search(request).cards
     ranked = rank_by_first_mention(_card_sessions(c, session_of) for c in cards)
     return {
         **_metrics(ranked, item.answer_sessions),
