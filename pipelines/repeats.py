@@ -9,6 +9,10 @@ wording: a card whose every source event is covered by the cards ranked above it
 dropped; a card with one new source event stays, and so does any card without
 provenance (nothing to compare) and every conflict set (its sides are shown together
 on purpose).
+
+Only a card that carries its events' words covers them (an episode, a summary): the
+facts one message was split into ("we use Django, MySQL and Celery") share that one
+source event, yet each says something the others do not.
 """
 
 from __future__ import annotations
@@ -21,17 +25,18 @@ T = TypeVar("T")
 
 def without_repeats(
     ranked: Iterable[T], *, sources: Callable[[T], Sequence[str]],
-    droppable: Callable[[T], bool],
+    droppable: Callable[[T], bool], covers: Callable[[T], bool],
 ) -> list[T]:
     """``ranked`` (best first) without the droppable entries whose ``sources`` (raw event
-    ids) the entries above them already cover; every kept entry's sources count as
-    covered for those below it."""
+    ids) the entries above them already cover; a kept entry's sources count as covered
+    for those below it when ``covers`` says it carries their words."""
     covered: set[str] = set()
     out: list[T] = []
     for entry in ranked:
         own = set(sources(entry))
         if own and own <= covered and droppable(entry):
             continue
-        covered |= own
+        if covers(entry):
+            covered |= own
         out.append(entry)
     return out

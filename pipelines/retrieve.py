@@ -36,6 +36,10 @@ from sleepmem.pipelines.speakers import speaker_hits
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
 
+# Memory types that hold their source events' own words (an episode, a joined summary),
+# as opposed to what was extracted from them.
+_WORD_CARRIERS = frozenset({"event", "summary"})
+
 # Queries name the person the memory is about ("the user's", "用户的"), and extracted
 # statements do too; on the lexical side that word would only favour paraphrased
 # statements over the user's own words, so queries drop it.
@@ -272,7 +276,8 @@ def search(
         entries = without_repeats(
             entries, droppable=lambda e: isinstance(e[2], MemoryCard),
             sources=lambda e: [ev for c in _sides(e[2]) if c.id in rows
-                               for ev in rows[c.id].provenance])
+                               for ev in rows[c.id].provenance],
+            covers=lambda e: all(c.type in _WORD_CARRIERS for c in _sides(e[2])))
     if trace is not None:
         trace.scores, trace.order = scored, [key for _s, key, _c in entries]
     cards: list[MemoryCard | ConflictGroup] = []

@@ -29,9 +29,9 @@ CAL = Scope(tenant="acme", agent="bot", user="cal")
 
 
 def remember(engine: Engine, index: EdgeIndex, statement: str, *, events: list[str],
-             days_ago: int) -> Memory:
+             days_ago: int, type: str = "event") -> Memory:
     return store_memory(engine, index, CAL, statement, at=NOW - timedelta(days=days_ago),
-                        provenance=events)
+                        provenance=events, type=type)
 
 
 def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,
@@ -45,9 +45,12 @@ def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,
 SOURCES = {"a": ["e1"], "ab": ["e1", "e2"], "b": ["e2"], "c": ["e3"], "none": []}
 
 
-def kept(order: list[str], droppable: set[str] | None = None) -> list[str]:
+def kept(order: list[str], droppable: set[str] | None = None,
+         extracted: frozenset[str] = frozenset()) -> list[str]:
+    """``extracted``: entries that hold what was drawn from their events, not the words."""
     return without_repeats(order, sources=lambda m: SOURCES[m],
-                           droppable=lambda m: droppable is None or m in droppable)
+                           droppable=lambda m: droppable is None or m in droppable,
+                           covers=lambda m: m not in extracted)
 
 
 class TestWithoutRepeats:
@@ -59,6 +62,11 @@ class TestWithoutRepeats:
 
     def test_covers_across_several_entries_above(self) -> None:
         assert kept(["a", "b", "ab"]) == ["a", "b"]
+
+    def test_an_entry_drawn_from_its_events_covers_nothing_below_it(self) -> None:
+        # Facts one message was split into share its one event, yet each says something new.
+        assert kept(["a", "a", "ab"], extracted=frozenset({"a"})) == ["a", "a", "ab"]
+        assert kept(["ab", "a"], extracted=frozenset({"a"})) == ["ab"]
 
     def test_keeps_entries_without_sources_and_entries_it_may_not_drop(self) -> None:
         assert kept(["a", "none", "none"]) == ["a", "none", "none"]
@@ -99,3 +107,16 @@ class TestSearchLeavesOutRepeats:
         on = find(engine, index, EN[0], drop=True, k=3)
         off = find(engine, index, EN[0], drop=False, k=3)
         assert [c.id for c in on] == [c.id for c in off]
+
+    @pytest.mark.parametrize("facts", [
+        ("Cal's team builds the backend with Django.", "Cal's team stores data in MySQL.",
+         "Cal's team queues jobs with Celery."),
+        ("小卡团队的后端用Django。", "小卡团队的数据库用MySQL。", "小卡团队的任务队列用Celery。"),
+    ], ids=["en", "zh"])
+    def test_the_facts_one_message_was_split_into_are_all_kept(
+        self, engine: Engine, index: EdgeIndex, facts: tuple[str, str, str]
+    ) -> None:
+        for text in facts:
+            remember(engine, index, text, events=["e1"], days_ago=5, type="fact")
+        on = find(engine, index, "What does Cal's team build with?", drop=True, k=3)
+        assert sorted(c.statement for c in on) == sorted(facts)
