@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -113,3 +114,20 @@ def store_memory(
         s.refresh(mem)
     upsert_memories([mem], index=index, embedder=HashingEmbedder())
     return mem
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` on a loopback port in a background thread, for what cannot run here (a
+    hosted model or embedding API); yields its ``/v1`` base URL and stops it afterwards.
+    Request threads are daemons, so a handler a client gave up on never holds the test."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

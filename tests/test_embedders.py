@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
 import pytest
+from support import serving
 
 from sleepmem.adapters.embedders import (
     HashingEmbedder,
@@ -132,12 +132,8 @@ class FakeEndpoint(BaseHTTPRequestHandler):
 def endpoint() -> Iterator[str]:
     FakeEndpoint.requests = []
     FakeEndpoint.status = 200
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEndpoint)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(FakeEndpoint) as url:
+        yield url
 
 
 def free_port() -> int:

@@ -10,16 +10,16 @@ from __future__ import annotations
 import io
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from support import serving
 
 from sleepmem.adapters.llm import OpenAIChatModel, make_chat_model, parse_json_object
 from sleepmem.core.errors import ExtractionError, TransientError
@@ -87,14 +87,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def script() -> Iterator[tuple[Script, str]]:
     state = Script()
-    handler = type("Handler", (_Handler,), {"script": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(type("Handler", (_Handler,), {"script": state})) as url:
+        yield state, url
 
 
 @pytest.fixture

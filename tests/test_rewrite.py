@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 import structlog
 from pydantic import SecretStr
 from sqlmodel import Session
+from support import serving
 
 from sleepmem.adapters.llm import OpenAIChatModel, make_rewriter
 from sleepmem.core.settings import Settings
@@ -85,15 +85,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def model() -> Iterator[tuple[Model, str]]:
     state = Model()
-    handler = type("Handler", (_Handler,), {"model": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(type("Handler", (_Handler,), {"model": state})) as url:
+        yield state, url
 
 
 def own(settings: Settings, name: str, **over: Any) -> Resources:
