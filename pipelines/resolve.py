@@ -40,6 +40,7 @@ from sleepmem.pipelines.memories import content_hash, copy_row, memory_id, new_m
 from sleepmem.pipelines.semantic import Meaning, gist
 from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (
+    OPEN_SLOT_PREFIX,
     TOOL_PREFIX,
     Candidate,
     Op,
@@ -58,6 +59,13 @@ _CORRECTION = re.compile(
     r"(?i)\b(?:actually|not\b.{0,30}\bany ?more|no longer|that'?s (?:wrong|not (?:right|true))|"
     r"correction|instead|sold|switched|changed|gave up|quit|stopped|used to)\b"
     r"|其实|不对|错了|更正|纠正|不再|已经不|改成|换成|卖了|不是.{1,8}了"
+)
+# The markers that are verbs of change, and a negation just before one ("I won't quit",
+# "we never switched", "didn't sell"): a negated change is none.
+_CHANGE_VERBS = frozenset({"sold", "switched", "changed", "gave up", "quit", "stopped"})
+_NEGATION_BEFORE = re.compile(
+    r"(?i)\b(?:not|never|won'?t|wouldn'?t|don'?t|doesn'?t|didn'?t|can'?t|cannot|couldn'?t|"
+    r"haven'?t|hasn'?t|hadn'?t|shouldn'?t|will not|do not|did not)\s+(?:\w+\s+)?$"
 )
 
 # Types a change of another slot may update (never an episode, summary or procedure).
@@ -268,7 +276,7 @@ class Resolver:
         for i in sorted(covered, key=lambda i: -best[i]):
             if len(covered[i]) < len(mine):
                 continue
-            if marked and not _CORRECTION.search(pool[i].statement):
+            if marked and not _corrects(pool[i].statement):
                 continue
             return pool[i]
         return None
@@ -312,8 +320,11 @@ class Resolver:
         # A message never corrects itself: "That's out of date, the bus route was cut. I
         # cycle to work now." is one correction, its preamble no second one of the first.
         own = set(cand.provenance[-1:])
-        restatable = [m for m in self._restatable(cand) if not own & set(m.provenance)]
-        if _CORRECTION.search(_last_turn(cand.statement)):
+        # A person corrects what they said, never what someone else in the scope said.
+        speaker = cand.details.get("speaker")
+        restatable = [m for m in self._restatable(cand)
+                      if not own & set(m.provenance) and m.details.get("speaker") == speaker]
+        if _corrects(_last_turn(cand.statement)):
             # A slotless correction may update any memory of the subject (it inherits the
             # slot); a slotted one only a slotless memory or one of its own slot.
             pool = [
@@ -542,7 +553,7 @@ class Resolver:
             # ("I'm now learning Spanish too") makes it no change.
             last = _last_turn(cand.statement)
             strong = cand.negated or (
-                bool(_CORRECTION.search(last)) and not _ADDITIVE.search(last))
+                _corrects(last) and not _ADDITIVE.search(last))
             if not (strong or _shifts(cand)):
                 mem = self._add(self._new(cand))
                 self.plan.audits.append(
@@ -581,7 +592,7 @@ class Resolver:
         if cand.negated and not cand.value:
             for m in members:
                 self._retire(m, at=cand.valid_from, by=None, status=MemoryStatus.superseded.value)
-                self._retire_episodes(_value(m), by=None, at=cand.valid_from)
+                self._retire_episodes(m, by=None, at=cand.valid_from)
             self.plan.audits.append(
                 AuditDraft(
                     Op.INVALIDATE,
@@ -607,7 +618,7 @@ class Resolver:
         new = self._add(new)
         for m in members:
             self._retire(m, at=cand.valid_from, by=new.id, status=MemoryStatus.superseded.value)
-            self._retire_episodes(_value(m), by=new.id, at=cand.valid_from)
+            self._retire_episodes(m, by=new.id, at=cand.valid_from)
         self.plan.audits.append(
             AuditDraft(
                 Op.UPDATE,
@@ -642,14 +653,21 @@ class Resolver:
             )
         )
 
-    def _retire_episodes(self, old_value: str, *, by: str | None, at: datetime) -> None:
-        """Episodes and summaries that describe a superseded state stop counting as current."""
-        if len(old_value) < 2:
-            return
+    def _retire_episodes(self, old: Memory, *, by: str | None, at: datetime) -> None:
+        """Episodes and summaries that describe a superseded state stop counting as current:
+        those the old memory was taken from, and, when its slot holds one value at a time
+        (a residence, an employer), those that name that value.
+
+        A value of a slot that holds many at once (a hobby, a liking) is no state that
+        ends for everything else: "we went hiking" stays a true record when a hobby
+        changes, and such values are often common words ("making", "for fun").
+        """
+        said = set(old.provenance)
+        value = _value(old) if _exclusive(old) else ""
         for mem in self.current():
             if mem.type not in ("event", "summary") or mem.attribute or mem.id == by:
                 continue
-            if _mentions(mem.statement, old_value):
+            if said.intersection(mem.provenance) or (value and _mentions(mem.statement, value)):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
                 self.plan.audits.append(
                     AuditDraft(
@@ -799,15 +817,24 @@ def _last_turn(statement: str) -> str:
     return statement.rsplit("\n", 1)[-1]
 
 
+def _corrects(text: str) -> bool:
+    """Whether ``text`` carries a correction marker that is not negated: "I won't quit"
+    or "we never switched" keep what was said."""
+    return any(
+        not (m.group(0).lower() in _CHANGE_VERBS and _NEGATION_BEFORE.search(text[: m.start()]))
+        for m in _CORRECTION.finditer(text)
+    )
+
+
 def _marks_correction(cand: Candidate) -> bool:
-    return cand.change or bool(_CORRECTION.search(_last_turn(cand.statement)))
+    return cand.change or _corrects(_last_turn(cand.statement))
 
 
 def _shifts(cand: Candidate) -> bool:
     """Whether ``cand`` says something changed (a correction, a time shift such as "these
     days" or "from now on", feedback on what was remembered) rather than adding to it."""
     last = _last_turn(cand.statement)
-    changed = cand.change or bool(cand.details.get("feedback")) or bool(_CORRECTION.search(last))
+    changed = cand.change or bool(cand.details.get("feedback")) or _corrects(last)
     return changed and not _ADDITIVE.search(last)
 
 
@@ -855,6 +882,14 @@ def _named(members: list[Memory], cand: Candidate) -> list[Memory]:
 
 def _value(mem: Memory) -> str:
     return norm_text(str(mem.details.get("value") or mem.statement))
+
+
+def _exclusive(mem: Memory) -> bool:
+    """Whether the memory's slot holds one value at a time. A key that names its value
+    ("likes:tea", "hobby:hiking") is one slot per value, so never one of them."""
+    if not mem.attribute or mem.attribute.startswith(OPEN_SLOT_PREFIX):
+        return bool(mem.attribute) and not is_many_valued(mem.attribute, mem.details)
+    return ":" not in mem.attribute
 
 
 def _mentions(statement: str, needle: str) -> bool:

@@ -73,6 +73,30 @@ class TestChanges:
                       change=True)])
         assert not [m for m in r.current() if "Beijing" in m.statement]
 
+    def test_a_changed_value_of_a_slot_keyed_by_value_leaves_episodes_that_name_it(
+        self,
+    ) -> None:
+        # "making" is a word many episodes use; a liking keyed by its value is one slot per
+        # value, so its change ends no state the episodes describe.
+        r = run([cand("Likes making jewelry.", type="preference", attribute="likes:making",
+                      value="making"),
+                 cand("Jon: I was making dinner when you called.", type="event"),
+                 cand("我们周末在做 making 手工。", type="event"),
+                 cand("Likes making pottery.", type="preference", attribute="likes:making",
+                      value="making pottery", change=True)])
+        episodes = [m.statement for m in r.current() if m.type == "event"]
+        assert episodes == ["Jon: I was making dinner when you called.",
+                            "我们周末在做 making 手工。"]
+
+    def test_the_episode_a_superseded_value_was_taken_from_stops_being_current(self) -> None:
+        r = run([cand("Likes hiking.", type="preference", attribute="hobby:hiking",
+                      value="hiking", provenance=["e1"]),
+                 cand("I love hiking every weekend.", type="event", provenance=["e1"]),
+                 cand("Gave up hiking, I swim now.", type="preference",
+                      attribute="hobby:hiking", value="swimming", change=True,
+                      provenance=["e2"])])
+        assert not [m for m in r.current() if m.statement == "I love hiking every weekend."]
+
     def test_two_trusted_statements_without_a_change_become_a_conflict_set(self) -> None:
         r = run([cand("Address: 12 Oak Street.", attribute="address", value="12 oak street"),
                  cand("Address: 48 Pine Avenue.", attribute="address", value="48 pine avenue",

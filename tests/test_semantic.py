@@ -19,7 +19,7 @@ from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
 from sleepmem.pipelines import semantic
 from sleepmem.pipelines.extract.rules import RulesExtractor
-from sleepmem.pipelines.forget_requests import recognise, topic_of
+from sleepmem.pipelines.forget_requests import cued_sentences, recognise, topic_of
 from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.resolve import Resolver
@@ -385,6 +385,12 @@ REQUESTS = [
     ("把我离婚的事忘掉吧", "离婚"),
     ("不要保存我的病历信息", "病历"),
     ("请删除关于我前夫的所有信息", "前夫"),
+    # A request is one sentence of a longer turn; its topic is that sentence's object.
+    ("Thanks for the help today. Also, please forget what I told you about my ex.", "ex"),
+    ("Great chat! By the way, delete what I said about my salary.", "salary"),
+    ("今天聊得很开心。对了，把我前夫的事忘掉吧。", "前夫"),
+    ("Forget my medical history.", "medical history"),
+    ("前男友的事情你全部忘掉吧。", "前男友"),
 ]
 NOT_REQUESTS = [
     "I forgot my umbrella at the office.",
@@ -392,6 +398,26 @@ NOT_REQUESTS = [
     "Remove the cheese from my pizza order please.",
     "Don't forget that I'm allergic to peanuts.",
     "我把旧文件删掉了。",
+    # A negated forget is remembering; "forget to" is failing to do; a mood is no order.
+    "I'll never forget the day my youngest took her first steps.",
+    "It was stunning during the sunset, and I'll never forget it.",
+    "Push through and it'll be worth it. Don't forget to take breaks when you need to!",
+    "I'm here if you need me. Take care of yourself and don't forget to rest up.",
+    "Nature's calming for sure. Guess it helps us forget the daily craziness.",
+    "That trip was unforgettable, I can't forget how blue the sea was.",
+    "Please don't delete my notes from yesterday's meeting.",
+    "I keep forgetting to water the plants.",
+    # The same verbs in statements about the speaker, not said to the listener.
+    "It's easy to get lost and forget that.",
+    "That's right, his name is Ned, how could I forget?",
+    "I don't remember what it's called.",
+    "Been running a lot lately, a great way to destress and clear my mind.",
+    "It's clear they're well loved.",
+    "我总是容易忘记带伞。",
+    "我永远不会忘记那一天。",
+    "别忘了多休息。",
+    "那次旅行让我难忘。",
+    "我忘不了她的笑容。",
 ]
 
 
@@ -402,7 +428,7 @@ class TestForgetRequests:
     ) -> None:
         c = cand(text, type="event")
         assert recognise([c], Meaning(usem)) == 1
-        assert c.forget_topic == topic == topic_of(text)
+        assert c.forget_topic == topic == topic_of(cued_sentences(text)[-1])
 
     @pytest.mark.parametrize("text", NOT_REQUESTS)
     def test_the_same_verbs_without_a_request_are_not_one(self, usem: Embedder,
@@ -507,6 +533,43 @@ class TestChangesInAnyWording:
         scope.run("I prefer tea over coffee in the mornings.")
         scope.run("These days I prefer coffee in the morning, I've gone off tea.")
         assert (Op.NOOP, "says what an existing memory says") not in scope.audits
+
+
+    @pytest.mark.parametrize(("before", "after"), [
+        ("I'm opening my own dance studio next spring.",
+         "Thanks! I won't quit on my dreams, no matter what."),
+        ("I run every morning before work.", "I never stopped running, even in the winter."),
+        ("We bank with Chase.", "We didn't switch banks after all, still with Chase."),
+        ("Thanks! I'm going for my dreams, whatever it takes.",
+         "Thanks! I won't quit on my dreams - your words motivate me to keep going!"),
+    ])
+    def test_a_negated_change_retires_nothing(self, usem: Embedder, before: str,
+                                              after: str) -> None:
+        scope = Scope_(usem)
+        scope.run(before)
+        [first] = scope.current()
+        scope.run(after)
+        assert first.id in {m.id for m in scope.current()}
+
+    @pytest.mark.parametrize(("before", "after"), [
+        ("We went to the beach on Saturday with the kids.",
+         "Actually, we went to the lake on Saturday with the kids."),
+        ("我们周六带孩子去了海边。", "其实我们周六带孩子去的是湖边。"),
+    ])
+    def test_a_person_corrects_only_their_own_words(self, usem: Embedder, before: str,
+                                                     after: str) -> None:
+        # Two people in one scope (a group chat): one's "actually" is no correction of
+        # the other; the same words from the first person are.
+        others = Scope_(usem)
+        others.run(before, meta={"speaker": "Gina"})
+        [gina] = others.current()
+        others.run(after, meta={"speaker": "Jon"})
+        assert gina.id in {m.id for m in others.current()}
+        own = Scope_(usem)
+        own.run(before, meta={"speaker": "Jon"})
+        [jon] = own.current()
+        own.run(after, meta={"speaker": "Jon"})
+        assert jon.id not in {m.id for m in own.current()}
 
 
 class TestOneMentionPerEvent:

@@ -322,6 +322,9 @@ class _Turn:
         fields.update(kw)
         if sp.trusted_tool:
             fields["details"]["trusted_tool"] = True
+        if sp.source == "user" and sp.prefix:
+            # Several people in one scope (a group chat): each corrects only their own words.
+            fields["details"]["speaker"] = sp.prefix
         one_off = bool(fields.get("one_off"))
         return Candidate(
             statement=statement,
