@@ -210,12 +210,17 @@ class Resolver:
             self._parts[statement] = semantic.sentences(self._gist(statement))
         return self._parts[statement]
 
-    def _near(self, cand: Candidate, pool: list[Memory]) -> list[tuple[Memory, float, bool]]:
-        """``pool`` members by similarity to ``cand``, best first: (memory, sim, same)."""
+    def _near(self, cand: Candidate, pool: list[Memory], *,
+              own_turns: bool = False) -> list[tuple[Memory, float, bool]]:
+        """``pool`` members by similarity to ``cand``, best first: (memory, sim, same).
+        ``own_turns``: compare the last turns only (a reply's own words, without the turn
+        before it that an episode keeps for context)."""
         if self.meaning is None or not pool:
             return []
-        text = gist(cand.statement)
-        others = [self._gist(m.statement) for m in pool]
+        def words(statement: str) -> str:
+            return _last_turn(statement) if own_turns else statement
+        text = gist(words(cand.statement))
+        others = [self._gist(words(m.statement)) for m in pool]
         sims = self.meaning.similarities(text, others)
         order = np.argsort(-np.asarray(sims, dtype=np.float32), kind="stable")
         return [
@@ -324,15 +329,18 @@ class Resolver:
         speaker = cand.details.get("speaker")
         restatable = [m for m in self._restatable(cand)
                       if not own & set(m.provenance) and m.details.get("speaker") == speaker]
-        if _corrects(_last_turn(cand.statement)):
+        last = _last_turn(cand.statement)
+        if _corrects(last):
             # A slotless correction may update any memory of the subject (it inherits the
-            # slot); a slotted one only a slotless memory or one of its own slot.
+            # slot); a slotted one only a slotless memory or one of its own slot. What it
+            # corrects is judged by the speakers' own turns: the turn before a reply, kept
+            # for context, is someone else's words.
             pool = [
                 m for m in restatable
                 if m.subject == cand.subject and (
                     not cand.attribute or not m.attribute or m.attribute == cand.attribute)
             ]
-            for mem, sim, _same in self._near(cand, pool)[:1]:
+            for mem, sim, _same in self._near(cand, pool, own_turns=True)[:1]:
                 if sim >= semantic.RELATED and not (
                         cand.trust == Trust.low.value and mem.trust == Trust.high.value):
                     return mem
