@@ -341,8 +341,12 @@ class Resolver:
                     not cand.attribute or not m.attribute or m.attribute == cand.attribute)
             ]
             for mem, sim, _same in self._near(cand, pool, own_turns=True)[:1]:
+                # An episode is corrected only by a turn that restates it with another
+                # detail, not by any turn on the same theme (see semantic.shares_frame).
                 if sim >= semantic.RELATED and not (
-                        cand.trust == Trust.low.value and mem.trust == Trust.high.value):
+                        cand.trust == Trust.low.value and mem.trust == Trust.high.value) and (
+                        mem.attribute or semantic.shares_frame(_own_turn(cand.statement, speaker),
+                                                               _own_turn(mem.statement, speaker))):
                     return mem
         if not _shifts(cand) or cand.trust == Trust.low.value:
             return None
@@ -663,19 +667,21 @@ class Resolver:
 
     def _retire_episodes(self, old: Memory, *, by: str | None, at: datetime) -> None:
         """Episodes and summaries that describe a superseded state stop counting as current:
-        those the old memory was taken from, and, when its slot holds one value at a time
-        (a residence, an employer), those that name that value.
+        when the old memory's slot holds one value at a time (a residence, an employer),
+        those that name that value.
 
         A value of a slot that holds many at once (a hobby, a liking) is no state that
         ends for everything else: "we went hiking" stays a true record when a hobby
-        changes, and such values are often common words ("making", "for fun").
+        changes, and such values are often common words ("making", "for fun"). Nor does
+        the episode a value was taken from go for that alone: it says other things too.
         """
-        said = set(old.provenance)
         value = _value(old) if _exclusive(old) else ""
+        if len(value) < 2:
+            return
         for mem in self.current():
             if mem.type not in ("event", "summary") or mem.attribute or mem.id == by:
                 continue
-            if said.intersection(mem.provenance) or (value and _mentions(mem.statement, value)):
+            if _mentions(mem.statement, value):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
                 self.plan.audits.append(
                     AuditDraft(
@@ -823,6 +829,12 @@ class Resolver:
 
 def _last_turn(statement: str) -> str:
     return statement.rsplit("\n", 1)[-1]
+
+
+def _own_turn(statement: str, speaker: object) -> str:
+    """The last turn without its speaker's name (shared by both sides, it says nothing)."""
+    last = _last_turn(statement)
+    return last.removeprefix(f"{speaker}: ") if speaker else last
 
 
 def _corrects(text: str) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Embedder, Vector
 
 # -- thresholds (cosine on unit vectors; see the module docstring for how they were set) --
@@ -188,6 +189,22 @@ def frame_swap(a: str, b: str) -> bool:
     _, i1, i2, j1, j2 = diffs[0]
     return i2 - i1 <= SWAP_MAX_UNITS and j2 - j1 <= SWAP_MAX_UNITS and (
         sm.ratio() >= SWAP_OVERLAP)
+
+
+def shares_frame(a: str, b: str) -> bool:
+    """Whether the shorter of two statements has at least half of its words in the other.
+
+    A correction restates what it corrects with another detail ("we went to the lake on
+    Saturday" / "to the beach on Saturday"); two chatty turns merely on one theme, which a
+    small embedder still scores as related, share a word or two. Across languages words
+    cannot tell, so such a pair passes.
+    """
+    if bool(_CJK.search(a)) != bool(_CJK.search(b)):
+        return True
+    ta, tb = set(tokens(gist(a))), set(tokens(gist(b)))
+    if not ta or not tb:
+        return False
+    return len(ta & tb) >= SWAP_OVERLAP * min(len(ta), len(tb))
 
 
 _IDENTIFIER = re.compile(r"[^\s,;()（）]*(?:@|://|\d)[^\s,;()（）]*")

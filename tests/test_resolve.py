@@ -88,14 +88,18 @@ class TestChanges:
         assert episodes == ["Jon: I was making dinner when you called.",
                             "我们周末在做 making 手工。"]
 
-    def test_the_episode_a_superseded_value_was_taken_from_stops_being_current(self) -> None:
+    def test_the_episode_a_changed_liking_was_taken_from_keeps_what_else_it_says(
+        self,
+    ) -> None:
         r = run([cand("Likes hiking.", type="preference", attribute="hobby:hiking",
                       value="hiking", provenance=["e1"]),
-                 cand("I love hiking every weekend.", type="event", provenance=["e1"]),
+                 cand("I love hiking, and I tried two of Emma's recipes this week.",
+                      type="event", provenance=["e1"]),
                  cand("Gave up hiking, I swim now.", type="preference",
                       attribute="hobby:hiking", value="swimming", change=True,
                       provenance=["e2"])])
-        assert not [m for m in r.current() if m.statement == "I love hiking every weekend."]
+        assert [m.statement for m in r.current() if m.type == "event"] == [
+            "I love hiking, and I tried two of Emma's recipes this week."]
 
     def test_two_trusted_statements_without_a_change_become_a_conflict_set(self) -> None:
         r = run([cand("Address: 12 Oak Street.", attribute="address", value="12 oak street"),

@@ -552,6 +552,28 @@ class TestChangesInAnyWording:
         assert first.id in {m.id for m in scope.current()}
 
     @pytest.mark.parametrize(("before", "after"), [
+        ("Yeah, I'm really lucky to have them. They've been there through everything, I've "
+         "known these friends for 4 years, since I moved from my home country.",
+         "Thanks. It's definitely changed them. Some close friends kept supporting me, but a "
+         "few weren't able to handle it."),
+        ("Hey, great to chat again! A lot has happened since we last spoke. Last week I "
+         "decided to run for office again.",
+         "Hi! It's so good to talk again. A lot has changed since last time. I'm really "
+         "enjoying my new job."),
+        ("最近压力很大，跳舞是我放松的方式，也让我更有创造力。",
+         "其实跳舞对我来说就是表达自己的方式，我以前很在意别人的看法。"),
+    ])
+    def test_a_turn_on_the_same_theme_corrects_no_episode(self, usem: Embedder, before: str,
+                                                          after: str) -> None:
+        # A marker ("changed", "actually") in a turn that does not restate the episode
+        # with another detail is conversation, not a correction.
+        scope = Scope_(usem)
+        scope.run(before, meta={"speaker": "Jon"})
+        kept = {m.id for m in scope.current()}
+        scope.run(after, meta={"speaker": "Jon"})
+        assert kept <= {m.id for m in scope.current()}, [m.statement for m in scope.current()]
+
+    @pytest.mark.parametrize(("before", "after"), [
         ("We went to the beach on Saturday with the kids.",
          "Actually, we went to the lake on Saturday with the kids."),
         ("我们周六带孩子去了海边。", "其实我们周六带孩子去的是湖边。"),
