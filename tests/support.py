@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import time
 import uuid
@@ -11,9 +12,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from mcp.client.stdio import StdioServerParameters
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -25,12 +28,24 @@ from sleepmem.pipelines.ports import VectorIndex
 from sleepmem.pipelines.types import Candidate
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[1]
 _EVENT_IDS = itertools.count()
 
 # The Redis server the tests use; each test has its own key namespace on it.
 REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 # The PostgreSQL server the tests use; each test run makes its own database on it.
 PG_SERVER = os.environ.get("SLEEPMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
+
+
+def mcp_over_stdio(data_dir: Path) -> StdioServerParameters:
+    """``sleepmem mcp`` as a child process on the runtime's data directory, with none of
+    this process's SLEEPMEM_ settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEEPMEM_")}
+    env.update({"SLEEPMEM_DATA_DIR": str(data_dir), "SLEEPMEM_LOG_LEVEL": "WARNING",
+                "PYTHONPATH": str(ROOT)})
+    return StdioServerParameters(
+        command=sys.executable, args=["-c", "from sleepmem.cli import main; main()", "mcp"],
+        env=env)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, poll: float = 0.02) -> bool:

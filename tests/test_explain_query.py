@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 from mcp import Client as McpClient
-from mcp.client.stdio import StdioServerParameters
+from support import mcp_over_stdio
 from test_client import SCOPE, cli, running_server
 
 from sleepmem.client import AsyncClient, Client
@@ -22,7 +19,6 @@ from sleepmem.core.errors import NotFoundError, ValidationError
 from sleepmem.models import MemoryCard
 from sleepmem.runtime import Runtime
 
-ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "where does Ann live?"
 
 
@@ -166,12 +162,7 @@ class TestTheMcpTool:
         self, server: Runtime, mem: Client
     ) -> None:
         card = best(mem)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLEEPMEM_")}
-        env.update({"SLEEPMEM_DATA_DIR": str(server.settings.data_dir),
-                    "SLEEPMEM_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)})
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-c", "from sleepmem.cli import main; main()", "mcp"], env=env)
+        params = mcp_over_stdio(server.settings.data_dir)
 
         async def run() -> str:
             async with McpClient(params) as mcp:

@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client as McpClient
-from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from support import wait_for
+from support import mcp_over_stdio, wait_for
 from test_client import SCOPE, running_server
 
 from sleepmem.client import Client
 from sleepmem.runtime import Runtime
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +67,7 @@ async def exercise(mcp: McpClient, runtime: Runtime, word: str) -> None:
 
 class TestMcpOverStdio:
     def test_the_sdk_client_remembers_recalls_explains_and_forgets(self, server: Runtime) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLEEPMEM_")}
-        env.update({"SLEEPMEM_DATA_DIR": str(server.settings.data_dir),
-                    "SLEEPMEM_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)})
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-c", "from sleepmem.cli import main; main()", "mcp"], env=env)
+        params = mcp_over_stdio(server.settings.data_dir)
 
         async def run() -> None:
             async with McpClient(params) as mcp:
