@@ -149,8 +149,9 @@ def topic_of(statement: str) -> str:
 def cued_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that carry a cue in a form that may be a request: said to
     the listener, and not a negated forget."""
-    return [s.strip() for s in _SENTENCE.split(text)
-            if CUE.search(s) and REQUEST_FRAME.search(s.strip()) and not NOT_A_REQUEST.search(s)]
+    sentences = (s.strip() for s in _SENTENCE.split(text))
+    return [s for s in sentences
+            if CUE.search(s) and REQUEST_FRAME.search(s) and not NOT_A_REQUEST.search(s)]
 
 
 def may_ask_to_forget(cand: Candidate) -> bool:

@@ -907,8 +907,10 @@ def _value(mem: Memory) -> str:
 def _exclusive(mem: Memory) -> bool:
     """Whether the memory's slot holds one value at a time. A key that names its value
     ("likes:tea", "hobby:hiking") is one slot per value, so never one of them."""
-    if not mem.attribute or mem.attribute.startswith(OPEN_SLOT_PREFIX):
-        return bool(mem.attribute) and not is_many_valued(mem.attribute, mem.details)
+    if not mem.attribute:
+        return False
+    if mem.attribute.startswith(OPEN_SLOT_PREFIX):
+        return not is_many_valued(mem.attribute, mem.details)
     return ":" not in mem.attribute
 
 

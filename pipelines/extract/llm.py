@@ -538,8 +538,8 @@ def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate | Non
         details.update(extra)
     if speaker.trusted_tool:
         details["trusted_tool"] = True
-    if speaker.source == "user" and speaker.prefix:
-        details["speaker"] = speaker.prefix  # as the rules mark it: whose words these are
+    if speaker.person:
+        details["speaker"] = speaker.person
     confidence = min(item.confidence, speaker.confidence)
     kind = _canonical_type(item.type, subject, attribute, statement)
     if kind in ("fact", "preference") and not _known(attribute) and _short_lived(

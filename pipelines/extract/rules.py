@@ -261,6 +261,12 @@ class Speaker:
     trusted_tool: bool = False
     prefix: str = ""
 
+    @property
+    def person(self) -> str:
+        """The named user speaking (``meta.speaker``), else "": with several people in one
+        scope (a group chat), each corrects only their own words."""
+        return self.prefix if self.source == "user" else ""
+
 
 def _meta_float(meta: dict[str, Any], key: str, default: float) -> float:
     value = meta.get(key)
@@ -322,9 +328,8 @@ class _Turn:
         fields.update(kw)
         if sp.trusted_tool:
             fields["details"]["trusted_tool"] = True
-        if sp.source == "user" and sp.prefix:
-            # Several people in one scope (a group chat): each corrects only their own words.
-            fields["details"]["speaker"] = sp.prefix
+        if sp.person:
+            fields["details"]["speaker"] = sp.person
         one_off = bool(fields.get("one_off"))
         return Candidate(
             statement=statement,
