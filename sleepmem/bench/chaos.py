@@ -254,6 +254,21 @@ def _wait(predicate: Callable[[], bool], timeout: float, poll: float = 0.2) -> b
     return bool(_wait_value(lambda: True if _safe(predicate) else None, timeout, poll))
 
 
+def _strike_while(busy: Callable[[], bool], rng: random.Random, *, timeout: float) -> bool:
+    """Wait for a moment somewhere inside a piece of work, not at its start: busy, and
+    still busy after a short random pause. A task that ended during the pause (a loaded
+    machine makes these windows short and uneven) sends us back to wait for the next one,
+    until the timeout; then the disruption goes ahead on an idle system and says so."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _wait(busy, timeout=max(0.0, deadline - time.monotonic()), poll=0.05):
+            return False
+        time.sleep(rng.uniform(0.0, 0.1))
+        if _safe(busy):
+            return True
+    return False
+
+
 def _safe(predicate: Callable[[], bool]) -> bool:
     """A store being restarted answers nothing: not yet."""
     try:
@@ -461,10 +476,7 @@ def run_chaos_on(
             def busy(stale: set[bytes] = stale) -> bool:
                 return probe.busy(workers.pool_pid(), stale)
 
-            # Break things while work is in flight: a lease held or entries being drained.
-            _wait(busy, timeout=30.0, poll=0.05)
-            time.sleep(rng.uniform(0.0, 0.1))  # somewhere in the task, not at its start
-            if kind in ("pool", "worker") and _safe(busy):
+            if _strike_while(busy, rng, timeout=30.0) and kind in ("pool", "worker"):
                 tally.kills_in_flight += 1
             _disrupt(
                 kind, workers=workers, redis_server=redis_server, postgres=postgres, tally=tally
