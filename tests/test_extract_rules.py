@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -521,6 +521,55 @@ class TestEvents:
         cands = extract("My OpenAI key is [REDACTED:api_key], I use OpenAI for my side project.")
         assert [c.statement for c in cands] == ["The user uses OpenAI for their side project."]
         assert extract("The verification code they texted me is [REDACTED:otp].") == []
+
+
+class TestAReplyCarriesTheTurnItAnswers:
+    @staticmethod
+    def episodes(turns: list[tuple[str, str, int, dict[str, Any]]]) -> dict[str, Candidate]:
+        """(role, content, minutes after AT, meta) per turn; each turn's episode by event id."""
+        events = [
+            EventView(event_id=f"e{i}", scope=SCOPE, kind="message", role=role, content=text,
+                      at=AT + timedelta(minutes=minutes), meta=meta)
+            for i, (role, text, minutes, meta) in enumerate(turns)
+        ]
+        cands = RulesExtractor().extract(events).candidates
+        return {c.provenance[-1]: c for c in cands if c.type == "event"}
+
+    def test_a_reply_in_the_same_conversation_carries_the_question(self) -> None:
+        got = self.episodes([
+            ("assistant", "How long have you two been together?", 0, {"session_id": "a"}),
+            ("user", "Five years already, can you believe it!", 1, {"session_id": "a"}),
+        ])
+        assert got["e1"].provenance == ["e0", "e1"]
+        assert got["e1"].statement.startswith("Assistant: How long have you two been together?")
+
+    @pytest.mark.parametrize("key", ["session_id", "thread_id", "conversation_id"])
+    def test_the_last_words_of_another_conversation_are_no_context(self, key: str) -> None:
+        # Minutes apart in time, but the second message opens a conversation of its own.
+        got = self.episodes([
+            ("assistant", "Done, your itinerary is saved.", 0, {key: "trip"}),
+            ("user", "Can you suggest a gift for my sister's wedding?", 5, {key: "gift"}),
+        ])
+        assert got["e1"].provenance == ["e1"]
+        assert got["e1"].statement == "Can you suggest a gift for my sister's wedding?"
+
+    def test_a_chinese_conversation_is_told_apart_the_same_way(self) -> None:
+        got = self.episodes([
+            ("assistant", "好的，行程已经保存了。", 0, {"thread_id": "1"}),
+            ("user", "帮我想想送妹妹什么结婚礼物吧", 3, {"thread_id": "2"}),
+            ("assistant", "可以考虑一套精致的茶具。", 4, {"thread_id": "2"}),
+        ])
+        assert got["e1"].provenance == ["e1"]
+        assert got["e2"].provenance == ["e1", "e2"]
+
+    def test_without_a_marker_nearness_in_time_decides(self) -> None:
+        got = self.episodes([
+            ("assistant", "Which city are you flying from?", 0, {}),
+            ("user", "From Lisbon, on the early flight.", 2, {}),
+            ("user", "Also, what should I pack for the mountains?", 120, {}),
+        ])
+        assert got["e1"].provenance == ["e0", "e1"]
+        assert got["e2"].provenance == ["e2"]
 
 
 class TestNoFalseSlots:

@@ -984,21 +984,28 @@ def _json_summary(data: Any) -> str:
 
 PAIR_GAP = timedelta(hours=1)
 PAIR_CONTEXT_CHARS = 300
+# The meta fields by which callers who keep several conversations in one scope name the
+# conversation (LangGraph's thread, a chat app's conversation or session id).
+CONVERSATION_KEYS = ("conversation_id", "thread_id", "session_id", "conversation", "session")
 
 
 def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) -> None:
     """Remember a reply together with the turn it answers.
 
     "Five years already!" means nothing alone; it answers "How long have you been
-    married?". An episode whose event follows another message of the same session within
+    married?". An episode whose event follows another message of the same conversation within
     PAIR_GAP carries that turn too, in its statement and in its provenance, so both what
     it says and where it came from stay true (and a forget request that names the topic
     finds the pair).
+
+    A turn of another conversation answers nothing here, however close in time: a new
+    conversation's first message would otherwise carry the last words of the one before.
     """
     ordered = sorted(events, key=lambda e: e.at)
     previous: dict[str, tuple[str, str]] = {}
     for a, b in pairwise(ordered):
-        if a.scope == b.scope and a.kind == "message" and b.at - a.at < PAIR_GAP:
+        if (a.scope == b.scope and a.kind == "message" and b.at - a.at < PAIR_GAP
+                and _same_conversation(a, b)):
             who = a.meta.get("speaker") or ("Assistant" if a.role == "assistant" else "User")
             text = a.content.strip()
             if len(text) > PAIR_CONTEXT_CHARS:
@@ -1017,3 +1024,12 @@ def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) ->
         # context instead of deleting the reply with it.
         cand.details["context_event"] = pid
         cand.details["reply_offset"] = len(context) + 1
+
+
+def _same_conversation(a: EventView, b: EventView) -> bool:
+    """No conversation marker the two events both carry names two different ones."""
+    return all(
+        str(a.meta[k]) == str(b.meta[k])
+        for k in CONVERSATION_KEYS
+        if a.meta.get(k) is not None and b.meta.get(k) is not None
+    )
