@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from sleepmem.core.settings import Settings
+from sleepmem.evals.harness import eval_instance, ingest
 from sleepmem.evals.longmemeval import (
     Item,
+    ask,
     bm25_ranking,
     events_of,
     load,
@@ -20,6 +22,7 @@ from sleepmem.evals.longmemeval import (
     spread,
 )
 from sleepmem.evals.metrics import dcg, ndcg_any, rank_by_first_mention, recall_all, recall_any
+from sleepmem.models import MemoryCard
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/longmemeval/longmemeval_s_dev.json.gz"
 
@@ -195,6 +198,34 @@ class TestRunOnTinySlices:
         assert set(report["by_type"]) == {"single-session-user"}
         for key in ("recall_all_at_5", "ndcg_any_at_5", "recall_all_at_10", "ndcg_any_at_10"):
             assert 0.0 <= report[key] <= 1.0
+
+    def test_the_question_is_asked_on_its_date_so_days_ago_count_back_from_it(
+        self, tmp_path: Path, settings: Settings
+    ) -> None:
+        raw = _item(
+            "q_when",
+            "What kitchen appliance did I buy ten days ago?",
+            {
+                "s_old": [_turn("user", "I bought a blender for my kitchen.")],
+                "answer_t": [_turn("user", "I got a toaster for the kitchen.", True)],
+            },
+            ["answer_t"],
+            qtype="temporal-reasoning",
+        )
+        raw["haystack_dates"] = ["2023/04/02 (Sun) 09:00", "2023/05/20 (Sat) 09:00"]
+        path = tmp_path / "when.json.gz"
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            json.dump([raw], fh)
+        (item,) = load(path)
+        assert item.asked is not None and item.asked.isoformat() == "2023-05-30T10:00:00+00:00"
+        with eval_instance(settings, prefix="lme-when-") as res:
+            events, session_of = events_of(item)
+            ingest(res, events)
+            cards = ask(res, item)
+            assert res.clock is None  # the wall clock again after the question
+        # Ten days before 30 May is 20 May: the time route finds the toaster alone.
+        by_time = [c for c in cards if isinstance(c, MemoryCard) and "time" in c.routes]
+        assert [session_of[e] for c in by_time for e in c.provenance or []] == ["answer_t"]
 
     @pytest.mark.skipif(not REAL.exists(), reason="shared LongMemEval data not present")
     def test_two_real_questions_run_and_the_numbers_are_consistent(

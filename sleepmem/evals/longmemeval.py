@@ -4,7 +4,9 @@ Each question becomes one user scope (tenant ``longmemeval``, agent ``eval``, us
 question id) holding its haystack sessions: every turn is emitted through the SDK with
 its session's date as event time (plus the turn index in seconds) and its session id in
 meta, user turns as ``user`` and assistant turns as ``assistant`` messages. After
-consolidation the question is searched in that scope; sessions are ranked by the best
+consolidation the question is searched in that scope on its ``question_date`` (the search's
+clock reads that day, so "ten days ago" counts back from when it was asked, as it would for
+the user who asked it; the BM25 baseline has no notion of time); sessions are ranked by the best
 card whose provenance reaches them (cards in rank order, each card's provenance
 sessions in order, first mention wins). Metrics are the paper's session-level ones over
 non-abstention questions: recall_all@k and ndcg_any@k (see :mod:`sleepmem.evals.metrics`).
@@ -60,6 +62,8 @@ class Item:
     dates: list[datetime]
     sessions: list[list[dict[str, Any]]]
     answer_sessions: frozenset[str]
+    # When the question is asked: "two weeks ago" and "last Saturday" count back from it.
+    asked: datetime | None = None
 
     @property
     def abstention(self) -> bool:
@@ -105,6 +109,7 @@ def load(path: Path) -> list[Item]:
             dates=[parse_date(d) for d in q["haystack_dates"]],
             sessions=q["haystack_sessions"],
             answer_sessions=frozenset(str(s) for s in q["answer_session_ids"]),
+            asked=parse_date(q["question_date"]) if q.get("question_date") else None,
         )
         for q in raw
     ]
@@ -170,9 +175,20 @@ def _metrics(ranked: Sequence[str], relevant: frozenset[str], prefix: str = "") 
     return out
 
 
-def _score_item(res: Resources, item: Item, session_of: dict[str, str]) -> dict[str, float]:
+def ask(res: Resources, item: Item) -> list[MemoryCard | ConflictGroup]:
+    """The question searched in its scope on its question date, as the user asked it: the
+    search's "now" is that day, and the clock goes back to the wall clock afterwards."""
     request = build_request(item.question, scope=item.scope, k=SEARCH_K, with_provenance=True)
-    cards = Reader(res).search(request).cards
+    asked = item.asked
+    res.clock = (lambda: asked) if asked is not None else None
+    try:
+        return Reader(res).search(request).cards
+    finally:
+        res.clock = None
+
+
+def _score_item(res: Resources, item: Item, session_of: dict[str, str]) -> dict[str, float]:
+    cards = ask(res, item)
     ranked = rank_by_first_mention(_card_sessions(c, session_of) for c in cards)
     return {
         **_metrics(ranked, item.answer_sessions),
