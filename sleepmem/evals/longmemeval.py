@@ -177,14 +177,15 @@ def _metrics(ranked: Sequence[str], relevant: frozenset[str], prefix: str = "") 
 
 def ask(res: Resources, item: Item) -> list[MemoryCard | ConflictGroup]:
     """The question searched in its scope on its question date, as the user asked it: the
-    search's "now" is that day, and the clock goes back to the wall clock afterwards."""
+    search's "now" is that day, and the clock goes back to what it was afterwards."""
     request = build_request(item.question, scope=item.scope, k=SEARCH_K, with_provenance=True)
-    asked = item.asked
-    res.clock = (lambda: asked) if asked is not None else None
+    asked, before = item.asked, res.clock
+    if asked is not None:
+        res.clock = lambda: asked
     try:
         return Reader(res).search(request).cards
     finally:
-        res.clock = None
+        res.clock = before
 
 
 def _score_item(res: Resources, item: Item, session_of: dict[str, str]) -> dict[str, float]:
