@@ -62,6 +62,9 @@ class RankWeights:
     # Fusion weights of the routes beyond dense + lexical (which share 1.0 between them).
     part: float = 0.5
     time: float = 0.3
+    # Within the time route, a memory just outside the named window (its margin) scores at
+    # this share of one inside it, instead of not at all.
+    time_near: float = 0.5
     extra: float = 0.5
     # The context route: around the best few hits, the memories of the same episode
     # (valid_from within ``context_window_s``) that best match the query.
@@ -162,11 +165,16 @@ def recall(
             Route("part", mix([(d, weights.dense_share), (lx, lexical_share)]), weights.part)
         )
     if plan.window is not None:
-        windowed = replace(where, valid_between=(plan.window.start, plan.window.end))
-        d, lx = both(0, windowed, limit // 2)
-        routes.append(
-            Route("time", mix([(d, weights.dense_share), (lx, lexical_share)]), weights.time)
-        )
+        window = plan.window
+        d, lx = both(0, replace(where, valid_between=(window.start, window.end)), limit // 2)
+        timed = [(d, weights.dense_share), (lx, lexical_share)]
+        if window.margin and weights.time_near > 0:
+            # The widened window holds the inside again, so inside scores 1 + near, the
+            # margin alone near: closeness in time counts in steps, not as in-or-out.
+            nd, nlx = both(0, replace(where, valid_between=window.widened()), limit // 2)
+            near = weights.time_near
+            timed += [(nd, weights.dense_share * near), (nlx, lexical_share * near)]
+        routes.append(Route("time", mix(timed), weights.time))
     if plan.rewrites:
         # One route for all rewrites: a memory several of them find ranks higher in it.
         found: list[tuple[list[Hit], float]] = []

@@ -120,10 +120,18 @@ class Window:
     start: datetime
     end: datetime
     expression: str
+    # How far past its edges a memory still counts as near the time the query names: people
+    # misplace "a month ago" by weeks, and "in May" by a few days. Half the window's length
+    # for a named time; none for an edge the query drew itself ("before June", "since May").
+    margin: timedelta = timedelta(0)
 
     def contains(self, t: datetime) -> bool:
         t = t.replace(tzinfo=UTC) if t.tzinfo is None else t
         return self.start <= t < self.end
+
+    def widened(self) -> tuple[datetime, datetime]:
+        """The window with its margin on both sides."""
+        return self.start - self.margin, self.end + self.margin
 
 
 def asks_when(query: str) -> bool:
@@ -341,7 +349,7 @@ def _relate(span: tuple[datetime, datetime], rel: str, now: datetime, text: str)
         return Window(end, max(end, now) + timedelta(seconds=1), f"{rel} {text}")
     if rel == "since":
         return Window(start, max(end, now) + timedelta(seconds=1), f"{rel} {text}")
-    return Window(start, end, text)
+    return Window(start, end, text, margin=(end - start) / 2)
 
 
 # Each grammar is tried in order; the first expression that matches gives the window.

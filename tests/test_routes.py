@@ -108,6 +108,33 @@ class TestDateExpressionsResolveToWindows:
         assert after.end > NOW
         assert zh_before is not None and zh_before.end == datetime(2023, 5, 1, tzinfo=UTC)
 
+    @pytest.mark.parametrize(
+        ("query", "margin"),
+        [
+            ("what did I buy last month", timedelta(days=29) / 2),  # February 2024
+            ("我上个月买了什么", timedelta(days=29) / 2),
+            ("what did I cook 3 days ago", timedelta(days=1.5)),
+            ("三天前我做了什么", timedelta(days=1.5)),
+            ("what did I read in May 2023", timedelta(days=31) / 2),
+            ("what did I do yesterday", timedelta(hours=12)),
+        ],
+    )
+    def test_a_named_time_reaches_half_its_length_past_each_edge(
+        self, query: str, margin: timedelta
+    ) -> None:
+        window = resolve(query, NOW)
+        assert window is not None and window.margin == margin
+        assert window.widened() == (window.start - margin, window.end + margin)
+
+    @pytest.mark.parametrize(
+        "query",
+        ["what did I do before June 2023", "what did I do after March 3rd",
+         "where have I lived since May", "5月之前我在哪里工作", "5月以后我在哪里工作"],
+    )
+    def test_an_edge_the_query_draws_itself_has_no_margin(self, query: str) -> None:
+        window = resolve(query, NOW)
+        assert window is not None and window.margin == timedelta(0)
+
     def test_ordinary_words_that_name_months_are_not_dates(self) -> None:
         assert resolve("may I ask what you march to", NOW) is None
         assert resolve("what is my favourite colour", NOW) is None
@@ -144,6 +171,49 @@ class TestTimeRoute:
         cards = find(engine, index, "安上个月去哪里爬山了")
         assert cards[0].id == inside.id
         assert "time" in cards[0].routes
+
+    @pytest.mark.parametrize(
+        ("query", "statements"),
+        [
+            ("where did Ann go hiking last month",
+             ("Ann went hiking by the lake.", "Ann went hiking in the dunes.",
+              "Ann went hiking in the hills.")),
+            ("安上个月去哪里爬山了",
+             ("安和妹妹去爬山了。", "安和姐姐去爬山了。", "安和哥哥去爬山了。")),
+        ],
+    )
+    def test_a_memory_just_outside_the_named_window_is_near_and_ranks_after_one_inside(
+        self, engine: Engine, index: EdgeIndex, query: str, statements: tuple[str, str, str]
+    ) -> None:
+        # "Last month" is February; people misplace such times by days, so a hike on
+        # 27 January is still near it (found by the time route, below February's), while
+        # one seven months back is not. February holds other memories too, so the route's
+        # min-max has a floor below the near one.
+        crowd(engine, index)
+        for i, text in enumerate(["Ann baked bread at home.", "Ann read a novel on the sofa.",
+                                  "Ann fixed her bike in the garage."]):
+            remember(engine, index, text, at=datetime(2024, 2, 5 + 5 * i, tzinfo=UTC))
+        inside = remember(engine, index, statements[0], at=datetime(2024, 2, 10, tzinfo=UTC))
+        near = remember(engine, index, statements[1], at=datetime(2024, 1, 27, tzinfo=UTC))
+        far = remember(engine, index, statements[2], at=NOW - timedelta(days=200))
+        cards = {c.id: c for c in find(engine, index, query, k=10)}
+        order = list(cards)
+        assert order.index(inside.id) < order.index(near.id) < order.index(far.id)
+        assert "time" in cards[inside.id].routes and "time" in cards[near.id].routes
+        assert "time" not in cards[far.id].routes
+        assert cards[inside.id].score > cards[near.id].score
+
+    def test_an_edge_the_query_draws_is_kept_exactly(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        before = remember(engine, index, "Ann painted a sunset.",
+                          at=datetime(2024, 1, 30, tzinfo=UTC))
+        after = remember(engine, index, "Ann painted a sunrise.",
+                         at=datetime(2024, 2, 2, tzinfo=UTC))
+        cards = {c.id: c for c in find(engine, index, "what did Ann paint before February")}
+        assert "time" in cards[before.id].routes
+        assert "time" not in cards[after.id].routes
 
     def test_the_index_filter_keeps_only_points_valid_from_inside_the_window(
         self, engine: Engine, index: EdgeIndex
