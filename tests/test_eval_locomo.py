@@ -18,7 +18,7 @@ from sleepmem.evals.locomo import (
     parse_session_date,
     run_locomo,
 )
-from sleepmem.evals.metrics import evidence_recall, mean
+from sleepmem.evals.metrics import evidence_recall, mean, route_shares, routes_of_hits
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev8.json"
 
@@ -37,6 +37,29 @@ class TestEvidenceRecallMatchesTheHandComputedValues:
     def test_a_question_without_evidence_is_refused_rather_than_scored(self) -> None:
         with pytest.raises(ValueError, match="without evidence"):
             evidence_recall(["D1:1"], set())
+
+
+class TestEachHitIsOwedToTheRoutesThatFoundIt:
+    def test_a_hit_takes_the_routes_of_the_first_card_that_reached_it(self) -> None:
+        cards = [
+            (["D1:1", "D1:2"], ["dense", "lexical"]),
+            (["D1:2", "D9:9"], ["time"]),  # D1:2 again: already owed to the first card
+            (["D1:3"], ["entity"]),
+        ]
+        assert routes_of_hits(cards, {"D1:2", "D1:3", "D5:5"}) == [
+            ("dense", "lexical"), ("entity",)
+        ]
+        assert routes_of_hits(cards, {"D5:5"}) == []
+
+    def test_shares_count_every_route_of_a_hit_and_apart_the_routes_alone(self) -> None:
+        hits = [("dense", "lexical"), ("dense",), ("entity",), ("dense", "time")]
+        assert route_shares(hits) == {
+            "dense": {"found": 0.75, "only": 0.25},
+            "entity": {"found": 0.25, "only": 0.25},
+            "lexical": {"found": 0.25, "only": 0.0},
+            "time": {"found": 0.25, "only": 0.0},
+        }
+        assert route_shares([]) == {}
 
 
 class TestParsing:
@@ -148,6 +171,12 @@ class TestRunOnTinySlices:
         assert 0 < report["tokens_per_query"] < report["full_context_tokens"] * 2
         # Every card's provenance names at least the turn it came from.
         assert report["turns_per_card"] >= 1.0
+        # Every hit was found by some route; dense and lexical search the whole scope.
+        shares = report["hits_by_route_at_10"]
+        assert shares and {"dense", "lexical"} & set(shares)
+        assert all(0.0 <= s["only"] <= s["found"] <= 1.0 for s in shares.values())
+        assert sum(s["found"] for s in shares.values()) >= 1.0  # no hit owed to no route
+        assert set(report["by_category"]["1"]["hits_by_route_at_10"]) <= set(shares)
 
     @pytest.mark.skipif(not REAL.exists(), reason="shared LoCoMo data not present")
     def test_one_real_conversation_runs_and_the_numbers_are_consistent(

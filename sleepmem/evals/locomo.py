@@ -43,7 +43,7 @@ from sleepmem.evals.harness import (
     ingest,
     tokenizer_name,
 )
-from sleepmem.evals.metrics import evidence_recall, mean
+from sleepmem.evals.metrics import evidence_recall, mean, route_shares, routes_of_hits
 from sleepmem.models import ConflictGroup, MemoryCard, Scope
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
@@ -183,6 +183,11 @@ def _entry_provenance(card: MemoryCard | ConflictGroup) -> list[str]:
     return [e for side in sides for e in (side.provenance or [])]
 
 
+def _entry_routes(card: MemoryCard | ConflictGroup) -> list[str]:
+    sides = card.sides if isinstance(card, ConflictGroup) else [card]
+    return list(dict.fromkeys(r for side in sides for r in side.routes))
+
+
 def _entry_text(card: MemoryCard | ConflictGroup) -> str:
     if isinstance(card, ConflictGroup):
         return "\n".join(s.statement for s in card.sides)
@@ -197,6 +202,9 @@ class QuestionResult:
     tokens: int
     turns_per_card: float
     ms: float = 0.0
+    # Per evidence turn reached in the top TOKENS_AT cards: the routes of the card that
+    # reached it first.
+    hit_routes: list[tuple[str, ...]] = field(default_factory=list)
 
 
 def _score_conversation(
@@ -235,6 +243,11 @@ def _score_conversation(
                 tokens=sum(count_tokens(_entry_text(c)) for c in cards[:TOKENS_AT]),
                 turns_per_card=mean([float(len(ts)) for ts in turns_per_card[:TOKENS_AT]]),
                 ms=ms,
+                hit_routes=routes_of_hits(
+                    zip(turns_per_card[:TOKENS_AT], (_entry_routes(c) for c in cards),
+                        strict=False),
+                    set(q.evidence),
+                ),
             )
         )
     return out
@@ -246,6 +259,7 @@ def _summary(rows: list[QuestionResult], ks: Sequence[int]) -> dict[str, Any]:
         out[f"recall_at_{k}"] = round(mean([r.recall[k] for r in rows]), 4)
     for k in ks:
         out[f"baseline_recall_at_{k}"] = round(mean([r.baseline[k] for r in rows]), 4)
+    out[f"hits_by_route_at_{TOKENS_AT}"] = route_shares([h for r in rows for h in r.hit_routes])
     return out
 
 

@@ -56,6 +56,35 @@ def rank_by_first_mention(groups: Iterable[Iterable[str]]) -> list[str]:
     return list(dict.fromkeys(i for group in groups for i in group))
 
 
+def routes_of_hits(
+    cards: Iterable[tuple[Sequence[str], Sequence[str]]], evidence: set[str]
+) -> list[tuple[str, ...]]:
+    """For each evidence item the ranked ``(items, routes)`` cards reach, the routes of the
+    first card that reached it: which routes a hit is owed to."""
+    seen: set[str] = set()
+    out: list[tuple[str, ...]] = []
+    for items, routes in cards:
+        for item in items:
+            if item in evidence and item not in seen:
+                seen.add(item)
+                out.append(tuple(routes))
+    return out
+
+
+def route_shares(hits: Sequence[Sequence[str]]) -> dict[str, dict[str, float]]:
+    """Per route, the share of hits it took part in (``found``; a hit found by two routes
+    counts for both) and the share it alone found (``only``), best-represented first."""
+    if not hits:
+        return {}
+    names = sorted({r for routes in hits for r in routes})
+    found = {r: sum(r in routes for routes in hits) for r in names}
+    only = {r: sum(tuple(routes) == (r,) for routes in hits) for r in names}
+    return {
+        r: {"found": round(found[r] / len(hits), 4), "only": round(only[r] / len(hits), 4)}
+        for r in sorted(names, key=lambda r: (-found[r], r))
+    }
+
+
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
