@@ -8,13 +8,15 @@ fused relevance; and the rerank's terms (relevance, recency, importance, confide
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import BaseModel
 
 from sleepmem.models import Memory
 from sleepmem.pipelines.fusion import normalised
 from sleepmem.pipelines.retrieve import RankWeights, SearchTrace, score_parts
+from sleepmem.pipelines.when import Window
 
 
 class RouteFinding(BaseModel):
@@ -41,6 +43,32 @@ class ScoreTerm(BaseModel):
     contribution: float
 
 
+class TimeFinding(BaseModel):
+    """The time the query named and where the memory's ``valid_from`` falls against it:
+    ``inside`` the window, ``near`` it (within its margin, at the time route's lower
+    weight) or ``outside`` (the time route cannot propose it)."""
+
+    expression: str
+    start: datetime
+    end: datetime
+    near_start: datetime
+    near_end: datetime
+    memory_valid_from: datetime
+    memory_is: Literal["inside", "near", "outside"]
+
+
+def time_finding(window: Window, valid_from: datetime) -> TimeFinding:
+    t = valid_from.replace(tzinfo=UTC) if valid_from.tzinfo is None else valid_from
+    near_start, near_end = window.widened()
+    where: Literal["inside", "near", "outside"] = (
+        "inside" if window.start <= t < window.end
+        else "near" if near_start <= t < near_end else "outside"
+    )
+    return TimeFinding(expression=window.expression, start=window.start, end=window.end,
+                       near_start=near_start, near_end=near_end, memory_valid_from=t,
+                       memory_is=where)
+
+
 class QueryExplanation(BaseModel):
     query: str
     scope_key: str
@@ -55,6 +83,7 @@ class QueryExplanation(BaseModel):
     terms: list[ScoreTerm]
     score: float | None
     note: str
+    time: TimeFinding | None = None
 
 
 def explain_query(
@@ -96,6 +125,7 @@ def explain_query(
         terms=terms,
         score=round(trace.scores[mid], 6) if mid in trace.scores else None,
         note=_note(fused is not None, mid in trace.scores, rank, k),
+        time=None if trace.window is None else time_finding(trace.window, memory.valid_from),
     )
 
 
@@ -110,11 +140,21 @@ def _note(found: bool, visible: bool, rank: int | None, k: int) -> str:
     return f"ranked {rank}, below the first {k} returned"
 
 
+def _at(t: datetime) -> str:
+    return f"{t:%Y-%m-%d}" if (t.hour, t.minute, t.second) == (0, 0, 0) else f"{t:%Y-%m-%d %H:%M}"
+
+
 def found_lines(q: QueryExplanation) -> list[str]:
     """The query part of an explanation as short lines of text (CLI and MCP)."""
     lines = [f"for the query {q.query!r} from {q.scope_key}: {q.note}"]
     if q.rewrites:
         lines.append("rewritten as: " + " | ".join(q.rewrites))
+    if q.time is not None:
+        t = q.time
+        pad = " " * 11
+        lines += [f"  time     {t.expression!r}: {_at(t.start)} to {_at(t.end)}",
+                  f"{pad}near it: {_at(t.near_start)} to {_at(t.near_end)}",
+                  f"{pad}this memory (valid from {_at(t.memory_valid_from)}) is {t.memory_is}"]
     for r in q.routes:
         if r.found:
             lines.append(f"  {r.route:<8} rank {r.rank}/{r.hits}  score {r.score:.4f}  "

@@ -85,13 +85,14 @@ class RankWeights:
 class SearchTrace:
     """What one search saw, for ``explain``: every route in the order it was fused, the fused
     relevance per candidate, the final score of each visible one and the ranked order (a
-    memory id, or the conflict set standing for its sides)."""
+    memory id, or the conflict set standing for its sides) and the time the query named."""
 
     routes: list[Route] = field(default_factory=list)
     fused: dict[str, Fused] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     rewrites: tuple[str, ...] = ()
+    window: Window | None = None
 
 
 def approx_tokens(text: str) -> int:
@@ -219,7 +220,7 @@ def search(
                     weights=weights, limit=limit, vectors=vectors, extra=extra)
     fused = fuse(routes)
     if trace is not None:
-        trace.rewrites, trace.fused = plan.rewrites, fused
+        trace.rewrites, trace.fused, trace.window = plan.rewrites, fused, plan.window
         trace.routes.extend(routes)
     if not fused:
         return SearchResult(cards=[])

@@ -151,6 +151,26 @@ class TestTheCli:
         for route in card.routes:
             assert any(line.split()[:2] == [route, "rank"] for line in done.stdout.splitlines())
 
+    def test_a_query_that_names_a_time_shows_the_window_and_where_the_memory_falls(
+        self, server: Runtime, mem: Client
+    ) -> None:
+        # The memory was stated moments ago, so it is inside "this year" (the test would
+        # only misread a run straddling midnight on New Year's Eve).
+        card = best(mem)
+        timed = "where does Ann live this year?"
+        why = mem.explain(card.id, query=timed).query
+        assert why is not None and why.time is not None
+        assert why.time.expression == "this year" and why.time.memory_is == "inside"
+        assert why.time.near_start < why.time.start < why.time.end < why.time.near_end
+        assert mem.explain(card.id, query=QUESTION).query.time is None  # type: ignore[union-attr]
+        done = cli(server, "explain", card.id, "--query", timed)
+        assert done.returncode == 0, done.stderr
+        lines = [x.strip() for x in done.stdout.splitlines()]
+        at = next(i for i, x in enumerate(lines) if x.startswith("time"))
+        assert "'this year'" in lines[at]
+        assert lines[at + 1].startswith("near it:")
+        assert lines[at + 2].startswith("this memory") and lines[at + 2].endswith("is inside")
+
     def test_a_blank_query_exits_2_with_the_reason(self, server: Runtime, mem: Client) -> None:
         done = cli(server, "explain", best(mem).id, "--query", "  ")
         assert done.returncode == 2

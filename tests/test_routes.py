@@ -19,6 +19,7 @@ from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.decompose import parts
+from sleepmem.pipelines.found import time_finding
 from sleepmem.pipelines.fusion import Route, fuse
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports
 from sleepmem.pipelines.retrieve import RankWeights, RouteFn, search
@@ -134,6 +135,26 @@ class TestDateExpressionsResolveToWindows:
     def test_an_edge_the_query_draws_itself_has_no_margin(self, query: str) -> None:
         window = resolve(query, NOW)
         assert window is not None and window.margin == timedelta(0)
+
+    @pytest.mark.parametrize(
+        ("valid_from", "verdict"),
+        [
+            (datetime(2024, 2, 10, tzinfo=UTC), "inside"),
+            (datetime(2024, 1, 27, tzinfo=UTC), "near"),
+            (datetime(2024, 3, 10), "near"),  # a naive time is read as UTC
+            (datetime(2023, 12, 1, tzinfo=UTC), "outside"),
+            (datetime(2024, 3, 16, tzinfo=UTC), "outside"),
+        ],
+    )
+    def test_explain_says_whether_a_memory_is_inside_near_or_outside_the_time(
+        self, valid_from: datetime, verdict: str
+    ) -> None:
+        window = resolve("what did I buy last month", NOW)  # February 2024, ± 14.5 days
+        assert window is not None
+        found = time_finding(window, valid_from)
+        assert found.memory_is == verdict
+        assert (found.start, found.end) == (window.start, window.end)
+        assert found.expression == "last month"
 
     def test_ordinary_words_that_name_months_are_not_dates(self) -> None:
         assert resolve("may I ask what you march to", NOW) is None
