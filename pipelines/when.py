@@ -12,7 +12,9 @@ milliseconds per call, more than the whole search budget, and it reads "may" or 
 in ordinary sentences as months. The grammar covers the calendar units (day, week,
 weekend, month, season, year), weekdays and month names, counted offsets ("3 weeks ago",
 "两个月前"), and the relations before / after / since around any of them. Windows are
-half-open ``[start, end)`` in UTC.
+half-open ``[start, end)`` in UTC. A named time also carries a margin (half its length past
+each edge) within which a memory still counts as near it; an edge drawn by before / after /
+since has none.
 """
 
 from __future__ import annotations
