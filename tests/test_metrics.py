@@ -194,7 +194,9 @@ class TestTheWorkerMetricsPort:
                     and s.labels.get("outcome") == "inserted"
                 )
 
-            assert wait_for(lambda: drained() == 5, timeout=60, poll=0.5), drained()
+            # On failure, the worker's own account says whether the task ran at all.
+            assert wait_for(lambda: drained() == 5, timeout=60, poll=0.5), (
+                drained(), (tmp_path / "worker.log").read_text(encoding="utf-8")[-4000:])
         finally:
             proc.terminate()
             try:
