@@ -93,6 +93,8 @@ def run_ingest_bench(
             for name, server in servers.items():
                 with scratch_database(server, Path(tmp), name="drain") as sql_url:
                     out.update(_drain(bench_settings, raw, url, sql_url, name, tenant, drain_n))
+                    # Named so a caller can check that this run's own database is gone.
+                    out[f"drain_{name}_database"] = sa.engine.make_url(sql_url).database
     finally:
         for key in raw.scan_iter(match=f"{namespace}*", count=1000):
             raw.delete(key)
