@@ -6,6 +6,7 @@ from sleepmem.models.cards import (
     MemoryCard,
     SearchRequest,
     SearchResult,
+    card_sides,
 )
 from sleepmem.models.entities import Entity, EntityAlias, EntityKind, EntityMention, Relation
 from sleepmem.models.events import DEFAULT_LIMITS, Event, EventKind, Limits, Role
@@ -59,4 +60,5 @@ __all__ = [
     "SearchResult",
     "SessionCheckpoint",
     "Trust",
+    "card_sides",
 ]

@@ -78,12 +78,14 @@ class ConflictGroup(BaseModel):
     sides: list[MemoryCard]
 
 
+def card_sides(card: MemoryCard | ConflictGroup) -> list[MemoryCard]:
+    """The memories a result entry stands for: a card itself, or each side of a conflict."""
+    return card.sides if isinstance(card, ConflictGroup) else [card]
+
+
 class SearchResult(BaseModel):
     cards: list[MemoryCard | ConflictGroup]
     tokens: int = 0
 
     def flat(self) -> list[MemoryCard]:
-        out: list[MemoryCard] = []
-        for c in self.cards:
-            out.extend(c.sides if isinstance(c, ConflictGroup) else [c])
-        return out
+        return [m for c in self.cards for m in card_sides(c)]

@@ -24,6 +24,7 @@ from sleepmem.models import (
     Scope,
     SearchRequest,
     SearchResult,
+    card_sides,
 )
 from sleepmem.pipelines.decompose import parts as decompose
 from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
@@ -284,9 +285,9 @@ def search(
     if weights.drop_repeats:
         entries = without_repeats(
             entries, droppable=lambda e: isinstance(e[2], MemoryCard),
-            sources=lambda e: [ev for c in _sides(e[2]) if c.id in rows
+            sources=lambda e: [ev for c in card_sides(e[2]) if c.id in rows
                                for ev in rows[c.id].provenance],
-            covers=lambda e: all(c.type in _WORD_CARRIERS for c in _sides(e[2])))
+            covers=lambda e: all(c.type in _WORD_CARRIERS for c in card_sides(e[2])))
     if trace is not None:
         trace.scores, trace.order = scored, [key for _s, key, _c in entries]
     cards: list[MemoryCard | ConflictGroup] = []
@@ -409,10 +410,6 @@ def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) ->
         provenance=list(m.provenance) if request.with_provenance else None,
         routes=list(routes),
     )
-
-
-def _sides(card: MemoryCard | ConflictGroup) -> list[MemoryCard]:
-    return card.sides if isinstance(card, ConflictGroup) else [card]
 
 
 def _tokens(card: MemoryCard | ConflictGroup) -> int:

@@ -44,7 +44,7 @@ from sleepmem.evals.harness import (
     tokenizer_name,
 )
 from sleepmem.evals.metrics import evidence_recall, mean, route_shares, routes_of_hits
-from sleepmem.models import ConflictGroup, MemoryCard, Scope
+from sleepmem.models import ConflictGroup, MemoryCard, Scope, card_sides
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 
@@ -179,13 +179,11 @@ def events_of(conv: Conversation) -> list[dict[str, Any]]:
 
 
 def _entry_provenance(card: MemoryCard | ConflictGroup) -> list[str]:
-    sides = card.sides if isinstance(card, ConflictGroup) else [card]
-    return [e for side in sides for e in (side.provenance or [])]
+    return [e for side in card_sides(card) for e in (side.provenance or [])]
 
 
 def _entry_routes(card: MemoryCard | ConflictGroup) -> list[str]:
-    sides = card.sides if isinstance(card, ConflictGroup) else [card]
-    return list(dict.fromkeys(r for side in sides for r in side.routes))
+    return list(dict.fromkeys(r for side in card_sides(card) for r in side.routes))
 
 
 def _entry_text(card: MemoryCard | ConflictGroup) -> str:

@@ -39,7 +39,7 @@ from sleepmem.core.settings import Settings
 from sleepmem.evals.extra import require
 from sleepmem.evals.harness import count_memories, eval_instance, ingest
 from sleepmem.evals.metrics import mean, ndcg_any, rank_by_first_mention, recall_all
-from sleepmem.models import ConflictGroup, MemoryCard, Scope
+from sleepmem.models import ConflictGroup, MemoryCard, Scope, card_sides
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
@@ -163,8 +163,8 @@ def _whitespace(text: str) -> list[str]:
 
 
 def _card_sessions(card: MemoryCard | ConflictGroup, session_of: dict[str, str]) -> list[str]:
-    sides = card.sides if isinstance(card, ConflictGroup) else [card]
-    return [session_of[e] for s in sides for e in (s.provenance or []) if e in session_of]
+    return [session_of[e] for s in card_sides(card) for e in (s.provenance or [])
+            if e in session_of]
 
 
 def _metrics(ranked: Sequence[str], relevant: frozenset[str], prefix: str = "") -> dict[str, float]:
