@@ -8,12 +8,13 @@ fused relevance; and the rerank's terms (relevance, recency, importance, confide
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel
 
 from sleepmem.models import Memory
+from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.fusion import normalised
 from sleepmem.pipelines.retrieve import RankWeights, SearchTrace, score_parts
 from sleepmem.pipelines.when import Window
@@ -58,15 +59,13 @@ class TimeFinding(BaseModel):
 
 
 def time_finding(window: Window, valid_from: datetime) -> TimeFinding:
-    t = valid_from.replace(tzinfo=UTC) if valid_from.tzinfo is None else valid_from
     near_start, near_end = window.widened()
-    where: Literal["inside", "near", "outside"] = (
-        "inside" if window.start <= t < window.end
-        else "near" if near_start <= t < near_end else "outside"
+    return TimeFinding(
+        expression=window.expression, start=window.start, end=window.end,
+        near_start=near_start, near_end=near_end,
+        memory_valid_from=aware(valid_from),
+        memory_is=window.place(valid_from),
     )
-    return TimeFinding(expression=window.expression, start=window.start, end=window.end,
-                       near_start=near_start, near_end=near_end, memory_valid_from=t,
-                       memory_is=where)
 
 
 class QueryExplanation(BaseModel):

@@ -26,6 +26,7 @@ from sleepmem.models import (
     SearchResult,
     card_sides,
 )
+from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.decompose import parts as decompose
 from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
@@ -367,18 +368,14 @@ def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:
         return m.valid_from <= request.as_of and (m.valid_to is None or m.valid_to > request.as_of)
     if m.status not in CURRENT_STATUSES:
         return False
-    return m.expires_at is None or _aware(m.expires_at) > now
-
-
-def _aware(t: datetime) -> datetime:
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
+    return m.expires_at is None or aware(m.expires_at) > now
 
 
 def score_parts(
     m: Memory, relevance: float, now: datetime, w: RankWeights
 ) -> list[tuple[str, float, float]]:
     """The rerank's terms as (name, value, weight): the score is the sum of value × weight."""
-    age = max(0.0, (now - _aware(m.last_access)).total_seconds())
+    age = max(0.0, (now - aware(m.last_access)).total_seconds())
     recency: float = 0.5 ** (age / w.recency_half_life_s)
     parts = [
         ("relevance", relevance, w.relevance),
@@ -403,7 +400,7 @@ def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) ->
         type=m.type,
         source=m.source,
         trust=m.trust,
-        valid_from=_aware(m.valid_from),
+        valid_from=aware(m.valid_from),
         confidence=round(m.confidence, 4),
         score=round(score, 6),
         status=m.status if m.status != MemoryStatus.pending_confirmation.value else "conflict",

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 MONTHS = {
     name: i + 1
@@ -128,12 +129,25 @@ class Window:
     margin: timedelta = timedelta(0)
 
     def contains(self, t: datetime) -> bool:
-        t = t.replace(tzinfo=UTC) if t.tzinfo is None else t
-        return self.start <= t < self.end
+        return self.start <= _aware(t) < self.end
 
     def widened(self) -> tuple[datetime, datetime]:
         """The window with its margin on both sides."""
         return self.start - self.margin, self.end + self.margin
+
+    def place(self, t: datetime) -> Literal["inside", "near", "outside"]:
+        """Where ``t`` falls: inside the window, within its margin, or beyond both."""
+        t = _aware(t)
+        if self.start <= t < self.end:
+            return "inside"
+        start, end = self.widened()
+        return "near" if start <= t < end else "outside"
+
+
+def _aware(t: datetime) -> datetime:
+    """A naive time is UTC (as SQLite hands ``valid_from`` back). The twin of
+    ``decay.aware``, kept here so the grammar imports no database or numeric library."""
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
 
 
 def asks_when(query: str) -> bool:

@@ -242,8 +242,8 @@ def _score_conversation(
                 turns_per_card=mean([float(len(ts)) for ts in turns_per_card[:TOKENS_AT]]),
                 ms=ms,
                 hit_routes=routes_of_hits(
-                    zip(turns_per_card[:TOKENS_AT], (_entry_routes(c) for c in cards),
-                        strict=False),
+                    zip(turns_per_card[:TOKENS_AT], map(_entry_routes, cards[:TOKENS_AT]),
+                        strict=True),
                     set(q.evidence),
                 ),
             )
