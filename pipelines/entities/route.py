@@ -36,7 +36,7 @@ from sleepmem.models import (
     Relation,
     Scope,
 )
-from sleepmem.pipelines.entities.spot import alias_key
+from sleepmem.pipelines.entities.spot import FUNCTION_WORDS, alias_key
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Hit
 
@@ -137,14 +137,19 @@ def _add(weights: dict[str, float], eid: str, w: float) -> None:
 
 
 def query_spans(query: str) -> list[str]:
-    """Every span of the query an alias could be: 1-4 words, and Chinese substrings."""
+    """Every span of the query an alias could be: 1-4 words, and Chinese substrings.
+
+    A span of function words alone ("can", "would you") names nothing, whatever a table
+    built from noisier text holds under that alias: every request opens with one."""
     text = unicodedata.normalize("NFKC", query)
     words = [alias_key(w) for w in _QUERY_WORD.findall(text)]
     words = [w for w in words if w]
     out: set[str] = set()
     for n in range(1, MAX_SPAN_WORDS + 1):
         for i in range(len(words) - n + 1):
-            out.add(" ".join(words[i:i + n]))
+            span = words[i:i + n]
+            if not all(w in FUNCTION_WORDS for w in span):
+                out.add(" ".join(span))
     for run in _CJK_RUN.findall(text):
         for n in range(2, min(6, len(run)) + 1):
             out.update(run[i:i + n] for i in range(len(run) - n + 1))

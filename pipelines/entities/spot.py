@@ -26,7 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sleepmem.models.entities import EntityKind
-from sleepmem.pipelines.extract.vocab import FAMILY_EN, FAMILY_ZH
+from sleepmem.pipelines.extract.vocab import (
+    FAMILY_EN,
+    FAMILY_ZH,
+    SOCIAL_ROLES_EN,
+    SOCIAL_ROLES_ZH,
+)
+from sleepmem.pipelines.lexical import STOPWORDS
 
 # Words that are capitalised without being names: the pronoun, and calendar words (time
 # is the time route's business, and every diary mentions "Saturday").
@@ -36,6 +42,19 @@ _NOT_NAMES = frozenset(
     | {m.lower() for m in calendar.month_abbr[1:]}
     | {d.lower() for d in calendar.day_name}
     | {d.lower() for d in calendar.day_abbr}
+)
+# Words of closed classes (pronouns, determiners, auxiliaries, prepositions, question
+# words) and the greetings and interjections that open chat lines: never a name, never
+# the start of one. "Hey Caroline!" names Caroline, "Can Pet Calendar track walks?" names
+# Pet Calendar, and "Would you…" names nobody; kept as names they became entities that
+# every question opening with "Can you" or "Would" linked to. "will" is left out: Will is a
+# first name, and the modal is only capitalised where a sentence opens.
+FUNCTION_WORDS = (STOPWORDS - {"will"}) | frozenset(
+    {"some", "any", "all", "each", "every", "both", "either", "neither", "many", "much", "few",
+     "several", "most", "more", "less", "such", "another", "other", "how", "when", "where",
+     "why", "whether", "yes", "yeah", "yep", "nope", "hey", "hi", "hello", "hiya", "thanks",
+     "thank", "congrats", "congratulations", "wow", "oh", "ah", "aw", "aww", "haha", "lol",
+     "omg", "sorry", "welcome", "bye", "goodbye", "dear", "please", "well"}
 )
 # Lower-case words allowed inside a multiword name ("Bank of America", "Vincent van Gogh").
 _NAME_GLUE = frozenset({"of", "de", "del", "da", "van", "von", "der", "la", "le", "du", "&"})
@@ -49,7 +68,8 @@ _STOP_BETWEEN = re.compile(r"[,;:!?.()\"“”]|\b(?:and|but|because|while|when|
                            re.IGNORECASE)
 _ARTICLES = frozenset({"a", "an", "the", "my", "his", "her", "their", "our", "your"})
 # A role between "my" and a name: one or two lower-case words ("my friend Mel",
-# "my little brother Sam"); the last word is the role.
+# "my little brother Sam"); the last word is the role when it names one (family or social:
+# "my favorite Star Wars", "my new Canon" name no role and no person).
 _ROLE = re.compile(r"(?i:\bmy)\s+(?:[a-z]+\s+)?(?P<role>[a-z]+)\s*,?\s*$")
 _SPEAKER = re.compile(r"^(?P<name>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,2}):\s")
 
@@ -57,14 +77,17 @@ _SPEAKER = re.compile(r"^(?P<name>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,2}):\s
 _CJK = "\u3400-\u9fff"
 # What may follow a name: particles, punctuation, and the verbs a subject opens with.
 _ZH_STOP = "的了是在和与也都很说要会就还又把被给跟对从到去来着过吗呢吧啊，。！？、；：\\s住搬做当有"
-_ZH_ROLES = "|".join(sorted(FAMILY_ZH, key=len, reverse=True)) + "|朋友|同事|老板|老师|同学|邻居"
+_ZH_ROLES = "|".join(sorted({*FAMILY_ZH, *SOCIAL_ROLES_ZH}, key=len, reverse=True))
+# Pronouns, particles and demonstratives are in no name: "叫" also means to order or to
+# wake ("我们叫了外卖", "叫醒我"), and then what follows it is no name ("了外卖", "醒我").
+_ZH_NAME = rf"(?:(?![我你您他她它们了的着过吗呢吧啊么这那哪什谁])[{_CJK}])"
 _ZH_PERSON = re.compile(
-    rf"(?:我|用户)(?:的)?(?P<role>{_ZH_ROLES})(?:叫|名叫)?(?P<name>[{_CJK}]{{2,3}}?)(?=[{_ZH_STOP}]|$)"
-    rf"|(?:叫|名叫)(?P<name2>[{_CJK}]{{2,3}}?)(?=[{_ZH_STOP}]|$)"
+    rf"(?:我|用户)(?:的)?(?P<role>{_ZH_ROLES})(?:叫|名叫)?(?P<name>{_ZH_NAME}{{2,3}}?)"
+    rf"(?=[{_ZH_STOP}]|$)|(?:叫|名叫)(?P<name2>{_ZH_NAME}{{2,3}}?)(?=[{_ZH_STOP}]|$)"
 )
 _ZH_PLACE = re.compile(
     rf"(?:住在|搬到|搬去|去了|去过|来自|回到|到了|飞到|在|去|到|从)"
-    rf"(?P<name>[{_CJK}]{{2,5}}?)(?=[，。！？、；\s]|$|了|的|住|生活|旅游|旅行|玩|出差|读书|上学)"
+    rf"(?P<name>{_ZH_NAME}{{2,5}}?)(?=[，。！？、；\s]|$|了|的|住|生活|旅游|旅行|玩|出差|读书|上学)"
 )
 _ZH_ORG = re.compile(rf"在(?P<name>[{_CJK}A-Za-z0-9]{{2,12}}?)(?:工作|上班|实习|任职)")
 
@@ -142,6 +165,12 @@ def _spot_en(text: str) -> list[Spotted]:
                 j += 2
             else:
                 break
+        # Greetings and function words that open the run are not part of the name.
+        while i <= j and _POSSESSIVE.sub("", words[i].group().lower()) in FUNCTION_WORDS:
+            i += 1
+        if i > j:
+            continue
+        w = words[i]
         start, end = w.start(), words[j].end()
         name = _POSSESSIVE.sub("", text[start:end].rstrip(".-"))
         if j == i and name.lower() in _NOT_NAMES:
@@ -154,7 +183,7 @@ def _spot_en(text: str) -> list[Spotted]:
             lead.pop()
         prev = lead[-1] if lead else ""
         role_m = _ROLE.search(before[-40:])
-        role = role_m.group("role") if role_m else ""
+        role = role_m.group("role") if role_m and _is_role(role_m.group("role")) else ""
         out.append(Spotted(
             name=name, kind=_kind_en(prev, role, name), start=start, end=start + len(name),
             role=role, initial=initial and j == i,
@@ -169,6 +198,10 @@ def _capital(word: str) -> bool:
 
 def _adjacent(text: str, a: re.Match[str], b: re.Match[str]) -> bool:
     return text[a.end():b.start()] == " "
+
+
+def _is_role(word: str) -> bool:
+    return any(w in FAMILY_EN or w in SOCIAL_ROLES_EN for w in (word, word.removesuffix("s")))
 
 
 def _kind_en(prev: str, role: str, name: str) -> str:

@@ -117,6 +117,15 @@ FAMILY_ZH: dict[str, str] = {
     "爷爷": "grandfather", "外公": "grandfather", "姥爷": "grandfather",
     "孙女": "granddaughter", "孙子": "grandson", "狗": "pet:dog", "猫": "pet:cat",
 }
+# Roles people have to the speaker outside the family ("my friend Mel", "我同事小王"): with
+# the family words, what may stand between "my" and a name as an appositive role.
+SOCIAL_ROLES_EN = frozenset(
+    {"friend", "colleague", "coworker", "boss", "teacher", "classmate", "neighbour",
+     "neighbor", "roommate", "flatmate", "housemate", "teammate", "mentor", "manager",
+     "coach", "doctor", "therapist", "landlord", "landlady", "tutor", "buddy", "pal",
+     "bestie", "ex"}
+)
+SOCIAL_ROLES_ZH = frozenset({"朋友", "同事", "老板", "老师", "同学", "邻居"})
 # Relations one person has once: a new name for them is a change, not a second member.
 UNIQUE_RELATIONS = frozenset(
     {"wife", "husband", "partner", "spouse", "mother", "father", "girlfriend", "boyfriend",

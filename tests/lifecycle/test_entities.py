@@ -66,11 +66,64 @@ class TestSpottingNames:
         (pet,) = [s for s in spot("We finally adopted my dog Biscuit.") if not s.initial]
         assert (pet.name, pet.kind, pet.role) == ("Biscuit", "pet", "dog")
 
+    def test_only_a_word_naming_a_relation_is_a_role(self) -> None:
+        roles = {
+            "I watched my favorite Star Wars movie again.": ("Star Wars", ""),
+            "I packed my new Canon camera.": ("Canon", ""),
+            "my old Honda Civic broke down": ("Honda Civic", ""),
+            "I called my best friend Gina.": ("Gina", "friend"),
+            "My neighbours Ana and Luis came over.": ("Ana", "neighbours"),
+            "我同事小王住在北京": ("小王", "同事"),
+        }
+        for line, (name, role) in roles.items():
+            first = spot(line)[0]
+            assert (first.name, first.role) == (name, role), line
+        # An adjective names no relation, so the name gets no person kind from it.
+        (wars,) = spot("I watched my favorite Star Wars movie again.")
+        assert wars.kind == "thing"
+
     def test_chinese_names_come_from_roles_and_places_from_the_verb_before_them(self) -> None:
         text = "我表姐的朋友阿珍搬到了成都。我哥哥志明住在杭州"
         found = {s.name: (s.kind, s.role) for s in spot(text)}
         assert found["志明"] == ("person", "哥哥")
         assert found["杭州"][0] == "place"
+
+    def test_greetings_and_function_words_are_not_names_nor_the_start_of_one(self) -> None:
+        lines = {
+            "Hey Caroline! How did the adoption go?": ["Caroline"],
+            "Thanks Mel, that means a lot.": ["Mel"],
+            "Congrats Jon, you earned it!": ["Jon"],
+            "Hi Deborah, Did you see the sunset?": ["Deborah"],
+            "Can Pet Calendar track Max's walks too?": ["Pet Calendar", "Max"],
+            "Could Nate pick me up?": ["Nate"],
+            "Would you like some tea?": [],
+            "Some Quick Tips for your garden:": ["Quick Tips"],
+            "Oh wow, How are you?": [],
+        }
+        for line, names in lines.items():
+            assert [s.name for s in spot(line)] == names, line
+        # Addressed after a greeting, a name is mid-sentence: a name, not a sentence opener.
+        (caroline,) = spot("Hey Caroline!")
+        assert not caroline.initial
+
+    def test_a_first_name_that_is_also_a_word_stays_a_name_mid_sentence(self) -> None:
+        found = [s.name for s in spot("I met Will at the Bank of America in New York.")]
+        assert found == ["Will", "Bank of America", "New York"]
+
+    def test_chinese_pronouns_and_particles_are_in_no_name(self) -> None:
+        lines = {
+            "我们叫了外卖": [],  # 叫 as "to order"
+            "明天早上叫醒我": [],  # 叫 as "to wake"
+            "大家都叫他老王": [],
+            "他从我这里拿走了": [],
+            "我叫小美": ["小美"],
+            "他名叫李雷。": ["李雷"],
+            "我的猫叫团团": ["团团"],
+            "阿珍搬到了成都。": ["成都"],
+            "我到了上海了": ["上海"],
+        }
+        for line, names in lines.items():
+            assert [s.name for s in spot(line)] == names, line
 
     def test_alias_keys_ignore_case_possessive_and_width(self) -> None:
         assert alias_key("Melanie's") == alias_key("MELANIE") == alias_key("Ｍｅｌａｎｉｅ")
@@ -222,6 +275,29 @@ class TestTheEntityRoute:
         self.world(redis, keys, engine, settings, ports)
         assert entity_route(engine=engine, scope=SCOPE, query="What about Reykjavik?",
                             limit=10, now=ports.clock()) == []
+
+    def test_a_request_opening_with_a_function_word_links_to_no_entity(
+        self, redis: redis_lib.Redis, keys: Keys, engine: Engine, settings: Settings,
+        ports: Ports,
+    ) -> None:
+        ingest(redis, keys, engine, settings, ports, [
+            say("Can Pet Calendar track my dog's walks?", at=T0, session="s1"),
+            say("Hey Mel! Would you like to come hiking on Sunday?", at=T0 + DAY,
+                session="s2"),
+            say("Some Ideas for the garden: tomatoes and basil.", at=T0 + 2 * DAY,
+                session="s3"),
+        ])
+        found = entities(engine)
+        assert {"Pet Calendar", "Mel"} <= set(found)
+        assert not {"Can", "Can Pet Calendar", "Hey Mel", "Would", "Some Ideas"} & set(found)
+        for request in ("Can you suggest some accessories for my camera?",
+                        "Would you recommend a hotel in Miami?",
+                        "How can I stay in touch with some colleagues?"):
+            assert entity_route(engine=engine, scope=SCOPE, query=request, limit=10,
+                                now=ports.clock()) == [], request
+        hits = entity_route(engine=engine, scope=SCOPE, query="What can Pet Calendar do?",
+                            limit=10, now=ports.clock())
+        assert hits[0].id == said(engine, "Pet Calendar").id
 
     def test_chinese_names_link_too(
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, settings: Settings,
