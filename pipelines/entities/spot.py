@@ -59,7 +59,11 @@ FUNCTION_WORDS = (STOPWORDS - {"will"}) | frozenset(
 # Lower-case words allowed inside a multiword name ("Bank of America", "Vincent van Gogh").
 _NAME_GLUE = frozenset({"of", "de", "del", "da", "van", "von", "der", "la", "le", "du", "&"})
 _WORD = re.compile(r"[^\W_][\w'’.&-]*", re.UNICODE)
-_SENTENCE_END = re.compile(r"[.!?。！？:\n\"“”]\s*$")
+# Where a sentence or line ends (a word after one, and before any letter, opens the next).
+_SENTENCE_ENDS = frozenset(".!?。！？:\n\"“”")
+# A word with a dot inside or of at most three letters before its final one is an
+# abbreviation ("St.", "Dr.", "U.S."): the name goes on. Any other final dot ends it.
+_ABBREVIATION = re.compile(r"^(?:\w{1,3}|\w+\.\w+)\.$")
 _POSSESSIVE = re.compile(r"['’]s$|['’]$")
 _PLACE_BEFORE = frozenset({"in", "to", "from", "near", "visit", "visited", "visiting", "around",
                            "across", "toward", "towards"})
@@ -155,7 +159,8 @@ def _spot_en(text: str) -> list[Spotted]:
             continue
         j = i
         # Extend over capitalised words and lower-case glue between them.
-        while j + 1 < len(words) and _adjacent(text, words[j], words[j + 1]):
+        while (j + 1 < len(words) and _adjacent(text, words[j], words[j + 1])
+               and (not words[j].group().endswith(".") or _ABBREVIATION.match(words[j].group()))):
             nxt = words[j + 1].group()
             if _capital(nxt):
                 j += 1
@@ -177,7 +182,7 @@ def _spot_en(text: str) -> list[Spotted]:
             i = j + 1
             continue
         before = text[:start]
-        initial = not before.strip() or bool(_SENTENCE_END.search(before))
+        initial = _opens_sentence(before)
         lead = [t.lower().strip(",") for t in before.split()[-3:]]
         while lead and lead[-1] in _ARTICLES:
             lead.pop()
@@ -190,6 +195,18 @@ def _spot_en(text: str) -> list[Spotted]:
         ))
         i = j + 1
     return out
+
+
+def _opens_sentence(before: str) -> bool:
+    """No letter between the last sentence or line end and the word: list markers,
+    numbering and emphasis ("1. **Keep** it short", "- Make a list") hide no opener, and
+    chat-formatted replies capitalise those openers as any sentence does."""
+    for c in reversed(before):
+        if c in _SENTENCE_ENDS:
+            return True
+        if c.isalpha():
+            return False
+    return True
 
 
 def _capital(word: str) -> bool:

@@ -106,6 +106,19 @@ class TestSpottingNames:
         (caroline,) = spot("Hey Caroline!")
         assert not caroline.initial
 
+    def test_a_word_opening_a_list_item_opens_a_sentence(self) -> None:
+        reply = ("Here are some tips:\n\n1. **Keep** it short\n- Make a list\n"
+                 "* **Pack** light, then ask Nora.")
+        openers = {s.name: s.initial for s in spot(reply)}
+        # Markup before a word is no sentence: the word still opens one.
+        assert openers == {"Keep": True, "Make": True, "Pack": True, "Nora": False}
+
+    def test_a_full_stop_ends_a_name_unless_it_ends_an_abbreviation(self) -> None:
+        assert [s.name for s in spot("We flew to Maui. Our hotel was nice.")] == ["Maui"]
+        assert [s.name for s in spot("I met Dr. Smith in St. Louis.")] == [
+            "Dr. Smith", "St. Louis"]
+        assert [s.name for s in spot("He served in the U.S. Army.")] == ["U.S. Army"]
+
     def test_a_first_name_that_is_also_a_word_stays_a_name_mid_sentence(self) -> None:
         found = [s.name for s in spot("I met Will at the Bank of America in New York.")]
         assert found == ["Will", "Bank of America", "New York"]
