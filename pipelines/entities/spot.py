@@ -188,7 +188,7 @@ def _spot_en(text: str) -> list[Spotted]:
             lead.pop()
         prev = lead[-1] if lead else ""
         role_m = _ROLE.search(before[-40:])
-        role = role_m.group("role") if role_m and _is_role(role_m.group("role")) else ""
+        role = role_m.group("role") if role_m and _role_word(role_m.group("role")) else ""
         out.append(Spotted(
             name=name, kind=_kind_en(prev, role, name), start=start, end=start + len(name),
             role=role, initial=initial and j == i,
@@ -217,13 +217,15 @@ def _adjacent(text: str, a: re.Match[str], b: re.Match[str]) -> bool:
     return text[a.end():b.start()] == " "
 
 
-def _is_role(word: str) -> bool:
-    return any(w in FAMILY_EN or w in SOCIAL_ROLES_EN for w in (word, word.removesuffix("s")))
+def _role_word(word: str) -> str:
+    """The family or social role ``word`` names, singular ("friends" → "friend"), or ''."""
+    return next((w for w in (word, word.removesuffix("s"))
+                 if w in FAMILY_EN or w in SOCIAL_ROLES_EN), "")
 
 
 def _kind_en(prev: str, role: str, name: str) -> str:
     if role:
-        rel = FAMILY_EN.get(role, FAMILY_EN.get(role.rstrip("s"), ""))
+        rel = FAMILY_EN.get(_role_word(role), "")
         return EntityKind.pet.value if rel.startswith("pet:") else EntityKind.person.value
     if prev in _PLACE_BEFORE:
         return EntityKind.place.value
