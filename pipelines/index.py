@@ -55,6 +55,41 @@ def index_text(mem: Memory) -> str:
     return f"{body} ({', '.join(labels)})" if labels else body
 
 
+# Sentence ends in Latin and CJK text, and line breaks; a sentence needs MIN_SENTENCE_WORDS
+# words (or as many CJK characters) to say something a query could be after.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+_SENTENCE_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_]+", re.UNICODE)
+# "Melanie: We went camping. It rained." names who speaks once; each sentence keeps it.
+_SPEAKER = re.compile(r"^([^\n:]{1,40}): ")
+MIN_SENTENCE_WORDS = 3
+MAX_SENTENCES = 8
+
+
+def own_sentences(mem: Memory) -> list[str]:
+    """The sentences a memory's vector alone would blur: its own first-hand words
+    (``source == "user"``), without the earlier turn a reply carries, when there are two or
+    more of them; the first MAX_SENTENCES.
+
+    One vector for a turn that plans a bike ride and mentions, in passing, a triathlon
+    finished today sits between the two; a question about a sports event matches the
+    sentence that says so. An assistant's words are left out: long replies would add
+    dozens of sentences each, and what the user said is what questions ask about.
+    """
+    if mem.source != "user":
+        return []
+    offset = mem.details.get("reply_offset")
+    own = mem.statement[offset:] if isinstance(offset, int) else mem.statement
+    own = subjectless(own)
+    speaker = _SPEAKER.match(own)
+    if speaker:
+        own = own[speaker.end():]
+    found = [p.strip() for p in _SENTENCE_END.split(own)]
+    kept = [p for p in found if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
+    if len(kept) < 2:
+        return []
+    return [f"{speaker.group(0)}{p}" if speaker else p for p in kept[:MAX_SENTENCES]]
+
+
 def upsert_memories(
     memories: Iterable[Memory], *, index: VectorIndex, embedder: Embedder, batch: int = 256
 ) -> list[str]:
@@ -63,16 +98,19 @@ def upsert_memories(
     for i in range(0, len(rows), batch):
         chunk = rows[i : i + batch]
         texts = [index_text(m) for m in chunk]
-        vectors = embedder.embed(texts, kind="document")
-        index.upsert(
-            [
-                IndexPoint(
-                    id=m.id, vector=vectors[j], sparse=sparse_document(texts[j]),
-                    payload=payload_for(m),
-                )
-                for j, m in enumerate(chunk)
-            ]
-        )
+        sentences = [own_sentences(m) for m in chunk]
+        # One embedding call for statements and sentences: the embedder batches best.
+        vectors = embedder.embed(texts + [t for ts in sentences for t in ts], kind="document")
+        points: list[IndexPoint] = []
+        at = len(chunk)
+        for j, m in enumerate(chunk):
+            n = len(sentences[j])
+            points.append(IndexPoint(
+                id=m.id, vector=vectors[j], sparse=sparse_document(texts[j]),
+                payload=payload_for(m), sentences=list(vectors[at : at + n]),
+            ))
+            at += n
+        index.upsert(points)
         done.extend(m.id for m in chunk)
     return done
 

@@ -70,6 +70,9 @@ class IndexPoint:
     vector: Vector
     sparse: SparseVector
     payload: dict[str, Any]
+    # One vector per sentence of a first-hand memory that has several (see
+    # sleepmem.pipelines.index.own_sentences); empty for the rest.
+    sentences: Sequence[Vector] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,13 @@ class VectorIndex(Protocol):
     def delete(self, ids: Sequence[str]) -> None: ...
 
     def search_dense(self, vector: Vector, *, where: IndexFilter, limit: int) -> list[Hit]: ...
+
+    def search_sentences(
+        self, vector: Vector, *, where: IndexFilter, limit: int
+    ) -> list[Hit]:
+        """Points scored by their best-matching sentence (points without sentences are not
+        candidates); empty when the index predates sentence vectors."""
+        ...
 
     def search_sparse(
         self, sparse: SparseVector, *, where: IndexFilter, limit: int

@@ -58,6 +58,9 @@ class RankWeights:
     importance: float = 0.10
     confidence: float = 0.10
     dense_share: float = 0.30
+    # The sentence route: a memory scored by its best-matching own sentence
+    # (sleepmem.pipelines.index.own_sentences), beside the whole statement's vector.
+    sentence: float = 0.3
     recency_half_life_s: float = 30 * 86400.0
     candidates: int = 50
     demoted_penalty: float = 0.15
@@ -145,8 +148,9 @@ def recall(
     vectors: Vector,
     extra: Mapping[str, RouteFn] | None = None,
 ) -> list[Route]:
-    """Every route's hits for the query: dense and lexical over the whole query, each part
-    of a two-part question, the query restricted to its time window, and extra routes.
+    """Every route's hits for the query: dense and lexical over the whole query, the query
+    against each memory's own sentences, each part of a two-part question, the query
+    restricted to its time window, and extra routes.
     ``vectors``: the embedded query, parts and rewrites (:func:`embed_plan`), in that order."""
     texts = [plan.text, *plan.parts, *plan.rewrites]
     lexical_share = 1.0 - weights.dense_share
@@ -162,6 +166,9 @@ def recall(
         Route("dense", dense, weights.dense_share),
         Route("lexical", lexical, lexical_share),
     ]
+    if weights.sentence > 0:
+        sentences = ports.index.search_sentences(vectors[0], where=where, limit=limit)
+        routes.append(Route("sentence", sentences, weights.sentence))
     for i in range(1, 1 + len(plan.parts)):
         d, lx = both(i, where, limit // 2)
         routes.append(

@@ -353,3 +353,34 @@ class TestContextRoute:
                      weights=RankWeights(context=0.0)).flat()
         assert ["context" in c.routes for c in on if c.id == reply.id] == [True]
         assert all("context" not in c.routes for c in off)
+
+
+class TestSentenceRoute:
+    def test_a_fact_said_in_passing_in_a_long_turn_is_found_by_its_sentence(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        crowd(engine, index)
+        turn = remember(
+            engine, index,
+            "Ann is looking for new bike routes around the city this weekend. She wants a "
+            "waterfront path with cafes and outdoor seating. She finished the spring "
+            "triathlon race today. Her bike also needs new brake pads and a chain.",
+            at=NOW - timedelta(days=2))
+        remember(engine, index, "Ann watched a triathlon race on television.",
+                 at=NOW - timedelta(days=3))
+        ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+        request = build_request("which triathlon race has Ann finished", scope=ANN, k=3)
+
+        def ranked(sentence: float) -> list[MemoryCard]:
+            weights = RankWeights(sentence=sentence, context=0.0)
+            return search(engine=engine, ports=ports, request=request, weights=weights).flat()
+
+        on, off = ranked(0.3), ranked(0.0)
+        assert on[0].id == turn.id
+        # Without it, the short statement that shares more of the query's words comes first.
+        assert off[0].id != turn.id
+        assert "sentence" in on[0].routes
+        assert all("sentence" not in c.routes for c in off)
+        assert index.search_sentences(
+            EMBEDDER.embed(["finished the spring triathlon race"], kind="query")[0],
+            where=IndexFilter(scope=ANN, now=NOW), limit=5)[0].id == turn.id

@@ -10,6 +10,7 @@ import random
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,37 @@ class TestDenseSearch:
         bad = IndexPoint(new_id(), np.ones(DIM + 1, dtype=np.float32), {}, point().payload)
         with pytest.raises(ValidationError):
             index.upsert([bad])
+
+
+class TestSentenceSearch:
+    def test_a_point_is_scored_by_its_best_matching_sentence(self, index: VectorIndex) -> None:
+        # The whole statement's vector points between its two sentences; the query matches
+        # the second sentence exactly.
+        mixed = replace(point(vector=axis(0, 1.0)), sentences=[axis(0), axis(1)])
+        other = replace(point(vector=axis(1, 0.5)), sentences=[axis(1, 0.5), axis(3)])
+        index.upsert([other, mixed])
+        hits = index.search_sentences(axis(1), where=where(), limit=10)
+        assert [h.id for h in hits] == [mixed.id, other.id]
+        assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+        # The statement's own vector ranks them the other way round.
+        dense = index.search_dense(axis(1), where=where(), limit=10)
+        assert [h.id for h in dense] == [other.id, mixed.id]
+
+    def test_points_without_sentences_are_not_candidates(self, index: VectorIndex) -> None:
+        single = point(vector=axis(1))
+        several = replace(point(vector=axis(2)), sentences=[axis(2), axis(1, 0.2)])
+        index.upsert([single, several])
+        hits = index.search_sentences(axis(1), where=where(), limit=10)
+        assert [h.id for h in hits] == [several.id]
+
+    def test_the_filter_applies_to_sentences_too(self, index: VectorIndex) -> None:
+        gone = replace(point(vector=axis(2), status="superseded"), sentences=[axis(1), axis(2)])
+        alice = replace(point(vector=axis(2), agent="bot", user="alice"),
+                        sentences=[axis(1), axis(2)])
+        index.upsert([gone, alice])
+        assert [h.id for h in index.search_sentences(axis(1), where=where(), limit=10)] == []
+        hits = index.search_sentences(axis(1), where=where(USER_A), limit=10)
+        assert [h.id for h in hits] == [alice.id]
 
 
 class TestSparseSearch:
@@ -429,6 +461,37 @@ class TestEdgeEngine:
         second.ensure(dim=DIM)
         assert second.count() == 1
         second.close()
+
+    def test_a_shard_from_before_sentence_vectors_is_rewritten_with_them(
+        self, tmp_path: Path
+    ) -> None:
+        old = EdgeIndex(tmp_path / "index")
+        old.path.mkdir(parents=True)
+        # The layout an earlier release created: dense and lexical vectors only.
+        shard = edge_mod.qe.EdgeShard.create(str(old.path), old._config(DIM, sentences=False))
+        kept = point(vector=axis(0), text="allergic to peanuts")
+        shard.update(edge_mod.qe.UpdateOperation.upsert_points([edge_mod.qe.Point(
+            vectors_pkg.payload.point_id(kept.id),
+            {vectors_pkg.payload.DENSE: axis(0).tolist(),
+             vectors_pkg.payload.LEXICAL: edge_mod._sparse(kept.sparse)},
+            vectors_pkg.payload.encode(kept.payload),
+        )]))
+        shard.flush()
+        shard.close()
+
+        idx = EdgeIndex(tmp_path / "index")
+        idx.ensure(dim=DIM)
+        try:
+            assert found(idx, where()) == {kept.id}
+            assert [h.id for h in idx.search_sparse(sparse_query("peanuts"), where=where(),
+                                                    limit=5)] == [kept.id]
+            added = replace(point(vector=axis(2)), sentences=[axis(2), axis(1)])
+            idx.upsert([added])
+            hits = idx.search_sentences(axis(1), where=where(), limit=5)
+            assert [h.id for h in hits] == [added.id]
+        finally:
+            idx.close()
+        assert not (tmp_path / "index.erased").exists()
 
     def test_using_the_index_before_ensure_is_a_configuration_error(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError):

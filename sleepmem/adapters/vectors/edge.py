@@ -83,9 +83,15 @@ class EdgeIndex:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def _config(self, dim: int) -> qe.EdgeConfig:
+    def _config(self, dim: int, *, sentences: bool = True) -> qe.EdgeConfig:
+        vectors = {pl.DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)}
+        if sentences:
+            vectors[pl.SENTENCES] = qe.EdgeVectorParams(
+                size=dim, distance=qe.Distance.Cosine,
+                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+            )
         return qe.EdgeConfig(
-            vectors={pl.DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+            vectors=vectors,
             sparse_vectors={pl.LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             # indexing_threshold=0 turns HNSW building off (see the module docstring).
             optimizers=None if self.hnsw else qe.EdgeOptimizersConfig(indexing_threshold=0),
@@ -103,8 +109,7 @@ class EdgeIndex:
             existed = (self.path / "edge_config.json").exists()
             try:
                 if existed:
-                    # Passing the config makes the engine check it against the stored data.
-                    shard = qe.EdgeShard.load(str(self.path), self._config(dim))
+                    shard = self._load(dim)
                 else:
                     self.path.mkdir(parents=True, exist_ok=True)
                     shard = qe.EdgeShard.create(str(self.path), self._config(dim))
@@ -125,6 +130,22 @@ class EdgeIndex:
                 points=shard.info().points_count,
                 ms=round((time.perf_counter() - started) * 1000, 1),
             )
+
+    def _load(self, dim: int) -> qe.EdgeShard:
+        """The stored shard. Passing the config makes the engine check it against the stored
+        data; a shard written before sentence vectors fails that check, opens with its old
+        layout and is rewritten with the current one (:meth:`compact`), once."""
+        try:
+            return qe.EdgeShard.load(str(self.path), self._config(dim))
+        except Exception as exc:
+            if pl.SENTENCES not in str(exc):
+                raise
+        log.warning("index_upgrading", backend=self.backend, path=str(self.path),
+                    reason="no sentence vectors", effect="memories indexed from now on get them")
+        self._shard = qe.EdgeShard.load(str(self.path), self._config(dim, sentences=False))
+        self.dim = dim
+        self.compact()
+        return self._open()
 
     def _open(self) -> qe.EdgeShard:
         if self._shard is None:
@@ -221,13 +242,10 @@ class EdgeIndex:
                 raise ValidationError(
                     "vector", f"has {len(vector)} dimensions, index has {self.dim}"
                 )
-            batch.append(
-                qe.Point(
-                    pl.point_id(p.id),
-                    {pl.DENSE: vector, pl.LEXICAL: _sparse(p.sparse)},
-                    pl.encode(p.payload),
-                )
-            )
+            vectors: dict[str, Any] = {pl.DENSE: vector, pl.LEXICAL: _sparse(p.sparse)}
+            if p.sentences:
+                vectors[pl.SENTENCES] = [v.tolist() for v in p.sentences]
+            batch.append(qe.Point(pl.point_id(p.id), vectors, pl.encode(p.payload)))
         with self._lock:
             self._apply(qe.UpdateOperation.upsert_points(batch))
 
@@ -259,6 +277,9 @@ class EdgeIndex:
 
     def search_dense(self, vector: Vector, *, where: IndexFilter, limit: int) -> list[Hit]:
         return self._query(qe.Query.Nearest(vector.tolist(), using=pl.DENSE), where, limit)
+
+    def search_sentences(self, vector: Vector, *, where: IndexFilter, limit: int) -> list[Hit]:
+        return self._query(qe.Query.Nearest([vector.tolist()], using=pl.SENTENCES), where, limit)
 
     def search_sparse(self, sparse: SparseVector, *, where: IndexFilter, limit: int) -> list[Hit]:
         if not sparse:

@@ -38,6 +38,8 @@ CONTENT_KEYS: frozenset[str] = frozenset({"statement", "content", "text"})
 _U32_MAX = 2**32 - 1
 
 DENSE = "dense"
+# A multivector per point, one per sentence, compared by its best match (MaxSim).
+SENTENCES = "sentences"
 LEXICAL = "lexical"
 
 

@@ -82,6 +82,7 @@ class QdrantIndex:
         self.local = url is None
         self.backend = "qdrant-local" if self.local else "qdrant"
         self.dim: int | None = None
+        self.sentences = True
         self._lock: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if self.local else contextlib.nullcontext()
         )
@@ -125,6 +126,13 @@ class QdrantIndex:
             info = self._client.get_collection(self.collection)
             vectors = info.config.params.vectors
             have = vectors.get(pl.DENSE) if isinstance(vectors, dict) else None
+            # A collection created before sentence vectors keeps its layout (Qdrant cannot
+            # add a named vector to a collection): the sentence route finds nothing there.
+            self.sentences = isinstance(vectors, dict) and pl.SENTENCES in vectors
+            if not self.sentences:
+                log.warning("index_without_sentences", backend=self.backend,
+                            collection=self.collection,
+                            fix="index into a new collection (SLEEPMEM_COLLECTION)")
             if have is None or have.size != dim:
                 size = None if have is None else have.size
                 raise ConfigurationError(
@@ -153,7 +161,14 @@ class QdrantIndex:
         try:
             self._client.create_collection(
                 self.collection,
-                vectors_config={pl.DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
+                vectors_config={
+                    pl.DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE),
+                    pl.SENTENCES: qm.VectorParams(
+                        size=dim, distance=qm.Distance.COSINE,
+                        multivector_config=qm.MultiVectorConfig(
+                            comparator=qm.MultiVectorComparator.MAX_SIM),
+                    ),
+                },
                 sparse_vectors_config={pl.LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
             )
         except UnexpectedResponse as exc:
@@ -187,12 +202,12 @@ class QdrantIndex:
                 raise ValidationError(
                     "vector", f"has {len(vector)} dimensions, index has {self.dim}"
                 )
+            vectors: dict[str, Any] = {pl.DENSE: vector, pl.LEXICAL: _sparse(p.sparse)}
+            if p.sentences and self.sentences:
+                vectors[pl.SENTENCES] = [v.tolist() for v in p.sentences]
             structs.append(
-                qm.PointStruct(
-                    id=str(pl.point_id(p.id)),
-                    vector={pl.DENSE: vector, pl.LEXICAL: _sparse(p.sparse)},
-                    payload=pl.encode(p.payload),
-                )
+                qm.PointStruct(id=str(pl.point_id(p.id)), vector=vectors,
+                               payload=pl.encode(p.payload))
             )
         for start in range(0, len(structs), _UPSERT_BATCH):
             with self._call():
@@ -225,13 +240,19 @@ class QdrantIndex:
     def search_dense(self, vector: Vector, *, where: IndexFilter, limit: int) -> list[Hit]:
         return self._query(vector.tolist(), pl.DENSE, where, limit)
 
+    def search_sentences(self, vector: Vector, *, where: IndexFilter, limit: int) -> list[Hit]:
+        if not self.sentences:
+            return []
+        return self._query([vector.tolist()], pl.SENTENCES, where, limit)
+
     def search_sparse(self, sparse: SparseVector, *, where: IndexFilter, limit: int) -> list[Hit]:
         if not sparse:
             return []
         return self._query(_sparse(sparse), pl.LEXICAL, where, limit)
 
     def _query(
-        self, query: list[float] | qm.SparseVector, using: str, where: IndexFilter, limit: int
+        self, query: list[float] | list[list[float]] | qm.SparseVector, using: str,
+        where: IndexFilter, limit: int,
     ) -> list[Hit]:
         if limit <= 0 or pl.matches_nothing(where):
             return []
