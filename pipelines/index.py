@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 
 from sleepmem.models import Memory
 from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.extract.text import split_sentences
 from sleepmem.pipelines.lexical import sparse_document
 from sleepmem.pipelines.ports import Embedder, IndexPoint, VectorIndex
 from sleepmem.pipelines.topics import topics
@@ -55,9 +56,8 @@ def index_text(mem: Memory) -> str:
     return f"{body} ({', '.join(labels)})" if labels else body
 
 
-# Sentence ends in Latin and CJK text, and line breaks; a sentence needs MIN_SENTENCE_WORDS
-# words (or as many CJK characters) to say something a query could be after.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+# A sentence needs MIN_SENTENCE_WORDS words (or as many CJK characters) to say something a
+# query could be after.
 _SENTENCE_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_]+", re.UNICODE)
 # "Melanie: We went camping. It rained." names who speaks once; each sentence keeps it.
 _SPEAKER = re.compile(r"^([^\n:]{1,40}): ")
@@ -83,8 +83,7 @@ def own_sentences(mem: Memory) -> list[str]:
     speaker = _SPEAKER.match(own)
     if speaker:
         own = own[speaker.end():]
-    found = [p.strip() for p in _SENTENCE_END.split(own)]
-    kept = [p for p in found if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
+    kept = [p for p in split_sentences(own) if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
     if len(kept) < 2:
         return []
     return [f"{speaker.group(0)}{p}" if speaker else p for p in kept[:MAX_SENTENCES]]

@@ -27,6 +27,11 @@ class TestWhichSentencesAMemoryContributes:
         got = own_sentences(memory("我上周去了成都出差。那里的火锅非常好吃！下个月还想再去一次。"))
         assert got == ["我上周去了成都出差。", "那里的火锅非常好吃！", "下个月还想再去一次。"]
 
+    def test_an_abbreviation_does_not_end_a_sentence(self) -> None:
+        got = own_sentences(memory("I saw Dr. Smith at the clinic today. He said my knee "
+                                   "is fine."))
+        assert got == ["I saw Dr. Smith at the clinic today.", "He said my knee is fine."]
+
     def test_a_named_speaker_stays_on_every_sentence(self) -> None:
         got = own_sentences(memory(
             "Melanie: I took my family camping in the mountains. The kids loved the lake."))
