@@ -59,8 +59,12 @@ def index_text(mem: Memory) -> str:
 # A sentence needs MIN_SENTENCE_WORDS words (or as many CJK characters) to say something a
 # query could be after.
 _SENTENCE_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_]+", re.UNICODE)
-# "Melanie: We went camping. It rained." names who speaks once; each sentence keeps it.
 _SPEAKER = re.compile(r"^([^\n:]{1,40}): ")
+# A question asks the other person; it tells something of its speaker only when it speaks
+# of them ("Can I smoke brisket in my new smoker?").
+_QUESTION = re.compile(r"[?？]\s*$")
+_OF_SPEAKER = re.compile(
+    r"(?i)\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|us|our|ours)\b|[我俺]")
 MIN_SENTENCE_WORDS = 3
 MAX_SENTENCES = 8
 
@@ -68,12 +72,19 @@ MAX_SENTENCES = 8
 def own_sentences(mem: Memory) -> list[str]:
     """The sentences a memory's vector alone would blur: its own first-hand words
     (``source == "user"``), without the earlier turn a reply carries, when there are two or
-    more of them; the first MAX_SENTENCES.
+    more of them; the first MAX_SENTENCES that state something.
 
     One vector for a turn that plans a bike ride and mentions, in passing, a triathlon
     finished today sits between the two; a question about a sports event matches the
-    sentence that says so. An assistant's words are left out: long replies would add
-    dozens of sentences each, and what the user said is what questions ask about.
+    sentence that says so. Left out:
+
+    - an assistant's words: long replies would add dozens of sentences each, and what the
+      user said is what questions ask about;
+    - the speaker's name ("Melanie: ..."): the embedder weighs a name so heavily that every
+      sentence of one speaker would match a question naming them, whatever it asks (the
+      statement's own vector keeps who said it, for the other routes);
+    - a question to the other person ("What did you paint?"): it says nothing of the
+      speaker, and being a question it would match every question asked of the index.
     """
     if mem.source != "user":
         return []
@@ -86,7 +97,8 @@ def own_sentences(mem: Memory) -> list[str]:
     kept = [p for p in split_sentences(own) if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
     if len(kept) < 2:
         return []
-    return [f"{speaker.group(0)}{p}" if speaker else p for p in kept[:MAX_SENTENCES]]
+    said = [p for p in kept if not _QUESTION.search(p) or _OF_SPEAKER.search(p)]
+    return said[:MAX_SENTENCES]
 
 
 def upsert_memories(

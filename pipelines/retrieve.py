@@ -28,6 +28,7 @@ from sleepmem.models import (
 )
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.decompose import parts as decompose
+from sleepmem.pipelines.entities.spot import without_people
 from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
@@ -121,19 +122,27 @@ class QueryPlan:
     asks_when: bool
     parts: tuple[str, ...]
     rewrites: tuple[str, ...] = ()
+    # What the query asks without the people it names, for the sentence route: sentences
+    # are indexed without their speaker (sleepmem.pipelines.index.own_sentences).
+    about: str = ""
+
+    def embedded(self) -> list[str]:
+        """What :func:`embed_plan` embeds, in order: the query, its parts, its rewrites,
+        then ``about`` when it differs from the query."""
+        about = [self.about] if self.about and self.about != self.text else []
+        return [self.text, *self.parts, *self.rewrites, *about]
 
 
 def understand(query: str, now: datetime) -> QueryPlan:
     return QueryPlan(
         text=query, window=resolve_window(query, now), asks_when=asks_when(query),
-        parts=tuple(decompose(query)),
+        parts=tuple(decompose(query)), about=without_people(query),
     )
 
 
 def embed_plan(ports: Ports, plan: QueryPlan) -> Vector:
-    """The query, its parts and its rewrites, embedded in one batch."""
-    return ports.embedder.embed(
-        [subjectless(t) for t in (plan.text, *plan.parts, *plan.rewrites)], kind="query")
+    """Every text of the plan (:meth:`QueryPlan.embedded`), embedded in one batch."""
+    return ports.embedder.embed([subjectless(t) for t in plan.embedded()], kind="query")
 
 
 def recall(
@@ -151,7 +160,8 @@ def recall(
     """Every route's hits for the query: dense and lexical over the whole query, the query
     against each memory's own sentences, each part of a two-part question, the query
     restricted to its time window, and extra routes.
-    ``vectors``: the embedded query, parts and rewrites (:func:`embed_plan`), in that order."""
+    ``vectors``: the plan embedded by :func:`embed_plan`, in :meth:`QueryPlan.embedded`'s
+    order."""
     texts = [plan.text, *plan.parts, *plan.rewrites]
     lexical_share = 1.0 - weights.dense_share
 
@@ -167,7 +177,8 @@ def recall(
         Route("lexical", lexical, lexical_share),
     ]
     if weights.sentence > 0:
-        sentences = ports.index.search_sentences(vectors[0], where=where, limit=limit)
+        about = vectors[len(texts)] if len(vectors) > len(texts) else vectors[0]
+        sentences = ports.index.search_sentences(about, where=where, limit=limit)
         routes.append(Route("sentence", sentences, weights.sentence))
     for i in range(1, 1 + len(plan.parts)):
         d, lx = both(i, where, limit // 2)

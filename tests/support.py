@@ -24,7 +24,7 @@ from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.models import Memory, Scope
 from sleepmem.pipelines.index import upsert_memories
 from sleepmem.pipelines.memories import new_memory
-from sleepmem.pipelines.ports import VectorIndex
+from sleepmem.pipelines.ports import Embedder, VectorIndex
 from sleepmem.pipelines.types import Candidate
 
 T = TypeVar("T")
@@ -113,10 +113,12 @@ def store_memory(
     type: str = "event",
     now: datetime | None = None,
     ttl: timedelta | None = None,
+    embedder: Embedder | None = None,
     **fields: Any,
 ) -> Memory:
-    """One memory as consolidation would write it (valid from ``at``, embedded by the hashing
-    embedder), committed and indexed; ``fields`` then override columns (importance, …)."""
+    """One memory as consolidation would write it (valid from ``at``, embedded by
+    ``embedder``, the hashing one by default), committed and indexed; ``fields`` then
+    override columns (importance, …)."""
     cand = Candidate(type=type, statement=statement,
                      provenance=provenance or [f"ev{next(_EVENT_IDS)}"], valid_from=at,
                      scope=scope)
@@ -127,7 +129,7 @@ def store_memory(
         s.add(mem)
         s.commit()
         s.refresh(mem)
-    upsert_memories([mem], index=index, embedder=HashingEmbedder())
+    upsert_memories([mem], index=index, embedder=embedder or HashingEmbedder())
     return mem
 
 

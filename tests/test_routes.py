@@ -8,7 +8,9 @@ index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_sear
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +23,8 @@ from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.decompose import parts
 from sleepmem.pipelines.found import time_finding
 from sleepmem.pipelines.fusion import Route, fuse
-from sleepmem.pipelines.ports import Hit, IndexFilter, Ports
-from sleepmem.pipelines.retrieve import RankWeights, RouteFn, search
+from sleepmem.pipelines.ports import Embedder, Hit, IndexFilter, Ports
+from sleepmem.pipelines.retrieve import RankWeights, RouteFn, SearchTrace, search, understand
 from sleepmem.pipelines.when import asks_when, carries_date, resolve
 from sleepmem.reader import build_request
 
@@ -384,3 +386,58 @@ class TestSentenceRoute:
         assert index.search_sentences(
             EMBEDDER.embed(["finished the spring triathlon race"], kind="query")[0],
             where=IndexFilter(scope=ANN, now=NOW), limit=5)[0].id == turn.id
+
+
+@pytest.fixture(scope="module")
+def usem() -> Iterator[Embedder]:
+    from sleepmem.adapters.embedders import UsemEmbedder
+
+    yield UsemEmbedder()
+
+
+class TestTheSentenceRouteAsksWhatNotWhom:
+    """Two friends talk; each turn is one memory under its speaker. A sentence embedder
+    weighs a name so heavily that a question naming Melanie matches every line that greets
+    her better than the line that answers it, so sentences are indexed without their
+    speaker and the route asks the question without the people it names."""
+
+    TURNS = (
+        "Caroline: Wow, Melanie, that's amazing! I'm so happy for you, Melanie.",
+        "Melanie: Thanks, Caroline! What have you been up to lately? Anything fun?",
+        "Caroline: Great job, Melanie! You always inspire me. Keep it up, Melanie!",
+        "Melanie: We went camping by the lake last weekend. The two younger kids love "
+        "nature and spotting birds.",
+        "Caroline: I painted a sunrise over the lake. It took me three whole weekends.",
+    )
+
+    def test_the_answer_is_the_sentence_routes_first_hit_in_english(
+        self, engine: Engine, tmp_path: Path, usem: Embedder
+    ) -> None:
+        index = EdgeIndex(tmp_path / "usem-index")
+        index.ensure(dim=usem.dim)
+        try:
+            mems = [store_memory(engine, index, ANN, turn, at=NOW - timedelta(days=9 - i),
+                                 source="user", embedder=usem)
+                    for i, turn in enumerate(self.TURNS)]
+            answer = mems[3]
+            where = IndexFilter(scope=ANN, now=NOW)
+            plan = understand("What do Melanie's kids like?", NOW)
+            assert plan.about == "What do kids like?"
+            vectors = usem.embed(plan.embedded(), kind="query")
+            about = index.search_sentences(vectors[-1], where=where, limit=5)
+            assert about[0].id == answer.id
+            # Why: with the name kept, a greeting of Melanie's outranks the answer.
+            named = index.search_sentences(vectors[0], where=where, limit=5)
+            assert named[0].id != answer.id
+            ports = Ports(embedder=usem, index=index, clock=lambda: NOW)
+            trace = SearchTrace()
+            search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
+                   request=build_request("What do Melanie's kids like?", scope=ANN, k=3))
+            (sentence,) = [r for r in trace.routes if r.name == "sentence"]
+            assert sentence.hits[0].id == answer.id
+        finally:
+            index.close()
+
+    def test_a_question_without_names_is_embedded_once(self) -> None:
+        plan = understand("what do my kids like", NOW)
+        assert plan.embedded() == ["what do my kids like"]

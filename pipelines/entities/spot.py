@@ -65,6 +65,7 @@ _SENTENCE_ENDS = frozenset(".!?。！？:\n\"“”")
 # abbreviation ("St.", "Dr.", "U.S."): the name goes on. Any other final dot ends it.
 _ABBREVIATION = re.compile(r"^(?:\w{1,3}|\w+\.\w+)\.$")
 _POSSESSIVE = re.compile(r"['’]s$|['’]$")
+_POSSESSIVE_AFTER = re.compile(r"['’]s?\b|['’]")
 _PLACE_BEFORE = frozenset({"in", "to", "from", "near", "visit", "visited", "visiting", "around",
                            "across", "toward", "towards"})
 _ORG_BEFORE = frozenset({"at", "for", "joined", "join"})
@@ -146,6 +147,22 @@ def spot(text: str) -> list[Spotted]:
     if re.search(f"[{_CJK}]", text):
         out += _spot_zh(text)
     return sorted(out, key=lambda s: s.start)
+
+
+def without_people(text: str) -> str:
+    """``text`` without the people it names (and their possessive): "What do Melanie's
+    kids like?" → "What do kids like?". A sentence embedder weighs a name heavily, so a
+    query that names someone matches whatever that person is greeted in ("Wow, Melanie!")
+    better than what it asks about; who said it is the speaker route's question."""
+    out = text
+    for s in reversed(spot(text)):
+        if s.kind != "person":
+            continue
+        end = s.end + len(m.group()) if (m := _POSSESSIVE_AFTER.match(text, s.end)) else s.end
+        out = out[: s.start] + out[end:]
+    if out == text:
+        return text
+    return re.sub(r"[ \t]{2,}", " ", out).strip() or text
 
 
 def _spot_en(text: str) -> list[Spotted]:

@@ -17,7 +17,7 @@ from sleepmem.core.settings import Settings
 from sleepmem.models import Entity, EntityAlias, EntityMention, Memory, Relation, Scope
 from sleepmem.pipelines.entities import entity_route
 from sleepmem.pipelines.entities import store as entity_store
-from sleepmem.pipelines.entities.spot import alias_key, spot
+from sleepmem.pipelines.entities.spot import alias_key, spot, without_people
 from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
@@ -140,6 +140,27 @@ class TestSpottingNames:
 
     def test_alias_keys_ignore_case_possessive_and_width(self) -> None:
         assert alias_key("Melanie's") == alias_key("MELANIE") == alias_key("Ｍｅｌａｎｉｅ")
+
+
+class TestAQueryWithoutThePeopleItNames:
+    def test_a_person_and_their_possessive_are_taken_out(self) -> None:
+        assert without_people("What do Melanie's kids like?") == "What do kids like?"
+        assert without_people("What is James' dog called?") == "What is dog called?"
+        assert without_people("Where did Jon and Gina go camping?") == (
+            "Where did and go camping?")
+
+    def test_places_organisations_and_things_stay(self) -> None:
+        for query in ("What did I buy at Costco last week?",
+                      "Which museum did we visit in Paris?",
+                      "What can Pet Calendar do?"):
+            assert without_people(query) == query
+
+    def test_a_query_that_is_only_a_name_is_kept_whole(self) -> None:
+        assert without_people("Caroline") == "Caroline"
+
+    def test_a_query_without_names_is_unchanged(self) -> None:
+        for query in ("what do my kids like", "我上个月去了哪里？", "Where has she camped?"):
+            assert without_people(query) == query
 
 
 class TestEntitiesMergePerScope:
