@@ -18,6 +18,7 @@ from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.extract.text import split_sentences
 from sleepmem.pipelines.lexical import sparse_document
 from sleepmem.pipelines.ports import Embedder, IndexPoint, VectorIndex
+from sleepmem.pipelines.speakers import without_speaker
 from sleepmem.pipelines.topics import topics
 
 
@@ -59,7 +60,6 @@ def index_text(mem: Memory) -> str:
 # A sentence needs MIN_SENTENCE_WORDS words (or as many CJK characters) to say something a
 # query could be after.
 _SENTENCE_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_]+", re.UNICODE)
-_SPEAKER = re.compile(r"^([^\n:]{1,40}): ")
 # A question asks the other person; it tells something of its speaker only when it speaks
 # of them ("Can I smoke brisket in my new smoker?").
 _QUESTION = re.compile(r"[?？]\s*$")
@@ -90,10 +90,7 @@ def own_sentences(mem: Memory) -> list[str]:
         return []
     offset = mem.details.get("reply_offset")
     own = mem.statement[offset:] if isinstance(offset, int) else mem.statement
-    own = subjectless(own)
-    speaker = _SPEAKER.match(own)
-    if speaker:
-        own = own[speaker.end():]
+    own = without_speaker(subjectless(own))
     kept = [p for p in split_sentences(own) if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
     if len(kept) < 2:
         return []

@@ -47,6 +47,13 @@ def speakers(statement: str) -> frozenset[str]:
     return frozenset(_key(m.group("name")) for m in _LINE_SPEAKER.finditer(statement))
 
 
+def without_speaker(statement: str) -> str:
+    """The statement after the speaker it opens with ("Caroline: ...", "小美：..."); the
+    statement itself when it opens with none."""
+    m = _LINE_SPEAKER.match(statement)
+    return statement[m.end():].lstrip() if m else statement
+
+
 def names_in(query: str, candidates: frozenset[str]) -> frozenset[str]:
     """Which of the candidate speaker names the query mentions."""
     text = _key(query)

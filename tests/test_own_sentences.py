@@ -36,6 +36,10 @@ class TestWhichSentencesAMemoryContributes:
             "Melanie: I took my family camping in the mountains. The kids loved the lake."))
         assert got == ["I took my family camping in the mountains.", "The kids loved the lake."]
 
+    def test_a_chinese_speaker_is_left_out_too(self) -> None:
+        got = own_sentences(memory("小美：我们上周去湖边露营了。孩子们特别喜欢大自然。"))
+        assert got == ["我们上周去湖边露营了。", "孩子们特别喜欢大自然。"]
+
     def test_a_question_that_speaks_of_its_speaker_tells_about_them(self) -> None:
         got = own_sentences(memory(
             "I just got a smoker for the patio. Can I smoke a brisket in my new smoker?"))
