@@ -165,9 +165,11 @@ def recall(
     texts = [plan.text, *plan.parts, *plan.rewrites]
     lexical_share = 1.0 - weights.dense_share
 
-    def both(i: int, w: IndexFilter, n: int) -> tuple[list[Hit], list[Hit]]:
+    def both(
+        i: int, w: IndexFilter, n: int, unsaid: frozenset[int] = QUERY_STOP_IDS
+    ) -> tuple[list[Hit], list[Hit]]:
         dense = ports.index.search_dense(vectors[i], where=w, limit=n)
-        sparse = {t: v for t, v in sparse_query(texts[i]).items() if t not in QUERY_STOP_IDS}
+        sparse = {t: v for t, v in sparse_query(texts[i]).items() if t not in unsaid}
         lexical = ports.index.search_sparse(sparse, where=w, limit=n) if sparse else []
         return dense, lexical
 
@@ -187,12 +189,18 @@ def recall(
         )
     if plan.window is not None:
         window = plan.window
-        d, lx = both(0, replace(where, valid_between=(window.start, window.end)), limit // 2)
+        # Inside the window every memory is of the time the query named, so the words that
+        # named it ("10 days ago") tell them apart no more; kept, they would favour whatever
+        # else says "days ago" over what the query asks about.
+        timeless = QUERY_STOP_IDS | {token_id(t) for t in tokens(window.expression)}
+        d, lx = both(0, replace(where, valid_between=(window.start, window.end)), limit // 2,
+                     timeless)
         timed = [(d, weights.dense_share), (lx, lexical_share)]
         if window.margin and weights.time_near > 0:
             # The widened window holds the inside again, so inside scores 1 + near, the
             # margin alone near: closeness in time counts in steps, not as in-or-out.
-            nd, nlx = both(0, replace(where, valid_between=window.widened()), limit // 2)
+            nd, nlx = both(0, replace(where, valid_between=window.widened()), limit // 2,
+                           timeless)
             near = weights.time_near
             timed += [(nd, weights.dense_share * near), (nlx, lexical_share * near)]
         routes.append(Route("time", mix(timed), weights.time))

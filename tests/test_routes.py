@@ -238,6 +238,39 @@ class TestTimeRoute:
         assert "time" in cards[before.id].routes
         assert "time" not in cards[after.id].routes
 
+    @pytest.mark.parametrize(
+        ("query", "asked_about", "says_the_time_words"),
+        [
+            ("What did Ann buy 10 days ago?", "Ann went to buy a new kettle.",
+             "Ann saw her cousin a few days ago."),
+            ("Which book did Ann start reading two weeks ago?",
+             "Ann started reading a book about whales.",
+             "Two weeks ago, weeks of rain began, Ann said."),
+            ("What did Ann cook last month?", "Ann cooked a curry for her friends.",
+             "Last month was a long month at work, Ann said."),
+            ("安10天前买了什么？", "安买了一个新水壶。", "安几天前见了表妹。"),
+            ("安上个月做了什么菜？", "安做了一道咖喱菜。", "安说上个月工作很忙。"),
+        ],
+    )
+    def test_inside_the_window_the_words_that_named_it_favour_nothing(
+        self, engine: Engine, index: EdgeIndex, query: str, asked_about: str,
+        says_the_time_words: str,
+    ) -> None:
+        # Both memories are of the named time; only one is about what the query asks.
+        # Matching "days ago" / "上个月" again inside the window would put the other first.
+        window = resolve(query, NOW)
+        assert window is not None
+        crowd(engine, index)
+        at = window.start + (window.end - window.start) / 2
+        answer = remember(engine, index, asked_about, at=at)
+        remember(engine, index, says_the_time_words, at=at)
+        ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+        trace = SearchTrace()
+        search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
+               request=build_request(query, scope=ANN, k=5))
+        (time_route,) = [r for r in trace.routes if r.name == "time"]
+        assert time_route.hits[0].id == answer.id
+
     def test_the_index_filter_keeps_only_points_valid_from_inside_the_window(
         self, engine: Engine, index: EdgeIndex
     ) -> None:
