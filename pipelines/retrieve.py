@@ -129,8 +129,15 @@ class QueryPlan:
     def embedded(self) -> list[str]:
         """What :func:`embed_plan` embeds, in order: the query, its parts, its rewrites,
         then ``about`` when it differs from the query."""
-        about = [self.about] if self.about and self.about != self.text else []
+        about = [self.about] if self.about_index() else []
         return [self.text, *self.parts, *self.rewrites, *about]
+
+    def about_index(self) -> int:
+        """Where ``about``'s vector sits among :meth:`embedded`'s: last, or the query's own
+        (0) when naming nobody left it the query."""
+        if self.about and self.about != self.text:
+            return 1 + len(self.parts) + len(self.rewrites)
+        return 0
 
 
 def understand(query: str, now: datetime) -> QueryPlan:
@@ -179,7 +186,7 @@ def recall(
         Route("lexical", lexical, lexical_share),
     ]
     if weights.sentence > 0:
-        about = vectors[len(texts)] if len(vectors) > len(texts) else vectors[0]
+        about = vectors[plan.about_index()]
         sentences = ports.index.search_sentences(about, where=where, limit=limit)
         routes.append(Route("sentence", sentences, weights.sentence))
     for i in range(1, 1 + len(plan.parts)):

@@ -9,6 +9,7 @@ index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_sear
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -474,3 +475,13 @@ class TestTheSentenceRouteAsksWhatNotWhom:
     def test_a_question_without_names_is_embedded_once(self) -> None:
         plan = understand("what do my kids like", NOW)
         assert plan.embedded() == ["what do my kids like"]
+        assert plan.about_index() == 0
+
+    def test_the_question_without_names_is_found_after_its_parts_and_rewrites(self) -> None:
+        plan = replace(
+            understand("What did Mel paint and where did Ann study music?", NOW),
+            rewrites=("Mel's paintings",),
+        )
+        assert plan.parts and plan.about == "What did paint and where did study music?"
+        assert plan.embedded()[plan.about_index()] == plan.about
+        assert plan.about_index() == len(plan.embedded()) - 1
