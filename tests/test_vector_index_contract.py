@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import structlog
 
 from sleepmem.adapters import vectors as vectors_pkg
 from sleepmem.adapters.vectors import edge as edge_mod
@@ -480,8 +481,13 @@ class TestEdgeEngine:
         shard.close()
 
         idx = EdgeIndex(tmp_path / "index")
-        idx.ensure(dim=DIM)
+        with structlog.testing.capture_logs() as logs:
+            idx.ensure(dim=DIM)
         try:
+            events = [e["event"] for e in logs]
+            assert events.count("index_upgrading") == 1
+            assert events.count("index_compacted") == 1
+            assert events.count("index_opened") == 1
             assert found(idx, where()) == {kept.id}
             assert [h.id for h in idx.search_sparse(sparse_query("peanuts"), where=where(),
                                                     limit=5)] == [kept.id]

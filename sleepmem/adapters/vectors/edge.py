@@ -107,21 +107,7 @@ class EdgeIndex:
                 return
             started = time.perf_counter()
             existed = (self.path / "edge_config.json").exists()
-            try:
-                if existed:
-                    shard = self._load(dim)
-                else:
-                    self.path.mkdir(parents=True, exist_ok=True)
-                    shard = qe.EdgeShard.create(str(self.path), self._config(dim))
-            except Exception as exc:
-                raise ConfigurationError(
-                    f"cannot open the vector index at {self.path} with dim {dim}: {exc}"
-                ) from exc
-            have = shard.info().payload_schema
-            for field, kind in pl.indexed_fields().items():
-                if field not in have:
-                    shard.update(qe.UpdateOperation.create_field_index(field, _schema(field, kind)))
-            self._shard, self.dim = shard, dim
+            shard = self._attach(dim, existed=existed)
             log.info(
                 "index_opened",
                 backend=self.backend,
@@ -130,6 +116,27 @@ class EdgeIndex:
                 points=shard.info().points_count,
                 ms=round((time.perf_counter() - started) * 1000, 1),
             )
+
+    def _attach(self, dim: int, *, existed: bool) -> qe.EdgeShard:
+        """Load or create the shard, add missing payload indexes and hold it. Logs nothing:
+        the upgrade path reopens the shard through here from inside :meth:`ensure`, which
+        reports the opening once."""
+        try:
+            if existed:
+                shard = self._load(dim)
+            else:
+                self.path.mkdir(parents=True, exist_ok=True)
+                shard = qe.EdgeShard.create(str(self.path), self._config(dim))
+        except Exception as exc:
+            raise ConfigurationError(
+                f"cannot open the vector index at {self.path} with dim {dim}: {exc}"
+            ) from exc
+        have = shard.info().payload_schema
+        for field, kind in pl.indexed_fields().items():
+            if field not in have:
+                shard.update(qe.UpdateOperation.create_field_index(field, _schema(field, kind)))
+        self._shard, self.dim = shard, dim
+        return shard
 
     def _load(self, dim: int) -> qe.EdgeShard:
         """The stored shard. Passing the config makes the engine check it against the stored
@@ -212,7 +219,7 @@ class EdgeIndex:
             self.path.rename(old_path)
             fresh_path.rename(self.path)
             shutil.rmtree(old_path)
-            self.ensure(dim=dim)
+            self._attach(dim, existed=True)
             log.info("index_compacted", backend=self.backend, points=moved)
             return "compacted"
 
