@@ -272,6 +272,26 @@ class TestTimeRoute:
         (time_route,) = [r for r in trace.routes if r.name == "time"]
         assert time_route.hits[0].id == answer.id
 
+    @pytest.mark.parametrize(
+        ("query", "statement"),
+        [("what happened last month?", "Ann baked bread at home."),
+         ("上个月发生了什么？", "安在家里烤了面包。")],
+    )
+    def test_a_query_that_names_only_a_time_still_finds_what_is_inside_it(
+        self, engine: Engine, index: EdgeIndex, query: str, statement: str
+    ) -> None:
+        # With the time words left out, the window's lexical half has nothing to match;
+        # its dense half still ranks what the window holds.
+        crowd(engine, index)
+        inside = remember(engine, index, statement, at=datetime(2024, 2, 10, tzinfo=UTC))
+        ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+        trace = SearchTrace()
+        result = search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
+                        request=build_request(query, scope=ANN, k=10))
+        (time_route,) = [r for r in trace.routes if r.name == "time"]
+        assert [h.id for h in time_route.hits] == [inside.id]
+        assert "time" in {c.id: c for c in result.flat()}[inside.id].routes
+
     def test_the_index_filter_keeps_only_points_valid_from_inside_the_window(
         self, engine: Engine, index: EdgeIndex
     ) -> None:
