@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -28,6 +28,7 @@ from sleepmem.models import (
 )
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.decompose import parts as decompose
+from sleepmem.pipelines.entities.route import people_named
 from sleepmem.pipelines.entities.spot import without_people
 from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
@@ -140,10 +141,12 @@ class QueryPlan:
         return 0
 
 
-def understand(query: str, now: datetime) -> QueryPlan:
+def understand(query: str, now: datetime, people: Sequence[str] = ()) -> QueryPlan:
+    """``people``: names of the scope's people the query uses, beyond those the spotter
+    finds (see :func:`~sleepmem.pipelines.entities.people_named`)."""
     return QueryPlan(
         text=query, window=resolve_window(query, now), asks_when=asks_when(query),
-        parts=tuple(decompose(query)), about=without_people(query),
+        parts=tuple(decompose(query)), about=without_people(query, people),
     )
 
 
@@ -245,7 +248,8 @@ def search(
     )
     names = _names(engine, request.scope)
     query = _as_user(request.query, names)
-    plan = understand(query, request.as_of or now)
+    people = people_named(engine=engine, scope=request.scope, query=query)
+    plan = understand(query, request.as_of or now, people)
     if rewriter is not None:
         rewrites = [_as_user(q, names) for q in rewriter(request.scope.key, request.query)]
         plan = replace(plan, rewrites=tuple(q for q in rewrites if q != query))

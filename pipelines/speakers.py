@@ -47,6 +47,12 @@ def speakers(statement: str) -> frozenset[str]:
     return frozenset(_key(m.group("name")) for m in _LINE_SPEAKER.finditer(statement))
 
 
+def speaker_of(statement: str) -> str:
+    """The speaker a statement opens with, as written ("Caroline", "小美"); '' when none."""
+    m = _LINE_SPEAKER.match(statement)
+    return m.group("name") if m else ""
+
+
 def without_speaker(statement: str) -> str:
     """The statement after the speaker it opens with ("Caroline: ...", "小美：..."); the
     statement itself when it opens with none."""

@@ -16,12 +16,16 @@ from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.decompose import parts
+from sleepmem.pipelines.entities import entity_route, people_named
+from sleepmem.pipelines.entities import graph as entity_graph
+from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.found import time_finding
 from sleepmem.pipelines.fusion import Route, fuse
 from sleepmem.pipelines.ports import Embedder, Hit, IndexFilter, Ports
@@ -491,6 +495,44 @@ class TestTheSentenceRouteAsksWhatNotWhom:
             assert sentence.hits[0].id == answer.id
         finally:
             index.close()
+
+    TURNS_ZH = (
+        "小丽：哇，小美，太棒了！小美，我真为你高兴。",
+        "小美：谢谢你，小丽！你最近在忙什么？有什么好玩的吗？",
+        "小丽：小美，干得好！你总是激励着我。继续加油，小美！",
+        "小美：上周末我们去湖边露营了。两个小一点的孩子很喜欢大自然，也喜欢看鸟。",
+        "小丽：我画了一幅湖上的日出。花了我整整三个周末。",
+    )
+
+    def test_in_chinese_the_people_are_the_speakers_the_scope_knows(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        # Chinese has no capitals to spot 小美 by. The turns' speakers ("小美：…") become
+        # the scope's people in the entity graph; a question naming one links to her and
+        # is asked of the sentence route without her name.
+        mems = [remember(engine, index, turn, at=NOW - timedelta(days=9 - i), source="user")
+                for i, turn in enumerate(self.TURNS_ZH)]
+        with Session(engine) as session:
+            known = entity_store.load_known(session, scope_key=mems[0].scope_key)
+            delta = entity_graph.build(known=known, new=mems, now=NOW)
+            entity_store.write(session, delta=delta, now=NOW)
+            session.commit()
+        query = "小美的孩子喜欢什么？"
+        assert people_named(engine=engine, scope=ANN, query=query) == ["小美"]
+        assert people_named(engine=engine, scope=ANN, query="What do Melanie's kids like?") == []
+        assert understand(query, NOW).about == query
+        assert understand(query, NOW, ["小美"]).about == "孩子喜欢什么？"
+        reached = {h.id for h in entity_route(engine=engine, scope=ANN, query=query, limit=10)}
+        assert mems[3].id in reached
+        trace = SearchTrace()
+        search(engine=engine, ports=Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW),
+               weights=RankWeights(), trace=trace,
+               request=build_request(query, scope=ANN, k=3))
+        assert trace.routes[0].name == "dense"
+        (sentence,) = [r for r in trace.routes if r.name == "sentence"]
+        about = index.search_sentences(EMBEDDER.embed(["孩子喜欢什么？"], kind="query")[0],
+                                       where=IndexFilter(scope=ANN, now=NOW), limit=50)
+        assert [h.id for h in sentence.hits] == [h.id for h in about]
 
     def test_a_question_without_names_is_embedded_once(self) -> None:
         plan = understand("what do my kids like", NOW)

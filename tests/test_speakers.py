@@ -19,7 +19,7 @@ from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.retrieve import RankWeights, search
-from sleepmem.pipelines.speakers import names_in, speaker_hits, speakers
+from sleepmem.pipelines.speakers import names_in, speaker_hits, speaker_of, speakers
 from sleepmem.reader import build_request
 
 NOW = datetime(2024, 3, 15, 10, tzinfo=UTC)
@@ -44,6 +44,13 @@ class TestReadingSpeakers:
         assert speakers("Caroline: I'm keen on counselling.") == {"caroline"}
         assert speakers("Mary Ann: we went hiking.") == {"mary ann"}
         assert speakers("小美：我下周去杭州。") == {"小美"}
+
+    def test_the_speaker_a_statement_opens_with_is_read_as_written(self) -> None:
+        assert speaker_of("Caroline: I'm keen on counselling.") == "Caroline"
+        assert speaker_of("小美：我上周末去露营了。") == "小美"
+        assert speaker_of("小美: 我上周末去露营了。") == "小美"
+        assert speaker_of("I went camping: it rained.") == ""
+        assert speaker_of("She said: no.") == ""
 
     def test_a_card_joining_turns_has_every_speaker_of_its_lines(self) -> None:
         assert speakers("Jon: Bye!\nGina: See you, Jon.") == {"jon", "gina"}

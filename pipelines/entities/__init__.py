@@ -5,6 +5,6 @@ versions into entity, alias, mention and relation rows; ``store`` writes them an
 deletions and status changes reach them; ``route`` is the read side.
 """
 
-from sleepmem.pipelines.entities.route import entity_route
+from sleepmem.pipelines.entities.route import entity_route, people_named
 
-__all__ = ["entity_route"]
+__all__ = ["entity_route", "people_named"]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sleepmem.models import CURRENT_STATUSES, Entity, EntityKind, Memory
-from sleepmem.pipelines.entities.spot import alias_key, read, speaker
+from sleepmem.pipelines.entities.spot import alias_key, read
 from sleepmem.pipelines.memories import memory_id
+from sleepmem.pipelines.speakers import speaker_of
 from sleepmem.pipelines.types import OPEN_SLOT_PREFIX, TOOL_PREFIX
 
 USER = "user"
@@ -109,7 +110,7 @@ def subject_of(mem: Memory) -> str:
     if mem.subject and mem.subject != USER and not mem.attribute.startswith(TOOL_PREFIX):
         return mem.subject
     reply = mem.statement[int(mem.details.get("reply_offset") or 0):].lstrip()
-    return speaker(reply) or USER
+    return speaker_of(reply) or USER
 
 
 def slot_link(mem: Memory) -> tuple[str, str, str] | None:

@@ -31,6 +31,7 @@ from sleepmem.models import (
     LEVELS,
     Entity,
     EntityAlias,
+    EntityKind,
     EntityMention,
     Memory,
     Relation,
@@ -154,6 +155,26 @@ def query_spans(query: str) -> list[str]:
         for n in range(2, min(6, len(run)) + 1):
             out.update(run[i:i + n] for i in range(len(run) - n + 1))
     return sorted(s for s in out if len(s) <= 200)
+
+
+def people_named(*, engine: Engine, scope: Scope, query: str) -> list[str]:
+    """The scope's people a Chinese query names, as their aliases. Chinese has no capitals
+    to spot a name by, so the names are the ones the scope's entity table already holds;
+    a query without Chinese gets [] (the spotter finds its names) and costs no lookup."""
+    spans = [s for s in query_spans(query) if _CJK_RUN.fullmatch(s)]
+    if not spans:
+        return []
+    with Session(engine) as session:
+        rows = session.exec(
+            select(EntityAlias.alias)
+            .join(Entity, col(Entity.id) == col(EntityAlias.entity_id))
+            .where(
+                col(EntityAlias.alias).in_(spans),
+                col(EntityAlias.scope_key).in_(visible_scope_keys(scope)),
+                col(Entity.kind) == EntityKind.person.value,
+            )
+        ).all()
+    return sorted(set(rows), key=len, reverse=True)
 
 
 def visible_scope_keys(scope: Scope) -> list[str]:

@@ -22,7 +22,7 @@ import calendar
 import itertools
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sleepmem.models.entities import EntityKind
@@ -66,6 +66,7 @@ _SENTENCE_ENDS = frozenset(".!?。！？:\n\"“”")
 _ABBREVIATION = re.compile(r"^(?:\w{1,3}|\w+\.\w+)\.$")
 _POSSESSIVE = re.compile(r"['’]s$|['’]$")
 _POSSESSIVE_AFTER = re.compile(r"['’]s?\b|['’]")
+_ZH_POSSESSIVE = re.compile(r"的")
 _PLACE_BEFORE = frozenset({"in", "to", "from", "near", "visit", "visited", "visiting", "around",
                            "across", "toward", "towards"})
 _ORG_BEFORE = frozenset({"at", "for", "joined", "join"})
@@ -76,7 +77,6 @@ _ARTICLES = frozenset({"a", "an", "the", "my", "his", "her", "their", "our", "yo
 # "my little brother Sam"); the last word is the role when it names one (family or social:
 # "my favorite Star Wars", "my new Canon" name no role and no person).
 _ROLE = re.compile(r"(?i:\bmy)\s+(?:[a-z]+\s+)?(?P<role>[a-z]+)\s*,?\s*$")
-_SPEAKER = re.compile(r"^(?P<name>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,2}):\s")
 
 # -- Chinese: no capitals, so the surrounding words carry the signal ---------------------
 _CJK = "\u3400-\u9fff"
@@ -135,12 +135,6 @@ def alias_key(text: str) -> str:
     return " ".join(w for w in words if w)
 
 
-def speaker(statement: str) -> str:
-    """The speaker a statement is prefixed with ("Caroline: ..."), or ''."""
-    m = _SPEAKER.match(statement)
-    return m.group("name") if m else ""
-
-
 def spot(text: str) -> list[Spotted]:
     """Every name in ``text``, English and Chinese, in order of appearance."""
     out = _spot_en(text)
@@ -149,20 +143,42 @@ def spot(text: str) -> list[Spotted]:
     return sorted(out, key=lambda s: s.start)
 
 
-def without_people(text: str) -> str:
+def without_people(text: str, known: Iterable[str] = ()) -> str:
     """``text`` without the people it names (and their possessive): "What do Melanie's
     kids like?" → "What do kids like?". A sentence embedder weighs a name heavily, so a
     query that names someone matches whatever that person is greeted in ("Wow, Melanie!")
-    better than what it asks about; who said it is the speaker route's question."""
+    better than what it asks about; who said it is the speaker route's question.
+
+    ``known``: names of people the caller knows (the scope's), also left out where they
+    appear: Chinese has no capitals to spot a name by ("小美的孩子喜欢什么？")."""
+    spans = [(s.start, s.end) for s in spot(text) if s.kind == "person"]
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    for name in known:
+        key = unicodedata.normalize("NFKC", name).casefold()
+        # Lengths survive NFKC for the Han and ASCII names this is for, so offsets match.
+        if key and len(folded) == len(text):
+            # A Han name is found anywhere (no spaces); another only as a whole word, so
+            # a known "Mel" leaves "Melanie" alone.
+            pattern = re.escape(key) if re.match(f"[{_CJK}]", key) else rf"\b{re.escape(key)}\b"
+            spans += [(m.start(), m.end()) for m in re.finditer(pattern, folded)]
     out = text
-    for s in reversed(spot(text)):
-        if s.kind != "person":
-            continue
-        end = s.end + len(m.group()) if (m := _POSSESSIVE_AFTER.match(text, s.end)) else s.end
-        out = out[: s.start] + out[end:]
+    for start, stop in sorted(_merged(spans), reverse=True):
+        m = _POSSESSIVE_AFTER.match(text, stop) or _ZH_POSSESSIVE.match(text, stop)
+        out = out[:start] + out[m.end() if m else stop:]
     if out == text:
         return text
     return re.sub(r"[ \t]{2,}", " ", out).strip() or text
+
+
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans as one (a name both spotted and known)."""
+    out: list[tuple[int, int]] = []
+    for start, stop in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], stop))
+        else:
+            out.append((start, stop))
+    return out
 
 
 def _spot_en(text: str) -> list[Spotted]:

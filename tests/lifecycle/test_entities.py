@@ -163,6 +163,22 @@ class TestAQueryWithoutThePeopleItNames:
             assert without_people(query) == query
 
 
+    def test_people_the_scope_knows_are_taken_out_in_chinese_with_their_possessive(
+        self
+    ) -> None:
+        assert without_people("小美的孩子喜欢什么？", ["小美"]) == "孩子喜欢什么？"
+        assert without_people("小美和小丽上周去哪里露营了？", ["小美", "小丽"]) == (
+            "和上周去哪里露营了？")
+        assert without_people("我妹妹小美住在哪里？", ["小美"]) == "我妹妹住在哪里？"
+
+    def test_a_known_name_is_a_whole_word_in_english_and_merges_with_a_spotted_one(
+        self
+    ) -> None:
+        assert without_people("What does Melanie paint?", ["Mel"]) == "What does paint?"
+        assert without_people("what does mel's sister do?", ["Mel"]) == "what does sister do?"
+        assert without_people("What did Mel buy for Mel's sister?", ["Mel"]) == (
+            "What did buy for sister?")
+
 class TestEntitiesMergePerScope:
     def test_a_short_form_a_first_name_and_a_full_name_are_one_entity(
         self, redis: redis_lib.Redis, keys: Keys, engine: Engine, settings: Settings,
