@@ -151,17 +151,24 @@ def query_spans(query: str) -> list[str]:
             span = words[i:i + n]
             if not all(w in FUNCTION_WORDS for w in span):
                 out.add(" ".join(span))
+    out.update(_chinese_spans(text))
+    return sorted(s for s in out if len(s) <= 200)
+
+
+def _chinese_spans(text: str) -> set[str]:
+    """Every 2-6 character substring of the text's Chinese runs (no spaces to split on)."""
+    out: set[str] = set()
     for run in _CJK_RUN.findall(text):
         for n in range(2, min(6, len(run)) + 1):
             out.update(run[i:i + n] for i in range(len(run) - n + 1))
-    return sorted(s for s in out if len(s) <= 200)
+    return out
 
 
 def people_named(*, engine: Engine, scope: Scope, query: str) -> list[str]:
     """The scope's people a Chinese query names, as their aliases. Chinese has no capitals
     to spot a name by, so the names are the ones the scope's entity table already holds;
     a query without Chinese gets [] (the spotter finds its names) and costs no lookup."""
-    spans = [s for s in query_spans(query) if _CJK_RUN.fullmatch(s)]
+    spans = sorted(_chinese_spans(unicodedata.normalize("NFKC", query)))
     if not spans:
         return []
     with Session(engine) as session:

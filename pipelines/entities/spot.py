@@ -65,8 +65,8 @@ _SENTENCE_ENDS = frozenset(".!?。！？:\n\"“”")
 # abbreviation ("St.", "Dr.", "U.S."): the name goes on. Any other final dot ends it.
 _ABBREVIATION = re.compile(r"^(?:\w{1,3}|\w+\.\w+)\.$")
 _POSSESSIVE = re.compile(r"['’]s$|['’]$")
-_POSSESSIVE_AFTER = re.compile(r"['’]s?\b|['’]")
-_ZH_POSSESSIVE = re.compile(r"的")
+# What follows a name to make it a possessive: "Melanie's", "James'", "小美的".
+_POSSESSIVE_AFTER = re.compile(r"['’]s?\b|['’]|的")
 _PLACE_BEFORE = frozenset({"in", "to", "from", "near", "visit", "visited", "visiting", "around",
                            "across", "toward", "towards"})
 _ORG_BEFORE = frozenset({"at", "for", "joined", "join"})
@@ -163,7 +163,7 @@ def without_people(text: str, known: Iterable[str] = ()) -> str:
             spans += [(m.start(), m.end()) for m in re.finditer(pattern, folded)]
     out = text
     for start, stop in sorted(_merged(spans), reverse=True):
-        m = _POSSESSIVE_AFTER.match(text, stop) or _ZH_POSSESSIVE.match(text, stop)
+        m = _POSSESSIVE_AFTER.match(text, stop)
         out = out[:start] + out[m.end() if m else stop:]
     if out == text:
         return text
