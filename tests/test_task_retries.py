@@ -66,14 +66,16 @@ def redis_server_binary() -> str:
 
 
 @contextmanager
-def redis_server(port: int) -> Iterator[redis_lib.Redis]:
-    """A throwaway redis-server on ``port``, stopped afterwards."""
+def redis_server(port: int, *, password: str | None = None) -> Iterator[redis_lib.Redis]:
+    """A throwaway redis-server on ``port``, stopped afterwards. With ``password``, only
+    the client it yields gets in until that client lifts it (``config_set``)."""
+    gate = ["--requirepass", password] if password else []
     proc = subprocess.Popen(
         [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"],
+         "--appendonly", "no", *gate],
         stdout=subprocess.DEVNULL,
     )
-    client = redis_lib.Redis(host="127.0.0.1", port=port)
+    client = redis_lib.Redis(host="127.0.0.1", port=port, password=password)
     try:
         assert wait_for(lambda: _pings(client), timeout=20), "redis-server did not start"
         yield client
@@ -151,11 +153,16 @@ class TestTransientFailuresAreRetried:
         with ThreadWorker(app, concurrency=1, queues=(names.QUEUE_DRAIN,)):
             app.send_task(names.DRAIN)
             assert wait_for(lambda: names.DRAIN in retries, timeout=30)
-            with redis_server(port) as back:
+            # Redis comes back holding what was written to it (as with AOF on). Until the
+            # events are in, the worker's retries are refused (NOAUTH, a connection error,
+            # retried like the outage): a retry that reached an empty Redis would succeed
+            # with nothing to drain, and this test then timed out under load.
+            with redis_server(port, password="not-yet") as back:
                 with MemoryClient(res.settings, client=back) as client:
                     client.emit_many([{"event_id": f"ev-{i}", "tenant": "acme",
                                        "agent": "bot", "content": f"note {i}"}
                                       for i in range(20)])
+                back.config_set("requirepass", "")
                 # The retry runs after its backoff (at most a few seconds this early).
                 assert wait_for(lambda: raw_rows(res) == 20, timeout=60)
         assert retries.count(names.DRAIN) >= 1
