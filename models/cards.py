@@ -67,6 +67,9 @@ class MemoryCard(BaseModel):
     # Which recall routes proposed it (dense, lexical, time, part, entity, ...); left out
     # of the JSON when empty so clients that predate routes see the card they know.
     routes: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The memories whose words this card also reads, when overlapping episodes came back
+    # as one passage (``statement`` holds them all, each turn once); left out when empty.
+    joined: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ConflictGroup(BaseModel):

@@ -83,6 +83,9 @@ class QueryExplanation(BaseModel):
     score: float | None
     note: str
     time: TimeFinding | None = None
+    # The card whose passage returned this memory, when it came back inside a better
+    # episode's passage (sleepmem.pipelines.passages) instead of as a card of its own.
+    joined_into: str | None = None
 
 
 def explain_query(
@@ -105,7 +108,8 @@ def explain_query(
             contribution=0.0 if norm is None else round(route.weight * norm, 6),
         ))
     fused = trace.fused.get(mid)
-    key = memory.conflict_set if memory.conflict_set in trace.order else mid
+    into = trace.joined.get(mid)
+    key = memory.conflict_set if memory.conflict_set in trace.order else into or mid
     rank = trace.order.index(key) + 1 if key in trace.order else None
     terms: list[ScoreTerm] = []
     if fused is not None and mid in trace.scores:
@@ -123,20 +127,22 @@ def explain_query(
         relevance=None if fused is None else round(fused.score, 6),
         terms=terms,
         score=round(trace.scores[mid], 6) if mid in trace.scores else None,
-        note=_note(fused is not None, mid in trace.scores, rank, k),
+        note=_note(fused is not None, mid in trace.scores, rank, k, into),
         time=None if trace.window is None else time_finding(trace.window, memory.valid_from),
+        joined_into=into,
     )
 
 
-def _note(found: bool, visible: bool, rank: int | None, k: int) -> str:
+def _note(found: bool, visible: bool, rank: int | None, k: int, into: str | None) -> str:
     if not found:
         return "no route proposed this memory for the query"
     if not visible:
         return ("proposed, then dropped: not current, expired, hidden or outside the "
                 "search's scope")
+    inside = f", inside the passage of memory {into}" if into else ""
     if rank is not None and rank <= k:
-        return f"returned at rank {rank} of {k}"
-    return f"ranked {rank}, below the first {k} returned"
+        return f"returned at rank {rank} of {k}{inside}"
+    return f"ranked {rank}{inside}, below the first {k} returned"
 
 
 def _at(t: datetime) -> str:

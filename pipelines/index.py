@@ -17,6 +17,7 @@ from sleepmem.models import Memory
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.extract.text import split_sentences
 from sleepmem.pipelines.lexical import sparse_document
+from sleepmem.pipelines.memories import own_words
 from sleepmem.pipelines.ports import Embedder, IndexPoint, VectorIndex
 from sleepmem.pipelines.speakers import without_speaker
 from sleepmem.pipelines.topics import topics
@@ -88,9 +89,7 @@ def own_sentences(mem: Memory) -> list[str]:
     """
     if mem.source != "user":
         return []
-    offset = mem.details.get("reply_offset")
-    own = mem.statement[offset:] if isinstance(offset, int) else mem.statement
-    own = without_speaker(subjectless(own))
+    own = without_speaker(subjectless(own_words(mem)))
     kept = [p for p in split_sentences(own) if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
     if len(kept) < 2:
         return []

@@ -89,6 +89,13 @@ def new_memory(
     )
 
 
+def own_words(mem: Memory) -> str:
+    """What a memory's own event said: an episode that carries the turn it answers keeps
+    that turn in front of its ``reply_offset``."""
+    offset = mem.details.get("reply_offset")
+    return mem.statement[offset:] if isinstance(offset, int) else mem.statement
+
+
 def copy_row(mem: Memory) -> Memory:
     """A detached copy to mutate; persist merges it back by primary key."""
     data = mem.model_dump()

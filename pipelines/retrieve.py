@@ -33,6 +33,7 @@ from sleepmem.pipelines.entities.spot import without_people
 from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
+from sleepmem.pipelines.passages import passage_text, passages
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
 from sleepmem.pipelines.repeats import without_repeats
 from sleepmem.pipelines.rewrite import QueryRewriter
@@ -86,6 +87,9 @@ class RankWeights:
     # Leave out cards whose every source event a better card already carries
     # (sleepmem.pipelines.repeats).
     drop_repeats: bool = True
+    # Episodes that share a turn are returned as one passage of at most this many source
+    # events (sleepmem.pipelines.passages); below 2, each stays its own card.
+    passage_events: int = 6
 
 
 @dataclass(slots=True)
@@ -100,6 +104,8 @@ class SearchTrace:
     order: list[str] = field(default_factory=list)
     rewrites: tuple[str, ...] = ()
     window: Window | None = None
+    # A memory returned inside a better one's passage: its id -> the id of that card.
+    joined: dict[str, str] = field(default_factory=dict)
 
 
 def approx_tokens(text: str) -> int:
@@ -326,14 +332,26 @@ def search(
             sources=lambda e: [ev for c in card_sides(e[2]) if c.id in rows
                                for ev in rows[c.id].provenance],
             covers=lambda e: all(c.type in _WORD_CARRIERS for c in card_sides(e[2])))
+    groups = passages(
+        entries, most=weights.passage_events,
+        sources=lambda e: rows[e[2].id].provenance if isinstance(e[2], MemoryCard) else [],
+        joins=lambda e: (e[2].source, e[2].trust)
+        if isinstance(e[2], MemoryCard) and e[2].type == "event" else None)
     if trace is not None:
-        trace.scores, trace.order = scored, [key for _s, key, _c in entries]
+        trace.scores, trace.order = scored, [g[0][1] for g in groups]
+        trace.joined = {c.id: g[0][1] for g in groups for _s, _k, e in g[1:]
+                        for c in card_sides(e)}
     cards: list[MemoryCard | ConflictGroup] = []
     tokens = 0
-    for _score_value, _key, card in entries[: request.k]:
+    for passage in groups[: request.k]:
+        card = _passage(passage, rows, request)
         cost = _tokens(card)
         if request.max_tokens is not None and tokens + cost > request.max_tokens:
-            break
+            # A passage over the budget still leaves room for its best episode alone.
+            card = passage[0][2]
+            cost = _tokens(card)
+            if tokens + cost > request.max_tokens:
+                break
         cards.append(card)
         tokens += cost
     return SearchResult(cards=cards, tokens=tokens)
@@ -446,6 +464,28 @@ def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) ->
     )
 
 
+def _passage(
+    group: list[tuple[float, str, MemoryCard | ConflictGroup]], rows: Mapping[str, Memory],
+    request: SearchRequest,
+) -> MemoryCard | ConflictGroup:
+    """The card for a group of :func:`~sleepmem.pipelines.passages.passages`: the best
+    one, reading the members' words in order, with their routes and the weakest
+    confidence among them."""
+    best = group[0][2]
+    cards = [c for _s, _k, c in group if isinstance(c, MemoryCard)]
+    if len(group) == 1 or not isinstance(best, MemoryCard) or len(cards) != len(group):
+        return best
+    text, events = passage_text([rows[c.id] for c in cards])
+    return best.model_copy(update={
+        "statement": text,
+        "valid_from": min(c.valid_from for c in cards),
+        "confidence": min(c.confidence for c in cards),
+        "provenance": events if request.with_provenance else None,
+        "routes": list(dict.fromkeys(r for c in cards for r in c.routes)),
+        "joined": [c.id for c in cards[1:]],
+    })
+
+
 def _tokens(card: MemoryCard | ConflictGroup) -> int:
     if isinstance(card, ConflictGroup):
         return sum(approx_tokens(s.statement) for s in card.sides)
@@ -453,4 +493,5 @@ def _tokens(card: MemoryCard | ConflictGroup) -> int:
 
 
 def hit_ids(result: SearchResult) -> list[str]:
-    return [c.id for c in result.flat()]
+    """Every memory the result returned, those read inside a passage included."""
+    return [i for c in result.flat() for i in (c.id, *c.joined)]

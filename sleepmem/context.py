@@ -94,7 +94,10 @@ class ContextBuilder:
             checkpoint_budget=int(budget * settings.context_checkpoint_share),
             count=count_tokens, checkpoint=checkpoint, conflicts=conflicts, relevant=relevant,
         )
-        hits = [i.id for i in (*prefix.items, *dynamic.items) if i.id]
+        # A passage card was read whole: the memories it joined were retrieved too.
+        joined = {c.id: c.joined for c in relevant}
+        hits = [h for i in (*prefix.items, *dynamic.items) if i.id
+                for h in (i.id, *joined.get(i.id, ()))]
         if hits:
             record_hits(res.redis, res.keys, hits, at=now)
         shown = {i.id for i in dynamic.items}

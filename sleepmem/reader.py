@@ -31,6 +31,7 @@ def rank_weights(resources: Resources) -> RankWeights:
         confidence=s.w_confidence,
         recency_half_life_s=s.recency_half_life_s,
         candidates=s.candidates,
+        passage_events=s.passage_events,
     )
 
 

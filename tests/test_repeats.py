@@ -37,7 +37,9 @@ def remember(engine: Engine, index: EdgeIndex, statement: str, *, events: list[s
 def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,
          k: int = 2) -> list[MemoryCard]:
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
-    weights = RankWeights(drop_repeats=drop, speaker=0.0, context=0.0)
+    # Passages apart: joining overlapping episodes would also free the slot, and these
+    # tests pin down what leaving out repeats does on its own (test_passages: joining).
+    weights = RankWeights(drop_repeats=drop, speaker=0.0, context=0.0, passage_events=1)
     return search(engine=engine, ports=ports, request=build_request(query, scope=CAL, k=k),
                   weights=weights).flat()
 

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from sleepmem.models import CURRENT_STATUSES, Entity, EntityKind, Memory
 from sleepmem.pipelines.entities.spot import alias_key, read
-from sleepmem.pipelines.memories import memory_id
+from sleepmem.pipelines.memories import memory_id, own_words
 from sleepmem.pipelines.speakers import speaker_of
 from sleepmem.pipelines.types import OPEN_SLOT_PREFIX, TOOL_PREFIX
 
@@ -109,8 +109,7 @@ def subject_of(mem: Memory) -> str:
     the scope's user."""
     if mem.subject and mem.subject != USER and not mem.attribute.startswith(TOOL_PREFIX):
         return mem.subject
-    reply = mem.statement[int(mem.details.get("reply_offset") or 0):].lstrip()
-    return speaker_of(reply) or USER
+    return speaker_of(own_words(mem).lstrip()) or USER
 
 
 def slot_link(mem: Memory) -> tuple[str, str, str] | None:

@@ -53,5 +53,7 @@ def search(
                 typer.echo(f"         - {side.statement}  [{side.type}, {side.source}]")
         else:
             found = f", via {'+'.join(card.routes)}" if card.routes else ""
-            typer.echo(f"{card.score:.3f}  {card.statement}  "
+            # A passage holds several turns: its lines continue under the first one.
+            text = card.statement.replace("\n", "\n       ")
+            typer.echo(f"{card.score:.3f}  {text}  "
                        f"[{card.type}, {card.source}, {card.valid_from:%Y-%m-%d}{found}]")

@@ -167,6 +167,9 @@ class Settings(BaseSettings):
     w_confidence: float = 0.10
     recency_half_life_s: float = 30 * DAY
     candidates: int = 50
+    # Episodes sharing a turn come back as one passage of at most this many turns; 1 keeps
+    # every episode its own card.
+    passage_events: int = Field(default=6, ge=1, le=100)
 
     # -- working memory (session checkpoints, per-turn context) -------------------------
     checkpoint_max_bytes: int = 256 * 1024
