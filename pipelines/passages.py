@@ -34,28 +34,22 @@ def passages(
     its own. ``most`` below 2 joins nothing."""
     groups: list[list[T]] = []
     spans: list[set[str]] = []
-    # (key, event id) -> the groups holding it, best first: a lookup per source instead
-    # of a scan of every group for every entry.
-    holding: dict[tuple[Hashable, str], list[int]] = {}
+    # (key, event id) -> the groups holding it: a lookup per source instead of a scan of
+    # every group for every entry (search runs this over all its candidates).
+    holding: dict[tuple[Hashable, str], set[int]] = {}
     for entry in ranked:
         key = joins(entry) if most >= 2 else None
-        own = set(sources(entry))
-        target = None
-        if key is not None:
-            near = sorted({g for e in own for g in holding.get((key, e), ())})
-            target = next((g for g in near if len(spans[g] | own) <= most), None)
+        own = set(sources(entry)) if key is not None else set()
+        near = {g for e in own for g in holding.get((key, e), ())}
+        target = min((g for g in near if len(spans[g] | own) <= most), default=None)
         if target is None:
             target = len(groups)
             groups.append([])
             spans.append(set())
         groups[target].append(entry)
         spans[target] |= own
-        if key is not None:
-            for e in own:
-                held = holding.setdefault((key, e), [])
-                if target not in held:
-                    held.append(target)
-                    held.sort()
+        for e in own:
+            holding.setdefault((key, e), set()).add(target)
     return groups
 
 
