@@ -471,12 +471,12 @@ def _passage(
     """The card for a group of :func:`~sleepmem.pipelines.passages.passages`: the best
     one, reading the members' words in order, with their routes and the weakest
     confidence among them."""
-    best = group[0][2]
+    # Only episode cards join (see search), so a group of two or more holds only cards.
     cards = [c for _s, _k, c in group if isinstance(c, MemoryCard)]
-    if len(group) == 1 or not isinstance(best, MemoryCard) or len(cards) != len(group):
-        return best
+    if len(cards) < 2:
+        return group[0][2]
     text, events = passage_text([rows[c.id] for c in cards])
-    return best.model_copy(update={
+    return cards[0].model_copy(update={
         "statement": text,
         "valid_from": min(c.valid_from for c in cards),
         "confidence": min(c.confidence for c in cards),
