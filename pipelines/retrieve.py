@@ -326,15 +326,16 @@ def search(
             entries.append((scored[mid], mid, _card(m, scored[mid], request, found_by[mid])))
     # Stable order for equal inputs: score, then id (cache-friendly prompts).
     entries.sort(key=lambda e: (-round(e[0], 6), e[1]))
+
+    def sources(e: tuple[float, str, MemoryCard | ConflictGroup]) -> list[str]:
+        return [ev for c in card_sides(e[2]) if c.id in rows for ev in rows[c.id].provenance]
+
     if weights.drop_repeats:
         entries = without_repeats(
-            entries, droppable=lambda e: isinstance(e[2], MemoryCard),
-            sources=lambda e: [ev for c in card_sides(e[2]) if c.id in rows
-                               for ev in rows[c.id].provenance],
+            entries, droppable=lambda e: isinstance(e[2], MemoryCard), sources=sources,
             covers=lambda e: all(c.type in _WORD_CARRIERS for c in card_sides(e[2])))
     groups = passages(
-        entries, most=weights.passage_events,
-        sources=lambda e: rows[e[2].id].provenance if isinstance(e[2], MemoryCard) else [],
+        entries, most=weights.passage_events, sources=sources,
         joins=lambda e: (e[2].source, e[2].trust)
         if isinstance(e[2], MemoryCard) and e[2].type == "event" else None)
     if trace is not None:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from sleepmem.adapters.redis.hits import read_hits
 from sleepmem.context import ContextBuilder
@@ -66,10 +66,11 @@ def conversation(talk: dict[str, Any]) -> list[dict[str, Any]]:
              "role": "user", **row} for row in rows]
 
 
-def episodes(res: Resources) -> list[Memory]:
+def members(res: Resources, ids: list[str]) -> list[Memory]:
     with Session(res.engine) as s:
-        return list(s.exec(select(Memory).where(col(Memory.type) == "event")
-                           .order_by(col(Memory.valid_from))).all())
+        found = [s.get(Memory, i) for i in ids]
+    assert all(m is not None for m in found), "every id a card names is a stored memory"
+    return [m for m in found if m is not None]
 
 
 def find(res: Resources, query: str, *, k: int = 5, **weights: Any) -> list[MemoryCard]:
@@ -134,9 +135,8 @@ class TestOverlappingEpisodesComeBackAsOnePassage:
             assert line.endswith(text)
             assert first.statement.count(text) == 1
         assert events(first) == ["t0", "t1", "t2", "t3"]
-        with Session(resources.engine) as s:
-            members = [s.get(Memory, i) for i in [first.id, *first.joined]]
-        assert first.valid_from == min(m.valid_from for m in members if m).replace(tzinfo=UTC)
+        read = members(resources, [first.id, *first.joined])
+        assert first.valid_from == min(m.valid_from for m in read).replace(tzinfo=UTC)
 
     def test_it_takes_one_slot_and_fewer_tokens_than_its_episodes_apart(
         self, resources: Resources, talk: dict[str, Any]
@@ -151,9 +151,9 @@ class TestOverlappingEpisodesComeBackAsOnePassage:
         # Each memory read inside the passage gave back its slot, and its repeated turn.
         assert len(apart.cards) == len(joined.cards) + len(passage.joined)
         assert joined.tokens < apart.tokens
-        members = [c for c in apart.flat() if c.id in {passage.id, *passage.joined}]
-        assert len(members) == 3
-        assert all(line in passage.statement for c in members for line in c.statement.split("\n"))
+        read = [c for c in apart.flat() if c.id in {passage.id, *passage.joined}]
+        assert len(read) == 3
+        assert all(line in passage.statement for c in read for line in c.statement.split("\n"))
         # The unrelated turn of a month later is still its own card.
         later = talk["elsewhere"][1]
         assert next(c for c in joined.flat() if later in c.statement).joined == []
@@ -211,10 +211,9 @@ class TestWhatAPassageNeverJoins:
         sources = {c.source for c in cards}
         assert {"user", "assistant"} <= sources
         for card in cards:
-            with Session(resources.engine) as s:
-                members = [s.get(Memory, i) for i in [card.id, *card.joined]]
-            assert {m.source for m in members if m} == {card.source}
-            assert {m.trust for m in members if m} == {card.trust}
+            read = members(resources, [card.id, *card.joined])
+            assert {m.source for m in read} == {card.source}
+            assert {m.trust for m in read} == {card.trust}
 
     @pytest.mark.parametrize("said", [
         ("I'm allergic to peanuts, so no satay for me please.",
@@ -236,9 +235,7 @@ class TestWhatAPassageNeverJoins:
         assert facts, "the rules extractor keeps the allergy as a fact of its own"
         assert all(c.joined == [] for c in facts)
         for card in cards:
-            with Session(resources.engine) as s:
-                members = [s.get(Memory, i) for i in card.joined]
-            assert all(m is not None and m.type == "event" for m in members)
+            assert all(m.type == "event" for m in members(resources, card.joined))
 
 
 class TestMemoriesReadInsideAPassage:
