@@ -18,6 +18,19 @@ class TestSearchBenchmark:
         assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
         assert 0 < report["http_p50_ms"] <= report["http_p95_ms"] <= report["http_p99_ms"]
 
+    def test_the_same_run_baseline_is_cheaper_than_the_search_and_gives_the_ratios(
+        self, settings: Settings
+    ) -> None:
+        report = run_search_bench(settings, memories=600, users=20, queries=40, http=False)
+        assert 0 < report["baseline_p50_ms"] <= report["baseline_p95_ms"]
+        # The baseline (embed, one dense search) is a part of what every search does, so
+        # the search costs more at the median.
+        assert report["p50_ms"] > report["baseline_p50_ms"]
+        assert report["p50_vs_baseline"] == pytest.approx(
+            report["p50_ms"] / report["baseline_p50_ms"], rel=0.05)
+        assert report["p95_vs_baseline"] == pytest.approx(
+            report["p95_ms"] / report["baseline_p95_ms"], rel=0.05)
+
     def test_no_query_sees_another_users_memories_and_most_find_the_asked_kind(
         self, settings: Settings
     ) -> None:
