@@ -1,16 +1,21 @@
 """Schema migrations: bring a database to the newest revision, or say why not.
 
 Every process that opens the database may call :func:`upgrade` (the embedded runtime does,
-at start): on PostgreSQL the work runs under an advisory transaction lock, so concurrent
-starters queue instead of racing DDL, and the second finds nothing to do. A database made
+at start, and so does each child of a prefork worker): on PostgreSQL the work runs under an
+advisory transaction lock, on a SQLite file under an exclusive lock on a file beside it, so
+concurrent starters queue instead of racing DDL, and the second finds nothing to do. A database made
 by a release before migrations existed (tables, no ``alembic_version``) is adopted: stamped
 at the baseline revision whose schema it has, and upgraded from there.
 """
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources as importlib_resources
+from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import command
@@ -61,7 +66,7 @@ def current_revision(conn: Connection) -> str | None:
 
 def upgrade(engine: Engine, *, revision: str = "head") -> tuple[str | None, str]:
     """Upgrade to ``revision``; returns (revision before, revision after)."""
-    with engine.begin() as conn:
+    with _sqlite_file_lock(engine), engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
         before = current_revision(conn)
@@ -80,6 +85,26 @@ def upgrade(engine: Engine, *, revision: str = "head") -> tuple[str | None, str]
     if before != after:
         log.info("migrate", before=before, after=after, dialect=engine.dialect.name)
     return before, str(after)
+
+
+@contextmanager
+def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
+    """Hold an exclusive lock on ``<database>.migrate-lock`` while migrating a SQLite file.
+
+    SQLite's driver runs DDL outside any transaction, so two starters would both find no
+    schema and both create it ("table audit already exists"); a lock file serialises them
+    across processes without touching the database's own locking.
+    """
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    with Path(f"{database}.migrate-lock").open("a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def check_current(engine: Engine) -> None:

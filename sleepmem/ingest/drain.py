@@ -150,17 +150,15 @@ def drain_once(
     traced = [entry for entry in entries if entry.traceparent]
     if not traced:
         return _drain_entries(
-            redis, keys, engine, settings, consumer, entries, report, started, traced=False
+            redis, keys, engine, settings, consumer, entries, report, started, traced=[]
         )
     # The batch's span links to each traced emit; each scope keeps its newest emit's
     # context, which the trigger of its consolidation continues.
     links = [link for entry in traced if (link := link_to(entry.traceparent)) is not None]
     with span("sleepmem.drain", links=links[:128], entries=len(entries)):
-        report = _drain_entries(
-            redis, keys, engine, settings, consumer, entries, report, started, traced=True
+        return _drain_entries(
+            redis, keys, engine, settings, consumer, entries, report, started, traced=traced
         )
-    _remember_traces(redis, keys, traced, report)
-    return report
 
 
 def _drain_entries(
@@ -173,11 +171,14 @@ def _drain_entries(
     report: DrainReport,
     started: float,
     *,
-    traced: bool,
+    traced: list[Entry],
 ) -> DrainReport:
     batch = _parse(entries, limits_for(settings))
     if traced:
         report.scope_of = {row["stream_id"]: row["scope_key"] for row in batch.rows}
+        # Before the rows commit: from then on a trigger tick may find the scope due, and
+        # it must find the emit's trace to continue.
+        _remember_traces(redis, keys, traced, report)
     report.redacted = batch.redacted
     inserted, failures, scopes = _store(engine, batch.rows)
     report.inserted = len(inserted)
