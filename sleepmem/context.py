@@ -13,7 +13,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sleepmem.adapters.redis.hits import record_hits
 from sleepmem.core.errors import NotFoundError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.tokens import TOKENIZER, count_tokens
@@ -54,6 +53,8 @@ class ContextBuilder:
         now = ports.clock()
         scope = req.scope
         budget = req.budget_tokens
+        # Read before any memory is: the hits are written only if no erasure began since.
+        epoch = res.hits.epoch()
 
         prefix_budget = int(budget * settings.context_prefix_share)
         # A rendered line costs at least MIN_LINE_TOKENS (its id reference alone does):
@@ -98,8 +99,7 @@ class ContextBuilder:
         joined = {c.id: c.joined for c in relevant}
         hits = [h for i in (*prefix.items, *dynamic.items) if i.id
                 for h in (i.id, *joined.get(i.id, ()))]
-        if hits:
-            record_hits(res.redis, res.keys, hits, at=now)
+        res.hits.record(hits, at=now, epoch=epoch)
         shown = {i.id for i in dynamic.items}
         result = ContextResult(
             prefix=prefix,

@@ -11,7 +11,6 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 from sqlmodel import Session
 
-from sleepmem.adapters.redis.hits import record_hits
 from sleepmem.core.errors import NotFoundError, ValidationError
 from sleepmem.core.metrics import SEARCH_SECONDS
 from sleepmem.models import Memory, Scope, SearchRequest, SearchResult
@@ -95,9 +94,12 @@ class Reader:
     def search(self, request: SearchRequest) -> SearchResult:
         started = time.perf_counter()
         res = self.resources
+        # Read before any memory is: a hit is written only if no erasure began since.
+        epoch = res.hits.epoch()
         now, result = self._run(request, None)
-        # Every returned card counts as a hit (README rule 6): one XADD, applied later.
-        record_hits(res.redis, res.keys, hit_ids(result), at=now)
+        # Every returned card counts as a hit (README rule 6), written after the answer
+        # and applied later by refresh.
+        res.hits.record(hit_ids(result), at=now, epoch=epoch)
         SEARCH_SECONDS.observe(time.perf_counter() - started)
         return result
 

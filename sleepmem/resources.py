@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sleepmem.adapters.embedders import make_embedder
 from sleepmem.adapters.redis.embedded import EmbeddedRedis
 from sleepmem.adapters.redis.erase import RedisHotStore
+from sleepmem.adapters.redis.hits import HitRecorder
 from sleepmem.adapters.sql import make_engine
 from sleepmem.adapters.vectors import open_index
 from sleepmem.core.keys import Keys
@@ -42,6 +43,7 @@ class Resources:
     _embedder: Any = None
     _chat: Any = None
     _rewriter: Any = None
+    _hits: HitRecorder | None = None
     # A controlled clock (scenario runner, tests); the wall clock when None.
     clock: Clock | None = None
     # The embedded runtime's worker threads reach for these together at start-up: two
@@ -90,6 +92,15 @@ class Resources:
         rewriter: QueryRewriter | None = self._rewriter or None
         return rewriter
 
+    @property
+    def hits(self) -> HitRecorder:
+        """This process's writer of retrieval hits (its thread starts with the first)."""
+        if self._hits is None:
+            with self._building:
+                if self._hits is None:
+                    self._hits = HitRecorder(self.redis, self.keys)
+        return self._hits
+
     def ports(self, clock: Clock | None = None) -> Ports:
         """The pipeline ports of this process, with the wall clock unless told otherwise."""
         return Ports(
@@ -101,6 +112,9 @@ class Resources:
         )
 
     def close(self) -> None:
+        if self._hits is not None:
+            self._hits.close()
+            self._hits = None
         if self._index is not None:
             self._index.close()
             self._index = None

@@ -170,6 +170,7 @@ class TestDynamicPart:
         self, res: Resources, builder: ContextBuilder, redis: redis_lib.Redis, keys: Keys
     ) -> None:
         ctx = turn(builder, "Where do I live?")
+        assert res.hits.flush()
         recorded = {i for _e, ids, _at in read_hits(redis, keys) for i in ids}
         shown = {i.id for i in (*ctx.prefix.items, *ctx.dynamic.items) if i.id}
         assert shown and shown <= recorded

@@ -170,29 +170,24 @@ class TestStartingWithoutMigrating:
         make_engine(url, migrate=False).dispose()
 
 
+def assert_four_starters_all_start(url: str) -> None:
+    engines, errors = all_at_once(4, lambda: make_engine(url))
+    try:
+        assert errors == []
+        assert len(engines) == 4
+        with engines[0].connect() as conn:
+            assert current_revision(conn) == head_revision()
+    finally:
+        for engine in engines:
+            engine.dispose()
+
+
 class TestConcurrentStarters:
     def test_on_a_sqlite_file_queue_on_the_lock_file_and_all_start(self, tmp_path: Path) -> None:
         # Each child of a prefork worker migrates at start; without the lock two of them
         # both found no schema and one failed on "table audit already exists".
-        url = f"sqlite:///{tmp_path / 'sleepmem.db'}"
-        engines, errors = all_at_once(4, lambda: make_engine(url))
-        try:
-            assert errors == []
-            assert len(engines) == 4
-            with engines[0].connect() as conn:
-                assert current_revision(conn) == head_revision()
-        finally:
-            for engine in engines:
-                engine.dispose()
+        assert_four_starters_all_start(f"sqlite:///{tmp_path / 'sleepmem.db'}")
 
     def test_on_postgresql_queue_on_the_lock_and_all_start(self) -> None:
         with scratch_pg_database("sleepmem_migrate") as url:
-            engines, errors = all_at_once(4, lambda: make_engine(url))
-            try:
-                assert errors == []
-                assert len(engines) == 4
-                with engines[0].connect() as conn:
-                    assert current_revision(conn) == head_revision()
-            finally:
-                for engine in engines:
-                    engine.dispose()
+            assert_four_starters_all_start(url)

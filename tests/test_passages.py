@@ -245,6 +245,7 @@ class TestMemoriesReadInsideAPassage:
         result = Reader(resources).search(request)
         passage = result.flat()[0]
         assert passage.joined
+        assert resources.hits.flush()
         hit = {i for _e, ids, _at in read_hits(resources.redis, resources.keys)
                for i in ids} - before
         assert {passage.id, *passage.joined} <= hit
@@ -269,6 +270,7 @@ class TestMemoriesReadInsideAPassage:
             {"scope": ANN.model_dump(), "query": talk["query"], "budget_tokens": 2000})
         passage = find(resources, talk["query"])[0]
         assert passage.joined and passage.id in {i.id for i in ctx.dynamic.items}
+        assert resources.hits.flush()
         hit = {i for _e, ids, _at in read_hits(resources.redis, resources.keys)
                for i in ids} - before
         assert {passage.id, *passage.joined} <= hit

@@ -32,6 +32,12 @@ class Keys:
         return f"{self.namespace}:hits"
 
     @property
+    def hits_epoch(self) -> str:
+        """A counter every erasure of hits bumps first: a hit read under an older value is
+        of a search that may have seen an erased memory, and is dropped (hits.py)."""
+        return f"{self.namespace}:hits:epoch"
+
+    @property
     def scheduler_leader(self) -> str:
         return f"{self.namespace}:scheduler:leader"
 

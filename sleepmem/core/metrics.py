@@ -93,8 +93,14 @@ LLM_TOKENS = Counter(
 
 SEARCH_SECONDS = Histogram(
     "sleepmem_search_seconds",
-    "Seconds one search took inside the service (ranking and hit recording).",
+    "Seconds one search took inside the service (ranking; its hits are written after).",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+HITS_NOT_RECORDED = Counter(
+    "sleepmem_hits_not_recorded",
+    "Retrieval hits (memory ids) not written, by reason: erasure (the search may have seen "
+    "an erased memory), backlog (the writer fell behind), redis (unreachable).",
+    ("reason",),
 )
 SWEEP_RESULTS = Counter(
     "sleepmem_sweep_memories",

@@ -184,6 +184,8 @@ class StoryRun:
         sweep(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings)
 
     def refresh(self) -> None:
+        # The story's searches wrote their hits from this process's writer thread.
+        self.res.hits.flush()
         hits = read_hits(self.res.redis, self.res.keys)
         refresh(engine=self.res.engine, ports=self.res.ports(), settings=self.res.settings,
                 hits=hits)

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, ExitStack, suppress
 import orjson
 import redis as redis_lib
 
+from sleepmem.adapters.redis.hits import bump_hits_epoch
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.errors import LeaseHeldError
 from sleepmem.core.keys import DRAIN_GROUP, Keys
@@ -76,6 +77,9 @@ class RedisHotStore:
         """Hit entries naming erased memories; the other ids of an entry are re-added."""
         if not memory_ids:
             return 0
+        # First: a search still in flight may have read these memories; its hits are now
+        # refused instead of landing after this scan.
+        bump_hits_epoch(self._redis, self._keys)
         n = 0
         for entry_id, fields in list(self._entries(self._keys.hits)):
             named = [i for i in fields.get(b"ids", b"").decode().split(",") if i]

@@ -1,0 +1,105 @@
+"""A search's retrieval hits: written after it answers, never after an erasure of them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+import redis as redis_lib
+from prometheus_client import REGISTRY
+
+from sleepmem.adapters.redis.erase import RedisHotStore
+from sleepmem.adapters.redis.hits import HitRecorder, read_hits
+from sleepmem.core.keys import Keys
+
+AT = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def hits(redis: redis_lib.Redis, keys: Keys) -> Iterator[HitRecorder]:
+    recorder = HitRecorder(redis, keys)
+    yield recorder
+    recorder.close()
+
+
+def recorded(redis: redis_lib.Redis, keys: Keys) -> list[list[str]]:
+    return [ids for _e, ids, _at in read_hits(redis, keys)]
+
+
+def not_recorded(reason: str) -> float:
+    value = REGISTRY.get_sample_value("sleepmem_hits_not_recorded_total", {"reason": reason})
+    return value or 0.0
+
+
+class TestHitsAreWrittenAfterTheSearch:
+    def test_they_reach_the_stream_once_the_writer_has_caught_up(
+        self, hits: HitRecorder, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        hits.record(["m1", "m2"], at=AT, epoch=hits.epoch())
+        hits.record(["m3"], at=AT, epoch=hits.epoch())
+        assert hits.flush()
+        assert recorded(redis, keys) == [["m1", "m2"], ["m3"]]
+        assert read_hits(redis, keys)[0][2] == AT.timestamp()
+
+    def test_closing_writes_what_is_still_queued(
+        self, hits: HitRecorder, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        for i in range(50):
+            hits.record([f"m{i}"], at=AT, epoch=hits.epoch())
+        hits.close()
+        assert recorded(redis, keys) == [[f"m{i}"] for i in range(50)]
+
+    def test_a_search_that_returned_nothing_writes_nothing(
+        self, hits: HitRecorder, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        hits.record([], at=AT, epoch=hits.epoch())
+        assert hits.flush()
+        assert recorded(redis, keys) == []
+
+
+class TestAnErasureWhileASearchRuns:
+    def test_drops_the_hits_of_a_search_that_read_before_it(
+        self, hits: HitRecorder, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        before = not_recorded("erasure")
+        epoch = hits.epoch()  # the search starts, then reads "gone" among its memories
+        RedisHotStore(redis, keys).erase_hits({"gone"})
+        hits.record(["gone", "kept"], at=AT, epoch=epoch)  # late: after the erasure
+        assert hits.flush()
+        assert recorded(redis, keys) == []
+        assert not_recorded("erasure") - before == 2
+
+    def test_removes_the_hits_written_before_it(
+        self, hits: HitRecorder, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        hits.record(["gone", "kept"], at=AT, epoch=hits.epoch())
+        assert hits.flush()
+        RedisHotStore(redis, keys).erase_hits({"gone"})
+        assert recorded(redis, keys) == [["kept"]]
+
+    def test_leaves_the_hits_of_searches_begun_after_it(
+        self, hits: HitRecorder, redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        RedisHotStore(redis, keys).erase_hits({"gone"})
+        hits.record(["kept"], at=AT, epoch=hits.epoch())
+        assert hits.flush()
+        assert recorded(redis, keys) == [["kept"]]
+
+
+class TestAnUnreachableRedis:
+    def test_does_not_hold_up_the_search_and_the_lost_hits_are_counted(self, keys: Keys) -> None:
+        # Port 9 (discard) has no Redis: every write is refused at once.
+        down = redis_lib.Redis(host="127.0.0.1", port=9, socket_connect_timeout=0.5)
+        hits = HitRecorder(down, keys)
+        before = not_recorded("redis")
+        try:
+            started = time.perf_counter()
+            for _ in range(20):
+                hits.record(["m1", "m2"], at=AT, epoch="0")
+            assert time.perf_counter() - started < 0.5
+            assert hits.flush()
+            assert not_recorded("redis") - before == 40
+        finally:
+            hits.close()
