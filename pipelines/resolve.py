@@ -269,7 +269,7 @@ class Resolver:
             for part in self._sentences(mem.statement):
                 owners.append(i)
                 theirs.append(part)
-        sims = self.meaning.matrix(mine) @ self.meaning.matrix(theirs).T
+        sims = self.meaning.pairwise(mine, theirs)
         covered: dict[int, set[int]] = {}
         best: dict[int, float] = {}
         for k, j in zip(*np.nonzero(sims >= semantic.FLOOR), strict=True):
@@ -380,7 +380,7 @@ class Resolver:
         # fix, I got that wrong: …") that says nothing about what it corrects.
         mine = semantic.clauses(gist(cand.statement))
         theirs = [self._gist(m.statement) for m in pool]
-        sims = (self.meaning.matrix(mine) @ self.meaning.matrix(theirs).T).max(axis=0)
+        sims = self.meaning.pairwise(mine, theirs).max(axis=0)
         own = set(_content_words(norm_text(cand.value))) if cand.value else set()
         said = set(tokens(_last_turn(cand.statement)))
         for event in cand.provenance[-1:]:

