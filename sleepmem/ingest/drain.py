@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -148,14 +149,12 @@ def drain_once(
     if not entries:
         return report
     traced = [entry for entry in entries if entry.traceparent]
-    if not traced:
-        return _drain_entries(
-            redis, keys, engine, settings, consumer, entries, report, started, traced=[]
-        )
     # The batch's span links to each traced emit; each scope keeps its newest emit's
     # context, which the trigger of its consolidation continues.
     links = [link for entry in traced if (link := link_to(entry.traceparent)) is not None]
-    with span("sleepmem.drain", links=links[:128], entries=len(entries)):
+    batch_span = (span("sleepmem.drain", links=links[:128], entries=len(entries))
+                  if traced else nullcontext())
+    with batch_span:
         return _drain_entries(
             redis, keys, engine, settings, consumer, entries, report, started, traced=traced
         )
