@@ -412,9 +412,7 @@ def _as_user(query: str, names: list[str]) -> str:
 
 def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:
     """SQL re-check of the index filter: the index is derived, SQL decides."""
-
-    where = Scope(tenant=m.tenant, agent=m.agent, user=m.user, project=m.project, session=m.session)
-    if not request.scope.sees(where):
+    if not request.scope.sees(m):
         return False
     if request.types and m.type not in request.types:
         return False

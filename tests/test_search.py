@@ -80,6 +80,26 @@ class TestScopes:
         assert "Billing runs on port 3990." not in statements(find(engine, index, "port", ANN,
                                                                    k=10))
 
+    def test_a_memory_row_is_judged_by_the_plain_rule_as_its_scope_would_be(self) -> None:
+        # The SQL re-check hands rows, not Scopes, to Scope.sees; both must agree with the
+        # rule written out: same tenant, each narrower level unset or the searcher's own.
+        rng = random.Random(11)
+        pick = rng.choice
+        for _ in range(500):
+            searcher = Scope(tenant=pick(["t1", "t2"]), agent=pick(["", "a1"]),
+                             user=pick(["", "u1", "u2"]), project=pick(["", "p1"]),
+                             session=pick(["", "s1"]))
+            levels = {"tenant": pick(["t1", "t2"]), "agent": pick(["", "a1", "a2"]),
+                      "user": pick(["", "u1", "u2"]), "project": pick(["", "p1", "p2"]),
+                      "session": pick(["", "s1"])}
+            row = Memory(id="m", lineage="m", scope_key=Scope(**levels).key, **levels,
+                         type="fact", statement="x", valid_from=NOW)
+            expected = levels["tenant"] == searcher.tenant and all(
+                levels[lvl] in ("", getattr(searcher, lvl))
+                for lvl in ("agent", "user", "project", "session"))
+            assert searcher.sees(row) is expected, (searcher, levels)
+            assert searcher.sees(Scope(**levels)) is expected, (searcher, levels)
+
     def test_randomised_queries_across_fifty_tenants_never_cross(
         self, engine: Engine, index: EdgeIndex
     ) -> None:
