@@ -111,10 +111,17 @@ class Resources:
             hot=RedisHotStore(self.redis, self.keys),
         )
 
+    def stop_hits(self) -> None:
+        """Write the hits still queued and stop the writer (a later search starts a new
+        one). Whoever deletes this process's keys calls it first: the writer would
+        otherwise write queued hits after the deletion."""
+        with self._building:
+            hits, self._hits = self._hits, None
+        if hits is not None:
+            hits.close()
+
     def close(self) -> None:
-        if self._hits is not None:
-            self._hits.close()
-            self._hits = None
+        self.stop_hits()
         if self._index is not None:
             self._index.close()
             self._index = None

@@ -13,6 +13,8 @@ from prometheus_client import REGISTRY
 from sleepmem.adapters.redis.erase import RedisHotStore
 from sleepmem.adapters.redis.hits import HitRecorder, read_hits
 from sleepmem.core.keys import Keys
+from sleepmem.core.settings import Settings
+from sleepmem.evals.harness import eval_instance
 
 AT = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -103,3 +105,16 @@ class TestAnUnreachableRedis:
             assert not_recorded("redis") - before == 40
         finally:
             hits.close()
+
+
+class TestAnEvalRunsCleanup:
+    def test_leaves_no_hits_behind_even_with_a_backlog_queued(
+        self, settings: Settings, redis: redis_lib.Redis, namespace: str
+    ) -> None:
+        # The writer thread would write its backlog after the run deleted its keys, unless
+        # the cleanup stops it first.
+        with eval_instance(settings, prefix="sleepmem-test-") as res:
+            epoch = res.hits.epoch()
+            for i in range(3000):
+                res.hits.record([f"m{i}"], at=AT, epoch=epoch)
+        assert list(redis.scan_iter(match=f"{namespace}-eval-*")) == []

@@ -59,6 +59,7 @@ def eval_instance(settings: Settings, *, prefix: str) -> Iterator[Resources]:
 
 def discard(res: Resources) -> None:
     """Delete the run's keys from a shared Redis, then shut the resources down."""
+    res.stop_hits()
     if res.settings.redis_url:
         for key in res.redis.scan_iter(match=res.keys.pattern(), count=1000):
             res.redis.delete(key)
