@@ -126,15 +126,11 @@ class Scope(BaseModel):
     def sees(self, other: Placed) -> bool:
         """True when a search in ``self`` may return a memory stored at ``other`` (a scope,
         or a row with the same level columns: validating a Scope per row made the
-        search's re-check of its candidates three times slower).
+        search's re-check of its candidates more than twice as slow).
 
         Each level of the memory must be unset or equal to the searcher's: broader scopes
         are visible, siblings and narrower scopes are not.
         """
-        return (
-            other.tenant == self.tenant
-            and other.agent in ("", self.agent)
-            and other.user in ("", self.user)
-            and other.project in ("", self.project)
-            and other.session in ("", self.session)
+        return other.tenant == self.tenant and all(
+            getattr(other, lvl) in ("", getattr(self, lvl)) for lvl in LEVELS[1:]
         )

@@ -283,8 +283,8 @@ _COLUMNS = (Memory.id, Memory.statement, Memory.status, Memory.expires_at, Memor
 def _visible(row: Any, scope: Scope, now: datetime) -> bool:
     """The SQL re-check retrieval makes: seen from ``scope``, current, not hidden or
     expired."""
-    _mid, _text, status, expires, details, *_levels = row
-    # The row carries the level columns by name (_COLUMNS).
+    _mid, _text, status, expires, details = row[:5]
+    # The rest of the row is the level columns, which sees() reads by name (_COLUMNS).
     if not scope.sees(row) or status not in CURRENT_STATUSES or (details or {}).get("hidden"):
         return False
     if expires is not None and expires.tzinfo is None:
