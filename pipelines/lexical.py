@@ -40,6 +40,17 @@ STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 # Particles that carry no topic; content characters (including 我) stay, IDF weighs them.
 CJK_STOP_CHARS = frozenset("的了是在和与及也就都而着吗呢吧啊呀么之其")
 
+# Words with which a query picks among its answers (the latest, the earliest, the one
+# liked most) rather than says what they are about. Statements use them as filler ("I
+# recently tried ..."), so a query matching them would favour whatever repeats the word
+# over what it asks about; the time route and the dates on the cards do the ordering.
+# Chinese 最 is "most"; a space keeps the words on either side of a cut from becoming
+# a bigram that neither said.
+_PICKING = re.compile(
+    r"\b(?:most|least|recent|recently|lately|latest|earliest)\b|最近|近来|最新|最早|最晚|最",
+    re.IGNORECASE,
+)
+
 _MASK31 = 0x7FFFFFFF
 
 
@@ -103,5 +114,6 @@ def sparse_document(text: str) -> SparseVector:
 
 
 def sparse_query(text: str) -> SparseVector:
-    """Each distinct query token weighs 1.0; the index multiplies in its IDF."""
-    return {token_id(tok): 1.0 for tok in set(tokens(text))}
+    """Each distinct query token weighs 1.0; the index multiplies in its IDF. Words that
+    only pick among the answers ("most recently", 最早) are left out."""
+    return {token_id(tok): 1.0 for tok in set(tokens(_PICKING.sub(" ", text)))}

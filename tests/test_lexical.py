@@ -135,3 +135,52 @@ class TestSparseQuery:
 
     def test_query_and_document_share_ids(self) -> None:
         assert set(sparse_query("花生")) <= set(sparse_document("我对花生过敏"))
+
+
+class TestWordsThatPickAmongAnswers:
+    """"Most recently", "the earliest", 最近: they say which answer the query wants, not what
+    it is about, so its lexical half leaves them out and keeps the topic."""
+
+    @pytest.mark.parametrize(
+        ("query", "topic"),
+        [
+            ("Which streaming service did I start using most recently?",
+             "streaming service start using"),
+            ("What is the latest book I finished?", "book finished"),
+            ("Which concert did I go to earliest?", "concert go"),
+            ("What have I been cooking lately?", "cooking"),
+            ("Which of my recent trips did I like least?", "trips like"),
+            ("MOST RECENTLY, what did I buy?", "buy"),
+        ],
+    )
+    def test_english_queries_keep_only_their_topic(self, query: str, topic: str) -> None:
+        assert sparse_query(query) == sparse_query(topic)
+        assert set(sparse_query(query)) == {token_id(t) for t in tokens(topic)}
+
+    @pytest.mark.parametrize(
+        ("query", "topic"),
+        [
+            ("我最近开始用哪个流媒体服务？", "我 开始用哪个流媒体服务？"),
+            ("我最早去的是哪场音乐会？", "我 去的是哪场音乐会？"),
+            ("我最喜欢的菜是什么？", "我 喜欢的菜是什么？"),
+            ("近来我在读什么书？", " 我在读什么书？"),
+        ],
+    )
+    def test_chinese_queries_lose_the_word_and_no_bigram_spans_the_cut(
+        self, query: str, topic: str
+    ) -> None:
+        vec = sparse_query(query)
+        assert vec == sparse_query(topic)
+        for gone in ("最近", "最早", "近来", "最", "我最", "近开", "早去", "最喜"):
+            assert token_id(gone) not in vec
+
+    def test_the_same_words_inside_other_words_stay(self) -> None:
+        # "almost", "recentness" and "utmost" are not the picking words; nor is a statement
+        # touched: documents keep every word they say.
+        assert token_id("almost") in sparse_query("almost done")
+        assert token_id(tokens("utmost")[0]) in sparse_query("utmost care")
+        assert token_id("recently") in sparse_document("Ann recently moved to Oslo")
+
+    def test_a_query_of_picking_words_alone_has_no_lexical_half(self) -> None:
+        assert sparse_query("the most recent, the latest?") == {}
+        assert sparse_query("最近最新") == {}

@@ -68,6 +68,16 @@ def find(engine: Engine, index: EdgeIndex, query: str, *, k: int = 5,
     return result.flat()
 
 
+def route_ids(engine: Engine, index: EdgeIndex, query: str, name: str) -> list[str]:
+    """What the route called ``name`` proposed for ``query``, in its order."""
+    ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
+    trace = SearchTrace()
+    search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
+           request=build_request(query, scope=ANN, k=5))
+    (route,) = [r for r in trace.routes if r.name == name]
+    return [h.id for h in route.hits]
+
+
 def day(text: str) -> tuple[str, str] | None:
     w = resolve(text, NOW)
     return None if w is None else (f"{w.start:%Y-%m-%d}", f"{w.end:%Y-%m-%d}")
@@ -269,12 +279,7 @@ class TestTimeRoute:
         at = window.start + (window.end - window.start) / 2
         answer = remember(engine, index, asked_about, at=at)
         remember(engine, index, says_the_time_words, at=at)
-        ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
-        trace = SearchTrace()
-        search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
-               request=build_request(query, scope=ANN, k=5))
-        (time_route,) = [r for r in trace.routes if r.name == "time"]
-        assert time_route.hits[0].id == answer.id
+        assert route_ids(engine, index, query, "time")[0] == answer.id
 
     @pytest.mark.parametrize(
         ("query", "statement"),
@@ -547,3 +552,37 @@ class TestTheSentenceRouteAsksWhatNotWhom:
         assert plan.parts and plan.about == "What did paint and where did study music?"
         assert plan.embedded()[plan.about_index()] == plan.about
         assert plan.about_index() == len(plan.embedded()) - 1
+
+
+class TestWordsThatPickAmongAnswers:
+    @pytest.mark.parametrize(
+        ("query", "asked_about", "says_the_word"),
+        [
+            ("Which streaming service did I start using most recently?",
+             "Ann started using a new streaming service, Hulu.",
+             "Ann has recently been baking sourdough bread."),
+            ("What is the latest gadget I bought?",
+             "Ann bought a gadget: a smart watch.", "Ann read the latest news on the train."),
+            ("Which hike did I do earliest this year?",
+             "Ann did the hike up Mount Tam this year.", "Ann woke at the earliest light."),
+            ("What have I been reading lately?",
+             "Ann has been reading a novel by Le Guin.", "Lately Ann sleeps badly."),
+            ("Which streaming service did I start using most recently?",
+             "Ann started using a new streaming service, Hulu.",
+             "Ann moved to Oslo, recently adopted a cat and most days cycles to work."),
+            ("我最近开始用哪个流媒体服务？", "安开始用一个新的流媒体服务。", "安最近在学做面包。"),
+            ("我最早养的宠物是什么？", "安养的第一个宠物是一只猫。", "安最早到了办公室。"),
+        ],
+    )
+    def test_a_memory_that_only_repeats_the_word_is_not_found_by_the_words(
+        self, engine: Engine, index: EdgeIndex, query: str, asked_about: str,
+        says_the_word: str,
+    ) -> None:
+        # "recently" / 最近 in a statement is filler: matching it would put whatever says
+        # it next to what the question asks about.
+        crowd(engine, index)
+        answer = remember(engine, index, asked_about)
+        filler = remember(engine, index, says_the_word)
+        found = route_ids(engine, index, query, "lexical")
+        assert found[0] == answer.id
+        assert filler.id not in found
