@@ -116,4 +116,6 @@ def sparse_document(text: str) -> SparseVector:
 def sparse_query(text: str) -> SparseVector:
     """Each distinct query token weighs 1.0; the index multiplies in its IDF. Words that
     only pick among the answers ("most recently", 最早) are left out."""
-    return {token_id(tok): 1.0 for tok in set(tokens(_PICKING.sub(" ", text)))}
+    # Folded first, so a full-width ＭＯＳＴ is the word it reads as.
+    folded = unicodedata.normalize("NFKC", text)
+    return {token_id(tok): 1.0 for tok in set(tokens(_PICKING.sub(" ", folded)))}

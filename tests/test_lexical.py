@@ -151,6 +151,7 @@ class TestWordsThatPickAmongAnswers:
             ("What have I been cooking lately?", "cooking"),
             ("Which of my recent trips did I like least?", "trips like"),
             ("MOST RECENTLY, what did I buy?", "buy"),
+            ("Ｗｈａｔ ｄｉｄ Ｉ ｂｕｙ ｍｏｓｔ ｒｅｃｅｎｔｌｙ？", "buy"),
         ],
     )
     def test_english_queries_keep_only_their_topic(self, query: str, topic: str) -> None:
