@@ -180,6 +180,7 @@ class TestWordsThatPickAmongAnswers:
         # touched: documents keep every word they say.
         assert token_id("almost") in sparse_query("almost done")
         assert token_id(tokens("utmost")[0]) in sparse_query("utmost care")
+        assert token_id(tokens("recentness")[0]) in sparse_query("recentness matters")
         assert token_id("recently") in sparse_document("Ann recently moved to Oslo")
 
     def test_a_query_of_picking_words_alone_has_no_lexical_half(self) -> None:

@@ -68,14 +68,25 @@ def find(engine: Engine, index: EdgeIndex, query: str, *, k: int = 5,
     return result.flat()
 
 
+def traced(engine: Engine, index: EdgeIndex, query: str, *, k: int = 5,
+           embedder: Embedder = EMBEDDER) -> tuple[list[MemoryCard], SearchTrace]:
+    """The search's cards for ``query`` and what it saw on the way."""
+    ports = Ports(embedder=embedder, index=index, clock=lambda: NOW)
+    trace = SearchTrace()
+    result = search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
+                    request=build_request(query, scope=ANN, k=k))
+    return result.flat(), trace
+
+
+def route_named(trace: SearchTrace, name: str) -> Route:
+    (route,) = [r for r in trace.routes if r.name == name]
+    return route
+
+
 def route_ids(engine: Engine, index: EdgeIndex, query: str, name: str) -> list[str]:
     """What the route called ``name`` proposed for ``query``, in its order."""
-    ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
-    trace = SearchTrace()
-    search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
-           request=build_request(query, scope=ANN, k=5))
-    (route,) = [r for r in trace.routes if r.name == name]
-    return [h.id for h in route.hits]
+    _cards, trace = traced(engine, index, query)
+    return [h.id for h in route_named(trace, name).hits]
 
 
 def day(text: str) -> tuple[str, str] | None:
@@ -293,13 +304,9 @@ class TestTimeRoute:
         # its dense half still ranks what the window holds.
         crowd(engine, index)
         inside = remember(engine, index, statement, at=datetime(2024, 2, 10, tzinfo=UTC))
-        ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
-        trace = SearchTrace()
-        result = search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
-                        request=build_request(query, scope=ANN, k=10))
-        (time_route,) = [r for r in trace.routes if r.name == "time"]
-        assert [h.id for h in time_route.hits] == [inside.id]
-        assert "time" in {c.id: c for c in result.flat()}[inside.id].routes
+        cards, trace = traced(engine, index, query, k=10)
+        assert [h.id for h in route_named(trace, "time").hits] == [inside.id]
+        assert "time" in {c.id: c for c in cards}[inside.id].routes
 
     def test_the_index_filter_keeps_only_points_valid_from_inside_the_window(
         self, engine: Engine, index: EdgeIndex
@@ -492,12 +499,9 @@ class TestTheSentenceRouteAsksWhatNotWhom:
             # Why: with the name kept, a greeting of Melanie's outranks the answer.
             named = index.search_sentences(vectors[0], where=where, limit=5)
             assert named[0].id != answer.id
-            ports = Ports(embedder=usem, index=index, clock=lambda: NOW)
-            trace = SearchTrace()
-            search(engine=engine, ports=ports, weights=RankWeights(), trace=trace,
-                   request=build_request("What do Melanie's kids like?", scope=ANN, k=3))
-            (sentence,) = [r for r in trace.routes if r.name == "sentence"]
-            assert sentence.hits[0].id == answer.id
+            _cards, trace = traced(engine, index, "What do Melanie's kids like?", k=3,
+                                   embedder=usem)
+            assert route_named(trace, "sentence").hits[0].id == answer.id
         finally:
             index.close()
 
@@ -529,12 +533,9 @@ class TestTheSentenceRouteAsksWhatNotWhom:
         assert understand(query, NOW, ["小美"]).about == "孩子喜欢什么？"
         reached = {h.id for h in entity_route(engine=engine, scope=ANN, query=query, limit=10)}
         assert mems[3].id in reached
-        trace = SearchTrace()
-        search(engine=engine, ports=Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW),
-               weights=RankWeights(), trace=trace,
-               request=build_request(query, scope=ANN, k=3))
+        _cards, trace = traced(engine, index, query, k=3)
         assert trace.routes[0].name == "dense"
-        (sentence,) = [r for r in trace.routes if r.name == "sentence"]
+        sentence = route_named(trace, "sentence")
         about = index.search_sentences(EMBEDDER.embed(["孩子喜欢什么？"], kind="query")[0],
                                        where=IndexFilter(scope=ANN, now=NOW), limit=50)
         assert [h.id for h in sentence.hits] == [h.id for h in about]
