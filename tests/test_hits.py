@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -11,7 +11,7 @@ import redis as redis_lib
 from prometheus_client import REGISTRY
 
 from sleepmem.adapters.redis.erase import RedisHotStore
-from sleepmem.adapters.redis.hits import HitRecorder, read_hits
+from sleepmem.adapters.redis.hits import HitRecorder, bump_hits_epoch, hits_epoch, read_hits
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import eval_instance
@@ -24,6 +24,20 @@ def hits(redis: redis_lib.Redis, keys: Keys) -> Iterator[HitRecorder]:
     recorder = HitRecorder(redis, keys)
     yield recorder
     recorder.close()
+
+
+@pytest.fixture
+def hits_aged(redis: redis_lib.Redis, keys: Keys) -> Iterator[Callable[[float], HitRecorder]]:
+    """A recorder whose searches start from an epoch value up to this many seconds old."""
+    made: list[HitRecorder] = []
+
+    def make(max_age_s: float) -> HitRecorder:
+        made.append(HitRecorder(redis, keys, epoch_max_age_s=max_age_s))
+        return made[-1]
+
+    yield make
+    for recorder in made:
+        recorder.close()
 
 
 def recorded(redis: redis_lib.Redis, keys: Keys) -> list[list[str]]:
@@ -85,6 +99,45 @@ class TestAnErasureWhileASearchRuns:
         self, hits: HitRecorder, redis: redis_lib.Redis, keys: Keys
     ) -> None:
         RedisHotStore(redis, keys).erase_hits({"gone"})
+        hits.record(["kept"], at=AT, epoch=hits.epoch())
+        assert hits.flush()
+        assert recorded(redis, keys) == [["kept"]]
+
+
+class TestTheEpochASearchStartsFrom:
+    """Searches do not wait for Redis to learn the epoch: they take the last value read."""
+
+    def test_is_the_last_value_read_while_that_is_fresh(
+        self, hits_aged: Callable[[float], HitRecorder], redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        hits = hits_aged(60.0)
+        first = hits.epoch()
+        bump_hits_epoch(redis, keys)  # an erasure in another process
+        assert hits.epoch() == first
+
+    def test_is_read_again_once_older_than_its_max_age(
+        self, hits_aged: Callable[[float], HitRecorder], redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        hits = hits_aged(0.05)
+        first = hits.epoch()
+        bump_hits_epoch(redis, keys)
+        time.sleep(0.1)
+        assert hits.epoch() != first
+        assert hits.epoch() == hits_epoch(redis, keys)
+
+    def test_an_erasure_since_it_was_read_drops_the_hits_and_the_writer_learns_the_new_one(
+        self, hits_aged: Callable[[float], HitRecorder], redis: redis_lib.Redis, keys: Keys
+    ) -> None:
+        hits = hits_aged(60.0)
+        before = not_recorded("erasure")
+        stale = hits.epoch()
+        RedisHotStore(redis, keys).erase_hits({"gone"})
+        hits.record(["gone", "kept"], at=AT, epoch=hits.epoch())
+        assert hits.flush()
+        assert recorded(redis, keys) == []
+        assert not_recorded("erasure") - before == 2
+        # The failed batch brought the new epoch back, long before the value's max age.
+        assert hits.epoch() != stale
         hits.record(["kept"], at=AT, epoch=hits.epoch())
         assert hits.flush()
         assert recorded(redis, keys) == [["kept"]]
