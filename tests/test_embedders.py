@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support import serving
+from threadpoolctl import threadpool_info
 
 from sleepmem.adapters.embedders import (
     HashingEmbedder,
@@ -40,8 +41,26 @@ class TestUsemEmbedder:
         assert vecs.dtype == np.float32
         assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
 
-    def test_it_runs_one_thread_per_available_core(self, usem: UsemEmbedder) -> None:
+    def test_documents_run_on_one_thread_per_available_core_a_query_on_one(
+        self, usem: UsemEmbedder
+    ) -> None:
         assert usem.threads == available_cores()
+        assert usem.blas_threads("document") == usem.threads
+        assert usem.blas_threads("query") == 1
+
+    def test_a_query_embeds_as_the_same_text_as_a_document_would(
+        self, usem: UsemEmbedder
+    ) -> None:
+        texts = ["Where does the user live?", "用户住在哪里？", "a dog named Rex and a cat"]
+        as_query = usem.embed(texts, kind="query")
+        as_document = usem.embed(texts, kind="document")
+        assert np.allclose(as_query, as_document, atol=1e-5)
+
+    def test_the_thread_limit_holds_for_the_call_only(self, usem: UsemEmbedder) -> None:
+        before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        usem.embed(["What pets do I have?"], kind="query")
+        after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        assert before and after == before
 
     def test_a_chinese_allergy_answers_an_english_allergy_question(
         self, usem: UsemEmbedder
