@@ -57,8 +57,9 @@ class UsemEmbedder:
     package default of 4 oversubscribes a 2-core machine). A query runs on one: it is a
     few short texts, whose small products gain nothing from a second core, while the BLAS
     threads left spinning after a parallel call take the core the rest of the search
-    needs (search p95 28 ms against 33 at 100k memories, same p50). A lock serialises
-    calls because the thread limit is process-global BLAS state.
+    needs (at 100k memories, search p95 32.6 ms against 37.1 and p99 38.3 against 55.8,
+    p50 unchanged). A lock serialises calls because the thread limit is process-global
+    BLAS state.
     """
 
     dim = 512
