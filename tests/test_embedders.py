@@ -34,6 +34,11 @@ def usem() -> UsemEmbedder:
     return UsemEmbedder()
 
 
+def blas_threads_now() -> list[int]:
+    """The thread count of each BLAS library loaded in this process."""
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
 class TestUsemEmbedder:
     def test_vectors_are_512_wide_float32_and_unit_length(self, usem: UsemEmbedder) -> None:
         vecs = usem.embed(["The user is allergic to peanuts", "我住在北京", ""])
@@ -57,10 +62,9 @@ class TestUsemEmbedder:
         assert np.allclose(as_query, as_document, atol=1e-5)
 
     def test_the_thread_limit_holds_for_the_call_only(self, usem: UsemEmbedder) -> None:
-        before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        before = blas_threads_now()
         usem.embed(["What pets do I have?"], kind="query")
-        after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
-        assert before and after == before
+        assert before and blas_threads_now() == before
 
     def test_a_chinese_allergy_answers_an_english_allergy_question(
         self, usem: UsemEmbedder

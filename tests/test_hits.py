@@ -11,19 +11,18 @@ import redis as redis_lib
 from prometheus_client import REGISTRY
 
 from sleepmem.adapters.redis.erase import RedisHotStore
-from sleepmem.adapters.redis.hits import HitRecorder, bump_hits_epoch, hits_epoch, read_hits
+from sleepmem.adapters.redis.hits import (
+    EPOCH_MAX_AGE_S,
+    HitRecorder,
+    bump_hits_epoch,
+    hits_epoch,
+    read_hits,
+)
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import eval_instance
 
 AT = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def hits(redis: redis_lib.Redis, keys: Keys) -> Iterator[HitRecorder]:
-    recorder = HitRecorder(redis, keys)
-    yield recorder
-    recorder.close()
 
 
 @pytest.fixture
@@ -38,6 +37,11 @@ def hits_aged(redis: redis_lib.Redis, keys: Keys) -> Iterator[Callable[[float], 
     yield make
     for recorder in made:
         recorder.close()
+
+
+@pytest.fixture
+def hits(hits_aged: Callable[[float], HitRecorder]) -> HitRecorder:
+    return hits_aged(EPOCH_MAX_AGE_S)
 
 
 def recorded(redis: redis_lib.Redis, keys: Keys) -> list[list[str]]:

@@ -101,12 +101,11 @@ class HitRecorder:
     def epoch(self) -> str:
         """The erasure epoch for a search about to start: the last value read, when it is
         fresh enough, else read now (see the module's doc)."""
-        known = self._epoch
-        if known is not None and time.monotonic() - known[1] < self._epoch_max_age_s:
+        known, now = self._epoch, time.monotonic()
+        if known is not None and now - known[1] < self._epoch_max_age_s:
             return known[0]
-        read_at = time.monotonic()
         value = hits_epoch(self._client, self._keys)
-        self._learn_epoch(value, read_at)
+        self._learn_epoch(value, now)
         return value
 
     def _learn_epoch(self, value: str, read_at: float) -> None:
