@@ -18,7 +18,15 @@ from sleepmem.evals.locomo import (
     parse_session_date,
     run_locomo,
 )
-from sleepmem.evals.metrics import evidence_recall, mean, route_shares, routes_of_hits
+from sleepmem.evals.metrics import (
+    Missed,
+    evidence_recall,
+    mean,
+    miss_summary,
+    route_shares,
+    routes_of_hits,
+    where_missed,
+)
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev8.json"
 
@@ -60,6 +68,32 @@ class TestEachHitIsOwedToTheRoutesThatFoundIt:
             "time": {"found": 0.25, "only": 0.0},
         }
         assert route_shares([]) == {}
+
+
+class TestEachMissSaysWhereItsMemorySat:
+    def test_a_miss_is_placed_by_the_best_ranked_memory_carrying_it(self) -> None:
+        carriers = {"D1:1": ["m7", "m2"], "D1:2": ["m9"], "D1:3": []}
+        ranked = ["m1", "m2", "m3", "m4", "m5", "m6", "m7"]
+        assert where_missed(["D1:1", "D1:2", "D1:3", "D5:5"], carriers, ranked) == [
+            Missed("candidate", 2),  # m2 at rank 2 beats m7 at rank 7
+            Missed("not_candidate"),  # m9 carries it, no route proposed m9
+            Missed("no_memory"),
+            Missed("no_memory"),
+        ]
+
+    def test_the_summary_counts_each_place_and_the_quartiles_of_the_ranks(self) -> None:
+        misses = [Missed("candidate", r) for r in (11, 21, 31, 41, 51)]
+        misses += [Missed("not_candidate"), Missed("no_memory"), Missed("no_memory")]
+        assert miss_summary(misses) == {
+            "evidence": 8, "no_memory": 2, "not_candidate": 1, "candidate": 5,
+            "candidate_rank_p25": 21.0, "candidate_rank_p50": 31.0, "candidate_rank_p75": 41.0,
+        }
+
+    def test_without_candidates_there_are_no_quartiles(self) -> None:
+        assert miss_summary([Missed("no_memory")]) == {
+            "evidence": 1, "no_memory": 1, "not_candidate": 0, "candidate": 0,
+        }
+        assert miss_summary([])["evidence"] == 0
 
 
 class TestParsing:
@@ -177,6 +211,8 @@ class TestRunOnTinySlices:
         assert all(0.0 <= s["only"] <= s["found"] <= 1.0 for s in shares.values())
         assert sum(s["found"] for s in shares.values()) >= 1.0  # no hit owed to no route
         assert set(report["by_category"]["1"]["hits_by_route_at_10"]) <= set(shares)
+        # Every evidence turn is within the top 10 of twelve turns: nothing to place.
+        assert report["misses_at_10"]["evidence"] == 0
 
     @pytest.mark.skipif(not REAL.exists(), reason="shared LoCoMo data not present")
     def test_one_real_conversation_runs_and_the_numbers_are_consistent(
@@ -190,6 +226,15 @@ class TestRunOnTinySlices:
         assert report["baseline_recall_at_5"] <= report["baseline_recall_at_10"]
         assert report["recall_at_25"] > 0.0
         assert report["full_context_tokens"] > 10_000
+        # Each evidence turn the top 10 missed is placed exactly once, and a question
+        # with a miss has recall below 1: the counts follow the recall.
+        misses = report["misses_at_10"]
+        assert misses["evidence"] == (
+            misses["no_memory"] + misses["not_candidate"] + misses["candidate"]
+        )
+        assert (misses["evidence"] > 0) == (report["recall_at_10"] < 1.0)
+        if misses["candidate"]:
+            assert 10 < misses["candidate_rank_p25"] <= misses["candidate_rank_p75"]
 
 
 class TestTheRunLeavesSharedServicesAlone:

@@ -45,7 +45,8 @@ def locomo(
         int | None, typer.Option(min=1, help="questions per conversation")
     ] = None,
 ) -> None:
-    """LoCoMo evidence recall@5/10/25, tokens per query, and the turn-level baseline."""
+    """LoCoMo evidence recall@5/10/25, tokens per query, the turn-level baseline, the routes
+    each hit is owed to and where each miss sat (no memory, no route, or its rank)."""
     # deferred: bench and eval tooling loads only for its own command
     from sleepmem.evals.locomo import run_locomo
 

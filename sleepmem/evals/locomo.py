@@ -16,6 +16,11 @@ matched lexically: the extractor prefixes ``meta["speaker"]`` to what it keeps, 
 content stays the turn's own words (putting the name in the content too would repeat
 it). Shared photos are appended as their caption.
 
+Each evidence turn the top 10 cards miss is looked up in the same search, traced
+(``misses_at_10``): carried by no current memory (an extraction question), by memories no
+route proposed (recall), or by a candidate ranked too low (ranking), with the quartiles of
+those ranks, so the report says which part of the system a miss is owed to.
+
 In the same run, the baseline is plain turn-level dense retrieval with the same embedder
 (each turn one document, cosine top k, no consolidation) over the same texts.
 """
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlmodel import Session, col, select
 
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import get_logger
@@ -43,8 +49,24 @@ from sleepmem.evals.harness import (
     ingest,
     tokenizer_name,
 )
-from sleepmem.evals.metrics import evidence_recall, mean, route_shares, routes_of_hits
-from sleepmem.models import ConflictGroup, MemoryCard, Scope, card_sides
+from sleepmem.evals.metrics import (
+    Missed,
+    evidence_recall,
+    mean,
+    miss_summary,
+    route_shares,
+    routes_of_hits,
+    where_missed,
+)
+from sleepmem.models import (
+    CURRENT_STATUSES,
+    ConflictGroup,
+    Memory,
+    MemoryCard,
+    Scope,
+    SearchRequest,
+    card_sides,
+)
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 
@@ -203,6 +225,37 @@ class QuestionResult:
     # Per evidence turn reached in the top TOKENS_AT cards: the routes of the card that
     # reached it first.
     hit_routes: list[tuple[str, ...]] = field(default_factory=list)
+    # Per evidence turn missing from the top TOKENS_AT cards: where its memory sat.
+    misses: list[Missed] = field(default_factory=list)
+
+
+def _carriers(res: Resources, conv: Conversation) -> dict[str, list[str]]:
+    """dia_id -> the current memories of the conversation whose provenance holds it."""
+    by_event = {conv.event_id(t.dia_id): t.dia_id for t in conv.turns}
+    out: dict[str, list[str]] = {}
+    with Session(res.engine) as session:
+        rows = session.exec(
+            select(Memory.id, Memory.provenance).where(
+                col(Memory.scope_key) == conv.scope.key,
+                col(Memory.status).in_(CURRENT_STATUSES),
+            )
+        )
+        for mid, provenance in rows:
+            for event in provenance:
+                if event in by_event:
+                    out.setdefault(by_event[event], []).append(mid)
+    return out
+
+
+def _misses(reader: Reader, request: SearchRequest, missing: set[str],
+            carriers: dict[str, list[str]]) -> list[Missed]:
+    """Where the missed turns sat: the same search again, traced (a trace records no
+    hits, so it sees what the scored search saw)."""
+    if not missing:
+        return []
+    _result, trace, _now = reader.trace(request)
+    ranked = sorted(trace.scores, key=lambda mid: (-trace.scores[mid], mid))
+    return where_missed(sorted(missing), carriers, ranked)
 
 
 def _score_conversation(
@@ -216,6 +269,7 @@ def _score_conversation(
     docs = embedder.embed([t.document for t in conv.turns], kind="document")
     queries = embedder.embed([q.question for q in questions], kind="query")
     order = np.argsort(-(queries @ docs.T), axis=1, kind="stable")[:, :deepest]
+    carriers = _carriers(res, conv)
     out: list[QuestionResult] = []
     for qi, q in enumerate(questions):
         request = build_request(
@@ -228,6 +282,7 @@ def _score_conversation(
             [by_event[e] for e in _entry_provenance(c) if e in by_event] for c in cards
         ]
         baseline_turns = [conv.turns[int(i)].dia_id for i in order[qi]]
+        reached = {d for ts in turns_per_card[:TOKENS_AT] for d in ts}
         out.append(
             QuestionResult(
                 category=q.category,
@@ -246,6 +301,7 @@ def _score_conversation(
                         strict=True),
                     set(q.evidence),
                 ),
+                misses=_misses(reader, request, set(q.evidence) - reached, carriers),
             )
         )
     return out
@@ -258,6 +314,7 @@ def _summary(rows: list[QuestionResult], ks: Sequence[int]) -> dict[str, Any]:
     for k in ks:
         out[f"baseline_recall_at_{k}"] = round(mean([r.baseline[k] for r in rows]), 4)
     out[f"hits_by_route_at_{TOKENS_AT}"] = route_shares([h for r in rows for h in r.hit_routes])
+    out[f"misses_at_{TOKENS_AT}"] = miss_summary([m for r in rows for m in r.misses])
     return out
 
 

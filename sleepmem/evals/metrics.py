@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 
 def evidence_recall(found: Iterable[str], evidence: set[str]) -> float:
@@ -83,6 +85,51 @@ def route_shares(hits: Sequence[Sequence[str]]) -> dict[str, dict[str, float]]:
         r: {"found": round(found[r] / len(hits), 4), "only": round(only[r] / len(hits), 4)}
         for r in sorted(names, key=lambda r: (-found[r], r))
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """Where an evidence item the top k missed sat in the search: carried by no current
+    memory, carried but proposed by no route, or a candidate at ``rank`` (1 = first) among
+    the search's scored candidates. Which one says what would fix it: extraction, recall or
+    ranking."""
+
+    place: Literal["no_memory", "not_candidate", "candidate"]
+    rank: int | None = None
+
+
+def where_missed(
+    missing: Iterable[str], carriers: Mapping[str, Iterable[str]], ranked: Sequence[str]
+) -> list[Missed]:
+    """For each missed evidence item, where the best memory carrying it sat.
+    ``carriers``: evidence item -> ids of the current memories whose provenance holds it;
+    ``ranked``: the search's candidates, best first."""
+    rank = {mid: i for i, mid in enumerate(ranked, start=1)}
+    out: list[Missed] = []
+    for item in missing:
+        holders = list(carriers.get(item, ()))
+        ranks = [rank[m] for m in holders if m in rank]
+        if not holders:
+            out.append(Missed("no_memory"))
+        elif not ranks:
+            out.append(Missed("not_candidate"))
+        else:
+            out.append(Missed("candidate", min(ranks)))
+    return out
+
+
+def miss_summary(misses: Sequence[Missed]) -> dict[str, float]:
+    """How many misses sat where, and the quartiles of the candidates' ranks."""
+    out: dict[str, float] = {
+        "evidence": len(misses),
+        **{p: sum(m.place == p for m in misses) for p in ("no_memory", "not_candidate",
+                                                           "candidate")},
+    }
+    ranks = [float(m.rank) for m in misses if m.rank is not None]
+    if ranks:
+        for q in (25, 50, 75):
+            out[f"candidate_rank_p{q}"] = round(percentile(ranks, q), 1)
+    return out
 
 
 def mean(values: Sequence[float]) -> float:
