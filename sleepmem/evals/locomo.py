@@ -229,14 +229,14 @@ class QuestionResult:
     misses: list[Missed] = field(default_factory=list)
 
 
-def _carriers(res: Resources, conv: Conversation) -> dict[str, list[str]]:
-    """dia_id -> the current memories of the conversation whose provenance holds it."""
-    by_event = {conv.event_id(t.dia_id): t.dia_id for t in conv.turns}
+def _carriers(res: Resources, scope: Scope, by_event: dict[str, str]) -> dict[str, list[str]]:
+    """dia_id -> the current memories of the scope whose provenance holds it (``by_event``:
+    event id -> dia_id)."""
     out: dict[str, list[str]] = {}
     with Session(res.engine) as session:
         rows = session.exec(
             select(Memory.id, Memory.provenance).where(
-                col(Memory.scope_key) == conv.scope.key,
+                col(Memory.scope_key) == scope.key,
                 col(Memory.status).in_(CURRENT_STATUSES),
             )
         )
@@ -269,7 +269,7 @@ def _score_conversation(
     docs = embedder.embed([t.document for t in conv.turns], kind="document")
     queries = embedder.embed([q.question for q in questions], kind="query")
     order = np.argsort(-(queries @ docs.T), axis=1, kind="stable")[:, :deepest]
-    carriers = _carriers(res, conv)
+    carriers = _carriers(res, conv.scope, by_event)
     out: list[QuestionResult] = []
     for qi, q in enumerate(questions):
         request = build_request(
