@@ -28,7 +28,7 @@ from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS, render, value
 from sleepmem.core.settings import Settings
 from sleepmem.models.scope import Scope
 from sleepmem.pipelines.extract.llm import OUTPUT_SCHEMA, LLMExtractor
-from sleepmem.pipelines.types import EventView
+from sleepmem.pipelines.types import Candidate, EventView, Extraction
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
 OTHER = Scope(tenant="acme", agent="assistant", user="u7", session="s9")
@@ -114,6 +114,11 @@ def reply(*candidates: dict[str, Any]) -> str:
     return json.dumps({"candidates": list(candidates)})
 
 
+def read_by_model(extraction: Extraction) -> list[Candidate]:
+    """What the model added (rules first, the turn's own episode stays beside it)."""
+    return [c for c in extraction.candidates if c.details.get("via") == "llm"]
+
+
 def sent_ids(request: dict[str, Any]) -> list[str]:
     user = request["messages"][-1]["content"]
     return [json.loads(line)["id"] for line in user.splitlines()[1:]]
@@ -171,7 +176,7 @@ class TestRulesFirstRoute:
         assert script[0].requests == []
         assert (c.attribute, c.value) == ("residence", "beijing")
 
-    def test_an_unrecognised_statement_is_sent_and_the_models_reading_replaces_the_fallback(
+    def test_an_unrecognised_statement_is_sent_and_the_models_reading_joins_the_episode(
         self, script: tuple[Script, str], chat: OpenAIChatModel
     ) -> None:
         script[0].replies.append(reply(
@@ -179,12 +184,30 @@ class TestRulesFirstRoute:
              "value": "vintage radios", "statement": "The user restores vintage radios.",
              "importance": 0.6}))
         extraction = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)])
-        (c,) = extraction.candidates
+        episode, fact = extraction.candidates
         assert [sent_ids(r) for r in script[0].requests] == [["e1"]]
         assert extraction.llm_calls == 1
-        assert (c.statement, c.importance, c.details["via"]) == (
+        assert (episode.type, episode.statement) == ("event", UNRECOGNISED)
+        assert (fact.statement, fact.importance, fact.details["via"]) == (
             "The user restores vintage radios.", 0.6, "llm")
-        assert "unclassified" not in c.details
+        assert "unclassified" not in fact.details
+
+    @pytest.mark.parametrize("turn, facts", [
+        ("Saturdays mean the flea market with Grandpa, and Sundays a long bike ride.",
+         [("goes_to", "flea market"), ("rides", "bike")]),
+        ("周六总是和爷爷逛跳蚤市场，周日骑车去郊外。",
+         [("goes_to", "跳蚤市场"), ("rides", "自行车")]),
+    ])
+    def test_several_facts_read_from_one_turn_all_sit_beside_its_episode(
+        self, script: tuple[Script, str], chat: OpenAIChatModel, turn: str,
+        facts: list[tuple[str, str]],
+    ) -> None:
+        script[0].replies.append(reply(*(
+            {"event_ids": ["e1"], "type": "fact", "attribute": a, "value": v,
+             "statement": f"The user {a.replace('_', ' ')} {v}."} for a, v in facts)))
+        cands = LLMExtractor(chat, batch_events=10).extract([event(0, turn)]).candidates
+        assert [c.statement for c in cands if c.type == "event"] == [turn]
+        assert len([c for c in cands if c.details.get("via") == "llm"]) == len(facts)
 
     def test_the_rules_vocabulary_wins_a_slot_both_name_and_the_model_adds_the_rest(
         self, script: tuple[Script, str], chat: OpenAIChatModel
@@ -267,7 +290,7 @@ class TestModelOutputInTheRulesShape:
         script[0].replies.append(reply(
             {"event_ids": ["e1"], "type": "fact", "attribute": "commutes by",
              "value": "ferry", "statement": "Ferry is how the user gets to work."}))
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert (c.attribute, c.value) == ("rel:commutes_by", "ferry")
 
     def test_a_preference_the_model_calls_identity_is_not_identity(
@@ -276,7 +299,7 @@ class TestModelOutputInTheRulesShape:
         script[0].replies.append(reply(
             {"event_ids": ["e1"], "type": "identity", "attribute": "seat",
              "value": "window", "statement": "The user prefers window seats."}))
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert c.type == "preference"
 
     def test_a_liking_outside_the_vocabulary_is_a_preference_whatever_the_model_typed(
@@ -285,7 +308,7 @@ class TestModelOutputInTheRulesShape:
         script[0].replies.append(reply(
             {"event_ids": ["e1"], "type": "fact", "attribute": "likes",
              "value": "aisle seats", "statement": "The user likes aisle seats on trains."}))
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert (c.type, c.attribute, c.value) == ("preference", "rel:likes", "aisle seats")
 
     def test_a_chinese_turn_keeps_its_own_words_when_the_model_answers_in_english(
@@ -320,7 +343,7 @@ class TestModelOutputInTheRulesShape:
         script[0].replies.append(reply(
             {"event_ids": ["e1"], "type": "fact",
              "statement": "The user sold their Civic and now drives a Model 3."}))
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert (c.attribute, c.value) == ("rel:drives", "model 3")
 
     @pytest.mark.parametrize(("text", "statement"), [
@@ -333,7 +356,7 @@ class TestModelOutputInTheRulesShape:
     ) -> None:
         script[0].replies.append(reply(
             {"event_ids": ["e1"], "type": "fact", "statement": statement}))
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, text)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, text)]))
         assert c.type == "task"
 
     def test_a_lasting_fact_with_a_version_in_it_stays_a_fact(
@@ -342,7 +365,7 @@ class TestModelOutputInTheRulesShape:
         script[0].replies.append(reply(
             {"event_ids": ["e1"], "type": "fact", "attribute": "uses",
              "value": "python 3.12", "statement": "The user uses Python 3.12 and gpt-4o."}))
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert c.type == "fact"
 
     def test_statements_start_clean_and_nothing_carries_a_redaction(
@@ -351,7 +374,7 @@ class TestModelOutputInTheRulesShape:
         script[0].replies.append(reply(
             {"event_ids": ["e1"], "type": "fact", "statement": "Hello, the user fixes radios."},
             {"event_ids": ["e1"], "type": "fact", "statement": "The user's key is [REDACTED]."}))
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert c.statement == "The user fixes radios."
 
 
@@ -480,7 +503,7 @@ class TestInvalidOutputIsRefused:
             "Sure! Here you go:\n```json\n" + reply(
                 {"event_ids": "e1", "type": "fact", "statement": "The user fixes {radios}."})
             + "\n```")
-        (c,) = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]).candidates
+        (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert (c.statement, c.provenance) == ("The user fixes {radios}.", ["evt-0000"])
 
     def test_a_server_without_json_mode_is_asked_again_without_it(
@@ -492,7 +515,7 @@ class TestInvalidOutputIsRefused:
             reply({"event_ids": ["e1"], "type": "fact", "statement": "The user fixes radios."}),
         ])
         extraction = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)])
-        assert len(extraction.candidates) == 1
+        assert len(read_by_model(extraction)) == 1
         asked = [r.get("response_format", {}).get("type") for r in script[0].requests]
         # JSON schema, then the llama.cpp schema form, then JSON mode, then words only.
         assert asked == ["json_schema", "json_object", "json_object", None]
@@ -510,7 +533,7 @@ class TestInvalidOutputIsRefused:
             reply({"event_ids": ["e1"], "type": "fact", "statement": "The user fixes radios."}),
         ])
         extraction = LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)])
-        assert len(extraction.candidates) == 1
+        assert len(read_by_model(extraction)) == 1
         assert chat.response_format == "json_object_schema"
 
     def test_a_server_error_is_transient(

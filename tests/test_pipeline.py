@@ -7,6 +7,7 @@ point here, plumbing and failure behaviour are.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from sleepmem.core.errors import ExtractionError, TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.drain import drain_once
-from sleepmem.models import Audit, Memory, RawEvent, Scope
+from sleepmem.models import CURRENT_STATUSES, Audit, Memory, RawEvent, Scope
 from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.index import reconcile
 from sleepmem.pipelines.ports import IndexPoint, Ports, VectorIndex
@@ -194,6 +195,65 @@ class TestRefusedExtraction:
         with Session(engine) as s:
             errors = list(s.exec(select(Audit).where(col(Audit.op) == "ERROR")))
         assert len(errors) == 1 and "ExtractionError" in errors[0].reason
+
+
+class ReadsEmployers:
+    """A scripted chat model (the hosted API is what cannot run here): a turn holding a
+    word of ``employers`` is read as the user's employer, a name the turn need not say."""
+
+    model = "scripted"
+
+    def __init__(self, employers: dict[str, str]) -> None:
+        self.employers = employers
+
+    def complete_json(self, *, system: str, user: str, schema: dict[str, Any]) -> Any:
+        from sleepmem.pipelines.ports import LLMUsage
+
+        found = []
+        for line in user.splitlines()[1:]:
+            row = json.loads(line)
+            for word, employer in self.employers.items():
+                if word in row["text"]:
+                    found.append({"event_ids": [row["id"]], "type": "fact",
+                                  "attribute": "employer", "value": employer,
+                                  "statement": f"The user works at {employer}."})
+        return {"candidates": found}, LLMUsage(1, 10, 5)
+
+
+class TestATurnOutlivesTheFactDrawnFromIt:
+    """Rules first, the model's facts sit beside a turn's episode: when a later turn
+    supersedes a fact the model drew, the turn it was drawn from stays in current memory
+    (an episode naming the superseded value itself would retire with it)."""
+
+    @pytest.mark.parametrize("first, second, employers", [
+        ("Another night shift; the ward was quiet until three.",
+         "These days I work at a design studio downtown.",
+         {"ward": "City Hospital", "studio": "a design studio"}),
+        ("又是一个夜班，病房到三点才安静下来。", "如今我在市中心的一家设计工作室上班。",
+         {"病房": "市立医院", "工作室": "设计工作室"}),
+    ])
+    def test_a_superseded_employer_leaves_its_turn_current(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, first: str, second: str, employers: dict[str, str],
+    ) -> None:
+        from sleepmem.pipelines.extract.llm import LLMExtractor
+
+        p = ports(index)
+        p.extractor = LLMExtractor(ReadsEmployers(employers), batch_events=10)
+        for turn in (first, second):
+            emit_and_drain(cfg, redis, keys, engine, [turn])
+            consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+        rows = memory_rows(engine)
+        old_job, new_job = (name.lower() for name in employers.values())
+        jobs = {m.statement.lower(): m.status for m in rows if m.attribute == "employer"}
+        (new_status,) = [st for text, st in jobs.items() if new_job in text]
+        (old_status,) = [st for text, st in jobs.items() if old_job in text]
+        assert new_status in CURRENT_STATUSES and old_status not in CURRENT_STATUSES
+        with Session(engine) as s:
+            first_event = s.exec(select(RawEvent.event_id).where(
+                col(RawEvent.content) == first)).one()
+        assert any(first_event in m.provenance and m.type == "event"
+                   and m.status in CURRENT_STATUSES for m in rows)
 
 
 class TestForgetRequestReachesRedis:

@@ -342,7 +342,11 @@ def merge(own: list[Candidate], proposed: list[Candidate], *, route: Route) -> l
     (their fallback already keeps an unrecognised statement at its type's lifetime). The
     rules' vocabulary slots are high precision: rules first, they win a slot both name;
     model first, the model's reading replaces theirs. The rules' unclassified statements
-    and episodes give way to what the model read from the same words.
+    give way to what the model read from the same words. Rules first, an episode stays
+    beside the facts drawn from it: a derived fact is superseded when a later one takes
+    its slot, and the turn must not vanish from current memory with it (on a LoCoMo
+    conversation with the local model, dropping episodes left 134 current memories for
+    419 turns and halved recall@10).
     """
     lasting = [c for c in proposed if c.type != "event" or c.forget_topic is not None]
     if not lasting:
@@ -354,7 +358,12 @@ def merge(own: list[Candidate], proposed: list[Candidate], *, route: Route) -> l
     values = {c.value for c in known if c.value}
     extra = [c for c in lasting
              if (c.subject, c.attribute) not in taken and not (c.value and c.value in values)]
-    return known + extra
+    # A turn the model reads as a forget request keeps no episode: its words may hold
+    # what is to be forgotten.
+    forgets = any(c.forget_topic is not None for c in lasting)
+    episodes = [] if forgets else [
+        c for c in own if c.type == "event" and not c.details.get("unclassified")]
+    return known + episodes + extra
 
 
 def render_events(by_id: dict[str, EventView]) -> str:
