@@ -18,6 +18,7 @@ from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.extract.text import split_sentences
 from sleepmem.pipelines.lexical import sparse_document
 from sleepmem.pipelines.memories import own_words
+from sleepmem.pipelines.persons import unnamed
 from sleepmem.pipelines.ports import Embedder, IndexPoint, VectorIndex
 from sleepmem.pipelines.speakers import without_speaker
 from sleepmem.pipelines.topics import topics
@@ -54,7 +55,7 @@ def index_text(mem: Memory) -> str:
     """What gets embedded: the statement without its generic subject, plus the topics it
     implies (see sleepmem.pipelines.topics)."""
     labels = topics(mem.statement)
-    body = subjectless(mem.statement)
+    body = subjectless(unnamed(mem))
     return f"{body} ({', '.join(labels)})" if labels else body
 
 

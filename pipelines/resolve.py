@@ -259,7 +259,10 @@ class Resolver:
         # The facts one message was split into are never repeats of each other ("I work
         # as a nurse at …" is an occupation and an employer memory, each free to change).
         own = set(cand.provenance[-1:])
-        pool = [m for m in self._restatable(cand) if not own & set(m.provenance)]
+        # The same words from another person in the scope are their own memory.
+        speaker = cand.details.get("speaker")
+        pool = [m for m in self._restatable(cand)
+                if not own & set(m.provenance) and m.details.get("speaker") == speaker]
         if not pool:
             return None
         mine = self._sentences(cand.statement)

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 
-from sleepmem.pipelines import forget_requests
+from sleepmem.pipelines import forget_requests, persons
 from sleepmem.pipelines.compress import Compression, compress
 from sleepmem.pipelines.gate import gate
 from sleepmem.pipelines.policy import Policy
@@ -59,6 +59,7 @@ def judge(
     """
     with stage("extract"):
         extraction = extractor.extract(events)
+        persons.own_facts(extraction.candidates)
     meaning = resolver.meaning
     if meaning is not None:
         with stage("meaning"):

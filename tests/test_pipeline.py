@@ -8,7 +8,7 @@ point here, plumbing and failure behaviour are.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,10 +67,12 @@ def ports(index: Any, clock: datetime = T0) -> Ports:
 
 
 def emit_and_drain(cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-                   contents: list[str]) -> None:
+                   contents: Sequence[str | Mapping[str, Any]]) -> None:
+    """Each item is a message's text, or its event fields (``content`` and what else)."""
     with MemoryClient(cfg, client=redis, **SCOPE) as client:
         client.emit_many(
-            [{"content": c, "session": "s1", "at": T0.isoformat()} for c in contents]
+            [{"session": "s1", "at": T0.isoformat(),
+              **({"content": c} if isinstance(c, str) else c)} for c in contents]
         )
     while drain_once(redis=redis, keys=keys, engine=engine, settings=cfg, consumer="t").read:
         pass
@@ -254,6 +256,62 @@ class TestATurnOutlivesTheFactDrawnFromIt:
                 col(RawEvent.content) == first)).one()
         assert any(first_event in m.provenance and m.type == "event"
                    and m.status in CURRENT_STATUSES for m in rows)
+
+
+class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
+    """Where several people talk in one scope (``meta.speaker``), what one of them says
+    about themself is theirs: it fills their own slots, is changed only by them and is
+    never a repeat of the same words from someone else."""
+
+    @pytest.mark.parametrize("ann, mel, later, employers", [
+        ("Another night shift; the ward was quiet until three.",
+         "The studio had three clients in before lunch.",
+         "These days I bake bread at a corner bakery.",
+         {"ward": "City Hospital", "studio": "a design studio", "bakery": "a corner bakery"}),
+        ("又是一个夜班，病房到三点才安静下来。", "工作室午饭前来了三个客户。",
+         "如今我在街角的面包店烤面包。",
+         {"病房": "市立医院", "工作室": "设计工作室", "面包店": "街角面包店"}),
+    ])
+    def test_a_persons_new_employer_supersedes_only_their_own(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, ann: str, mel: str, later: str, employers: dict[str, str],
+    ) -> None:
+        from sleepmem.pipelines.extract.llm import LLMExtractor
+
+        p = ports(index)
+        p.extractor = LLMExtractor(ReadsEmployers(employers), batch_events=10)
+        for speaker, text in (("Ann", ann), ("Mel", mel), ("Ann", later)):
+            emit_and_drain(cfg, redis, keys, engine,
+                           [{"content": text, "meta": {"speaker": speaker}}])
+            consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+        jobs = {m.statement.lower(): m for m in memory_rows(engine) if m.attribute == "employer"}
+        hospital, studio, bakery = (
+            next(m for text, m in jobs.items() if name.lower() in text)
+            for name in employers.values())
+        assert (hospital.subject, studio.subject, bakery.subject) == ("ann", "mel", "ann")
+        assert hospital.status not in CURRENT_STATUSES
+        assert hospital.superseded_by == bakery.id
+        assert studio.status in CURRENT_STATUSES and bakery.status in CURRENT_STATUSES
+
+    @pytest.mark.parametrize("said", [
+        "I love painting landscapes by the lake on Sunday mornings.",
+        "我很喜欢周日早上在湖边画风景画。",
+    ])
+    def test_the_same_words_from_two_people_stay_two_memories(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, said: str,
+    ) -> None:
+        for speaker in ("Ann", "Mel"):
+            emit_and_drain(cfg, redis, keys, engine,
+                           [{"content": said, "meta": {"speaker": speaker}}])
+            consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
+                              scope_key=OWNER)
+        with Session(engine) as s:
+            events = {e.event_id: e.meta["speaker"] for e in s.exec(select(RawEvent))}
+        current = [m for m in memory_rows(engine) if m.status in CURRENT_STATUSES]
+        for speaker in ("Ann", "Mel"):
+            (own,) = [m for m in current if m.statement.startswith(speaker)]
+            assert {events[e] for e in own.provenance} >= {speaker}
 
 
 class TestForgetRequestReachesRedis:

@@ -521,6 +521,10 @@ def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate | Non
     attribute = item.attribute.strip()
     attribute = ATTR_SYNONYMS.get(attribute.lower(), attribute) if attribute else ""
     subject = item.subject.strip().lower() or "user"
+    if speaker.person and subject == norm_value(speaker.person):
+        # A model may name the speaker where it was asked for "user": read the type and
+        # slot as the user's (sleepmem.pipelines.persons names them after the person).
+        subject = "user"
     value = "" if item.negated and not item.value.strip() else norm_value(item.value)
     details: dict[str, Any] = {"via": "llm"}
     if item.type == "event":
