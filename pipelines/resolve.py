@@ -677,12 +677,17 @@ class Resolver:
         ends for everything else: "we went hiking" stays a true record when a hobby
         changes, and such values are often common words ("making", "for fun"). Nor does
         the episode a value was taken from go for that alone: it says other things too.
+        Where several people share the scope, only the person's own episodes describe their
+        state: another's week in Oslo stays when they move away from it.
         """
         value = _value(old) if _exclusive(old) else ""
         if len(value) < 2:
             return
+        speaker = old.details.get("speaker")
         for mem in self.current():
             if mem.type not in ("event", "summary") or mem.attribute or mem.id == by:
+                continue
+            if mem.details.get("speaker") != speaker:
                 continue
             if _mentions(mem.statement, value):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)

@@ -260,8 +260,9 @@ class TestATurnOutlivesTheFactDrawnFromIt:
 
 class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     """Where several people talk in one scope (``meta.speaker``), what one of them says
-    about themself is theirs: it fills their own slots, is changed only by them and is
-    never a repeat of the same words from someone else."""
+    about themself is theirs: it fills their own slots, is changed only by them, retires
+    only their own episodes when it changes and is never a repeat of the same words from
+    someone else."""
 
     @pytest.mark.parametrize("ann, mel, later, employers", [
         ("Another night shift; the ward was quiet until three.",
@@ -312,6 +313,30 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
         for speaker in ("Ann", "Mel"):
             (own,) = [m for m in current if m.statement.startswith(speaker)]
             assert {events[e] for e in own.provenance} >= {speaker}
+
+
+    @pytest.mark.parametrize("ann, mel, moved, old_place", [
+        ("I live in Oslo now.", "We spent a week in Oslo last summer and loved the fjords.",
+         "I moved to Bergen last month.", "oslo"),
+        ("我现在住在杭州。", "我们去年夏天在杭州玩了一周，西湖太美了。",
+         "我上个月搬到苏州了。", "杭州"),
+    ])
+    def test_a_persons_move_retires_their_own_episodes_not_anothers(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, ann: str, mel: str, moved: str, old_place: str,
+    ) -> None:
+        for speaker, text in (("Ann", ann), ("Mel", mel), ("Ann", moved)):
+            emit_and_drain(cfg, redis, keys, engine,
+                           [{"content": text, "meta": {"speaker": speaker}}])
+            consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
+                              scope_key=OWNER)
+        rows = memory_rows(engine)
+        with Session(engine) as s:
+            mels = s.exec(select(RawEvent.event_id).where(col(RawEvent.content) == mel)).one()
+        (residence,) = [m for m in rows if m.attribute == "residence" and old_place in
+                        m.statement.lower()]
+        assert residence.subject == "ann" and residence.status not in CURRENT_STATUSES
+        assert any(mels in m.provenance and m.status in CURRENT_STATUSES for m in rows)
 
 
 class TestForgetRequestReachesRedis:
