@@ -36,7 +36,14 @@ import numpy as np
 from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
 from sleepmem.pipelines import semantic
 from sleepmem.pipelines.lexical import tokens
-from sleepmem.pipelines.memories import content_hash, copy_row, memory_id, new_memory, norm_text
+from sleepmem.pipelines.memories import (
+    content_hash,
+    copy_row,
+    memory_id,
+    new_memory,
+    norm_text,
+    own_words,
+)
 from sleepmem.pipelines.semantic import Meaning, gist
 from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (
@@ -678,7 +685,8 @@ class Resolver:
         changes, and such values are often common words ("making", "for fun"). Nor does
         the episode a value was taken from go for that alone: it says other things too.
         Where several people share the scope, only the person's own episodes describe their
-        state: another's week in Oslo stays when they move away from it.
+        state: another's week in Oslo stays when they move away from it. And only in their
+        own words: a reply keeps the turn it answers, and its speaker's name, in front.
         """
         value = _value(old) if _exclusive(old) else ""
         if len(value) < 2:
@@ -689,7 +697,8 @@ class Resolver:
                 continue
             if mem.details.get("speaker") != speaker:
                 continue
-            if _mentions(mem.statement, value):
+            words = own_words(mem)
+            if _mentions(words.removeprefix(f"{speaker}: ") if speaker else words, value):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
                 self.plan.audits.append(
                     AuditDraft(

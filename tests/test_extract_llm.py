@@ -293,6 +293,23 @@ class TestModelOutputInTheRulesShape:
         (c,) = read_by_model(LLMExtractor(chat, batch_events=10).extract([event(0, UNRECOGNISED)]))
         assert (c.attribute, c.value) == ("rel:commutes_by", "ferry")
 
+    @pytest.mark.parametrize("relation, value, turn", [
+        ("family", "Ana", "My sister Ana flew in from Porto for the weekend."),
+        ("supports", "the local shelter", "Every other Saturday I'm at the local shelter."),
+        ("career interests", "counselling", "Someday I'd love to counsel kids like me."),
+        ("家人", "小雨", "我妹妹小雨这周末从成都飞过来了。"),
+    ])
+    def test_a_relation_no_reader_knows_holds_many_values(
+        self, script: tuple[Script, str], chat: OpenAIChatModel, relation: str, value: str,
+        turn: str,
+    ) -> None:
+        script[0].replies.append(reply(
+            {"event_ids": ["e1"], "type": "fact", "attribute": relation, "value": value,
+             "statement": f"The user {relation} {value}."}))
+        extractor = LLMExtractor(chat, batch_events=10, route="model_first")
+        (c,) = read_by_model(extractor.extract([event(0, turn)]))
+        assert c.attribute.startswith("rel:") and c.details["open_slot"]["multi"] is True
+
     def test_a_preference_the_model_calls_identity_is_not_identity(
         self, script: tuple[Script, str], chat: OpenAIChatModel
     ) -> None:

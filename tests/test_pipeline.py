@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +337,40 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
                         m.statement.lower()]
         assert residence.subject == "ann" and residence.status not in CURRENT_STATUSES
         assert any(mels in m.provenance and m.status in CURRENT_STATUSES for m in rows)
+
+
+    @pytest.mark.parametrize("question, answer, change, old_job", [
+        ("How is Acme treating you these days?", "Busy week, lots of overtime.",
+         "I left Acme, I work at Globex now.", "acme"),
+        ("你在华星公司还好吗？", "这周很忙，加了好几天班。",
+         "我现在在云帆公司上班了。", "华星公司"),
+    ])
+    def test_a_change_retires_an_episode_only_for_the_persons_own_words(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, question: str, answer: str, change: str, old_job: str,
+    ) -> None:
+        """Ann's reply is remembered with Mel's question in front: the old employer named
+        there is Mel's words, not Ann's, so Ann's reply stays when she changes jobs."""
+        first = "I work at Acme." if old_job == "acme" else "我在华星公司上班。"
+        talk = [{"content": text, "meta": {"speaker": speaker},
+                 "at": (T0 + timedelta(minutes=i)).isoformat()}
+                for i, (speaker, text) in enumerate(
+                    [("Ann", first), ("Mel", question), ("Ann", answer)])]
+        later = T0 + timedelta(days=30)
+        for batch, at in ((talk, T0), ([{"content": change, "meta": {"speaker": "Ann"},
+                                         "at": later.isoformat()}], later)):
+            emit_and_drain(cfg, redis, keys, engine, batch)
+            consolidate_scope(engine=engine, ports=ports(index, at), settings=cfg,
+                              scope_key=OWNER)
+        rows = memory_rows(engine)
+        with Session(engine) as s:
+            reply_event = s.exec(select(RawEvent.event_id).where(
+                col(RawEvent.content) == answer)).one()
+        (job,) = [m for m in rows
+                  if m.attribute == "employer" and m.details.get("value") == old_job]
+        assert job.status not in CURRENT_STATUSES
+        assert any(reply_event in m.provenance and m.type == "event"
+                   and m.status in CURRENT_STATUSES for m in rows)
 
 
 class TestForgetRequestReachesRedis:

@@ -543,7 +543,14 @@ def to_candidate(item: LLMCandidate, events: list[EventView]) -> Candidate | Non
         elif named is not None and _known_relation(named[0]):
             attribute, value, extra = named
         elif attribute:
-            attribute, extra = OPEN_SLOT_PREFIX + _relation(attribute), {}
+            # A relation no reader knows holds many values: the model names relations
+            # freely ("family", "friends", "supports"), and read as single-valued each new
+            # value would supersede the last one and retire the episodes that name it.
+            relation = _relation(attribute)
+            attribute, extra = OPEN_SLOT_PREFIX + relation, {}
+            if not _known_relation(attribute):
+                extra = {"open_slot": {"relation": relation.replace("_", " "),
+                                       "object": value, "multi": True}}
         elif stated is not None:
             attribute, value, extra = stated
         else:
