@@ -30,7 +30,7 @@ from sleepmem.pipelines.types import Candidate
 
 USER = "user"
 # The generic subject a statement opens with, as the extractors write it.
-_OPENING = re.compile(r"^(?:(?P<en>the user|user)(?P<s>'s)?\b|(?P<zh>用户))", re.IGNORECASE)
+_OPENING = re.compile(r"^(?:(?:the user|user)(?P<s>'s)?\b|用户)", re.IGNORECASE)
 
 
 def named(statement: str, person: str) -> str:

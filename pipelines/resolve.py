@@ -697,8 +697,7 @@ class Resolver:
                 continue
             if mem.details.get("speaker") != speaker:
                 continue
-            words = own_words(mem)
-            if _mentions(words.removeprefix(f"{speaker}: ") if speaker else words, value):
+            if _mentions(_unprefixed(own_words(mem), speaker), value):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
                 self.plan.audits.append(
                     AuditDraft(
@@ -850,8 +849,12 @@ def _last_turn(statement: str) -> str:
 
 def _own_turn(statement: str, speaker: object) -> str:
     """The last turn without its speaker's name (shared by both sides, it says nothing)."""
-    last = _last_turn(statement)
-    return last.removeprefix(f"{speaker}: ") if speaker else last
+    return _unprefixed(_last_turn(statement), speaker)
+
+
+def _unprefixed(words: str, speaker: object) -> str:
+    """``words`` without the "Name: " the speaker's turns are stored under."""
+    return words.removeprefix(f"{speaker}: ") if speaker else words
 
 
 def _corrects(text: str) -> bool:

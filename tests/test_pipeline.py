@@ -78,6 +78,14 @@ def emit_and_drain(cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: En
         pass
 
 
+def tell(cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine, p: Ports,
+         turns: Sequence[tuple[str, str]]) -> None:
+    """Each (speaker, text) turn of a shared scope, emitted and consolidated on its own."""
+    for speaker, text in turns:
+        emit_and_drain(cfg, redis, keys, engine, [{"content": text, "meta": {"speaker": speaker}}])
+        consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+
+
 def memory_rows(engine: Engine) -> list[Memory]:
     with Session(engine) as s:
         return list(s.exec(select(Memory).order_by(col(Memory.id))))
@@ -281,10 +289,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
 
         p = ports(index)
         p.extractor = LLMExtractor(ReadsEmployers(employers), batch_events=10)
-        for speaker, text in (("Ann", ann), ("Mel", mel), ("Ann", later)):
-            emit_and_drain(cfg, redis, keys, engine,
-                           [{"content": text, "meta": {"speaker": speaker}}])
-            consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+        tell(cfg, redis, keys, engine, p, [("Ann", ann), ("Mel", mel), ("Ann", later)])
         jobs = {m.statement.lower(): m for m in memory_rows(engine) if m.attribute == "employer"}
         hospital, studio, bakery = (
             next(m for text, m in jobs.items() if name.lower() in text)
@@ -302,18 +307,13 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: EdgeIndex, said: str,
     ) -> None:
-        for speaker in ("Ann", "Mel"):
-            emit_and_drain(cfg, redis, keys, engine,
-                           [{"content": said, "meta": {"speaker": speaker}}])
-            consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
-                              scope_key=OWNER)
+        tell(cfg, redis, keys, engine, ports(index), [("Ann", said), ("Mel", said)])
         with Session(engine) as s:
             events = {e.event_id: e.meta["speaker"] for e in s.exec(select(RawEvent))}
         current = [m for m in memory_rows(engine) if m.status in CURRENT_STATUSES]
         for speaker in ("Ann", "Mel"):
             (own,) = [m for m in current if m.statement.startswith(speaker)]
             assert {events[e] for e in own.provenance} >= {speaker}
-
 
     @pytest.mark.parametrize("ann, mel, moved, old_place", [
         ("I live in Oslo now.", "We spent a week in Oslo last summer and loved the fjords.",
@@ -325,11 +325,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: EdgeIndex, ann: str, mel: str, moved: str, old_place: str,
     ) -> None:
-        for speaker, text in (("Ann", ann), ("Mel", mel), ("Ann", moved)):
-            emit_and_drain(cfg, redis, keys, engine,
-                           [{"content": text, "meta": {"speaker": speaker}}])
-            consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
-                              scope_key=OWNER)
+        tell(cfg, redis, keys, engine, ports(index), [("Ann", ann), ("Mel", mel), ("Ann", moved)])
         rows = memory_rows(engine)
         with Session(engine) as s:
             mels = s.exec(select(RawEvent.event_id).where(col(RawEvent.content) == mel)).one()
@@ -337,7 +333,6 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
                         m.statement.lower()]
         assert residence.subject == "ann" and residence.status not in CURRENT_STATUSES
         assert any(mels in m.provenance and m.status in CURRENT_STATUSES for m in rows)
-
 
     @pytest.mark.parametrize("question, answer, change, old_job", [
         ("How is Acme treating you these days?", "Busy week, lots of overtime.",
