@@ -29,16 +29,20 @@ from sleepmem.pipelines.extract.text import norm_value
 from sleepmem.pipelines.types import Candidate
 
 USER = "user"
-# The generic subject a statement opens with, as the extractors write it.
-_OPENING = re.compile(r"^(?:(?:the user|user)(?P<s>'s)?\b|用户)", re.IGNORECASE)
+# The generic subject as the extractors write it: "the user" anywhere (their third-person
+# rewrite turns every "I" and "my" into it: "Ann left Acme, the user works at Globex
+# now"), a bare "User" opening a statement, and 用户 unless another noun owns it ("小美的
+# 用户" are her users, not her).
+_GENERIC = re.compile(r"\bthe user(?P<s>'s)?\b|^user(?P<s2>'s)?\b|(?<!的)用户", re.IGNORECASE)
+
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def named(statement: str, person: str) -> str:
-    """The statement with its opening "the user" ("用户") replaced by the person's name."""
-    m = _OPENING.match(statement)
-    if m is None:
-        return statement
-    return person + (m.group("s") or "") + statement[m.end():]
+    """The statement with the generic subject ("the user", 用户) replaced by the person's
+    name: a fact they stated about themself names only them."""
+    return _GENERIC.sub(lambda m: person + (m.group("s") or m.group("s2") or ""), statement)
 
 
 def own_facts(candidates: Sequence[Candidate]) -> None:
@@ -52,11 +56,13 @@ def own_facts(candidates: Sequence[Candidate]) -> None:
 
 
 def unnamed(mem: Memory) -> str:
-    """A named fact's statement with the person's name in front read as "The user" (the
-    index drops that generic subject); any other memory's statement as it is."""
+    """A named fact's statement with the person's name read as "the user" again (the index
+    drops that generic subject); any other memory's statement as it is."""
     person = str(mem.details.get("speaker") or "").strip()
-    text = mem.statement
-    if (not person or mem.type == "event" or mem.subject != norm_value(person)
-            or text[:len(person)].casefold() != person.casefold()):
-        return text
-    return "The user" + text[len(person):]
+    if not person or mem.type == "event" or mem.subject != norm_value(person):
+        return mem.statement
+    # Latin letters bound a name ("Jon" is not in "Jonathan"); Chinese has no spaces to,
+    # and reads its own generic subject.
+    generic = "用户" if _CJK.search(person) else "the user"
+    text = re.sub(rf"(?<![A-Za-z]){re.escape(person)}(?![A-Za-z])", generic, mem.statement)
+    return text[:1].upper() + text[1:]

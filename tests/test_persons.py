@@ -30,17 +30,23 @@ class TestNamingTheSubject:
         ("The user's email is a@b.c", "Mary Ann", "Mary Ann's email is a@b.c"),
         ("User drives a Volvo.", "Jon", "Jon drives a Volvo."),
         ("用户在学日语。", "小美", "小美在学日语。"),
+        ("The user left Acme, the user works at Globex now.", "Ann",
+         "Ann left Acme, Ann works at Globex now."),
+        ("Her sister works at the user's bank.", "Ann", "Her sister works at Ann's bank."),
+        ("用户从华星公司辞职了，现在用户在云帆公司工作。", "小美",
+         "小美从华星公司辞职了，现在小美在云帆公司工作。"),
+        ("用户的用户大多在上海。", "小美", "小美的用户大多在上海。"),
     ])
-    def test_the_opening_generic_subject_becomes_the_persons_name(
+    def test_every_generic_subject_becomes_the_persons_name(
         self, statement: str, person: str, expected: str,
     ) -> None:
         assert named(statement, person) == expected
 
     @pytest.mark.parametrize("statement", [
-        "Users of the app like dark mode.", "Her sister works at the user's bank.",
+        "Users of the app like dark mode.", "The users' forum is down again.",
         "我的用户很多。",
     ])
-    def test_a_statement_not_opening_with_the_user_is_left_as_written(
+    def test_a_statement_without_the_generic_subject_is_left_as_written(
         self, statement: str,
     ) -> None:
         assert named(statement, "Ann") == statement
@@ -71,6 +77,9 @@ class TestIndexingANamedFact:
         ("The user works at City Hospital.", "Ann"),
         ("The user's email is a@b.c", "Mary Ann"),
         ("用户在学日语。", "小美"),
+        ("The user left Acme, the user works at Globex now.", "Ann"),
+        ("用户从华星公司辞职了，现在用户在云帆公司工作。", "小美"),
+        ("The user trains with Jonathan every Sunday.", "Jon"),
     ])
     def test_a_named_fact_is_indexed_as_its_unnamed_self(
         self, statement: str, person: str,

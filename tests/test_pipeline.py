@@ -367,6 +367,43 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
         assert any(reply_event in m.provenance and m.type == "event"
                    and m.status in CURRENT_STATUSES for m in rows)
 
+    @pytest.mark.parametrize("person, before, change, old, new", [
+        ("Ann", "I work at Acme.", "I left Acme, I work at Globex now.", "Acme", "Globex"),
+        ("Ann", "I live in Oslo.", "Oslo got too expensive, so I moved to Bergen.",
+         "Oslo", "Bergen"),
+        ("小美", "我在华星公司上班。", "我离开华星公司了，现在在云帆公司上班。", "华星", "云帆"),
+        ("小美", "我在华星公司上班。", "我从华星公司辞职了，现在我在云帆公司工作。",
+         "华星", "云帆"),
+        ("小美", "我住在杭州。", "杭州房租太贵了，我现在住在苏州。", "杭州", "苏州"),
+    ])
+    def test_a_change_told_in_a_later_clause_names_only_the_person(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, person: str, before: str, change: str, old: str, new: str,
+    ) -> None:
+        """The rules read the new state from the clause that tells it, for a named person as
+        for a lone user, and every "I" of it becomes the person, not "the user"."""
+        tell(cfg, redis, keys, engine, ports(index), [(person, before), (person, change)])
+        facts = [m for m in memory_rows(engine) if m.type == "fact"]
+        (was,) = [m for m in facts if old in m.statement and new not in m.statement]
+        (now,) = [m for m in facts if new in m.statement]
+        assert was.status not in CURRENT_STATUSES and was.superseded_by == now.id
+        assert now.status in CURRENT_STATUSES and now.subject == person.lower()
+        assert person in now.statement
+        assert "user" not in now.statement.lower() and "用户" not in now.statement
+
+    @pytest.mark.parametrize("talk", [
+        "我每天早上上班前都会画鸟。",
+    ])
+    def test_a_persons_talk_that_fills_no_known_slot_stays_their_episode(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, talk: str,
+    ) -> None:
+        """Alone, a user's first-person words no matcher knows are kept as a low-importance
+        fact; in a shared scope they are conversation, kept as the speaker's episode."""
+        tell(cfg, redis, keys, engine, ports(index), [("小美", talk)])
+        (episode,) = memory_rows(engine)
+        assert episode.type == "event" and episode.statement == f"小美: {talk}"
+
 
 class TestForgetRequestReachesRedis:
     def test_the_retrieval_hits_of_what_a_forget_request_erased_go_too(

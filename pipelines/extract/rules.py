@@ -456,10 +456,12 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         zh = is_zh(sentence)
         sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
         found, clauses = _match_sentence(sentence, zh, rewrite)
-        if not found and rewrite is None and not turn.speaker.prefix and (
-                not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)):
+        if not found and rewrite is None and _reads_first_person(turn) and (
+                not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)) and (
+                _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback,
+                                                    slot_from=tail))):
             # One memory for the sentence, its slot read from the clause that states it.
-            out.append(_unclassified(turn, sentence, zh, feedback=feedback, slot_from=tail))
+            out.append(unsure)
             structured_any = True
             continue
         if found and rewrite is None and not turn.speaker.prefix and (
@@ -471,12 +473,12 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             sentence = plain if found else sentence
         if not found and rewrite is None and not turn.speaker.prefix:
             sentence = implied_subject(sentence)
-        if not found and rewrite is None and not turn.speaker.prefix and (
+        if not found and rewrite is None and _reads_first_person(turn) and (
             not REDACTED.search(sentence) and lasting_first_person(sentence)
-        ):
+        ) and _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback)):
             # Fail safe: what no matcher knows but the user states about themself is kept
             # at its type's default lifetime, with low importance, not as an episode.
-            out.append(_unclassified(turn, sentence, zh, feedback=feedback))
+            out.append(unsure)
             structured_any = True
             continue
         if not found:
@@ -536,6 +538,21 @@ def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> l
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
     return [rest, *(_JOIN.sub("", clauses[i].raw) for i in alone)]
+
+
+def _reads_first_person(turn: _Turn) -> bool:
+    """Whether the fallbacks may read the turn's first person as a lasting fact: a user's
+    own turn, named or not; never an assistant's, a tool's or an observation's."""
+    return not turn.speaker.prefix or bool(turn.speaker.person)
+
+
+def _kept(turn: _Turn, fallback: Candidate) -> bool:
+    """A named person's fallback reading is kept only when it fills a slot the vocabulary
+    knows (where they live or work, …: "我离开华星了，现在在云帆上班"). Their other
+    first-person words stay episodes, which carry the person's name and the turn around
+    them; a scope several people share is a conversation, where most of those words are
+    talk, not lasting facts."""
+    return not turn.speaker.person or not fallback.details.get("unclassified")
 
 
 def _first_person_tail(sentence: str, zh: bool) -> str:
