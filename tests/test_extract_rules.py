@@ -93,6 +93,35 @@ class TestResidence:
         c = slot(extract(text), "residence")
         assert (c.value, c.change) == (value, True)
 
+    @pytest.mark.parametrize("speaker", [None, "小美"])
+    @pytest.mark.parametrize(("text", "value"), [
+        ("上个月搬到苏州了。", "苏州"),
+        ("杭州房租太贵，上个月搬到苏州了。", "苏州"),
+        ("刚搬去深圳，还在适应。", "深圳"),
+        ("我去年秋天搬到了大理。", "大理"),
+        ("我们家上个月搬到苏州了。", "苏州"),
+    ])
+    def test_a_chinese_move_without_its_subject_is_the_speakers(
+        self, text: str, value: str, speaker: str | None,
+    ) -> None:
+        """Chinese drops the subject of news about oneself, in any clause, for a lone
+        user as for a named person in a shared scope."""
+        c = slot(extract(text, meta={"speaker": speaker} if speaker else None), "residence")
+        assert (c.value, c.change) == (value, True)
+
+    @pytest.mark.parametrize("speaker", [None, "Ann"])
+    @pytest.mark.parametrize("text", [
+        "公司上个月搬到苏州了。", "我朋友刚搬到苏州。", "我的一个朋友搬到苏州了。",
+        "我妈妈搬到上海了。",
+        "他们去年搬到苏州了。", "搬到苏州的那家店很好吃。", "My sister just moved to Austin.",
+        "Our office moved to Austin last month.", "My best friend recently relocated to Denver.",
+    ])
+    def test_someone_elses_move_is_not_the_speakers(
+        self, text: str, speaker: str | None,
+    ) -> None:
+        cands = extract(text, meta={"speaker": speaker} if speaker else None)
+        assert not [c for c in cands if c.attribute == "residence"]
+
 
 class TestPreferences:
     def test_concise_answers_said_twice_in_one_turn_is_one_candidate(self) -> None:

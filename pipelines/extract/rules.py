@@ -471,8 +471,9 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
             found, clauses = _match_sentence(plain, zh, None)
             sentence = plain if found else sentence
-        if not found and rewrite is None and not turn.speaker.prefix:
+        if not found and rewrite is None and _reads_first_person(turn):
             sentence = implied_subject(sentence)
+            found, clauses = _match_sentence(sentence, zh, None)
         if not found and rewrite is None and _reads_first_person(turn) and (
             not REDACTED.search(sentence) and lasting_first_person(sentence)
         ) and _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback)):

@@ -160,11 +160,22 @@ _LASTING_MARKER = re.compile(
     r"by\s+default|whenever)\b"
 )
 _IMPLIED_I = re.compile(r"(?i)^(?:(?:just|recently|finally)\s+)?(?:moved|relocated)\s+to\b")
+# Chinese drops it in any clause, after nothing but words of time ("房租太贵，上个月搬到苏州
+# 了"); a clause with its own subject ("公司搬到苏州了") is someone else's move, and one
+# going on past the place ("搬到苏州的那家店很好吃") is about something else.
+_IMPLIED_I_ZH = re.compile(
+    r"^(?:(?:刚刚|刚|最近|终于|已经|上个?月|上周|上星期|上礼拜|去年|今年|前几天|前阵子|这个月|"
+    r"年初|年底|月初|月底)[，,\s]*)*(?:搬到|搬去|搬家到|搬回|迁到|移居)"
+    r"(?:(?!的)[\u4e00-\u9fffA-Za-z]){2,8}?(?:了|啦|去了|来了)?[。！!~～\s]*$")
 
 
 def implied_subject(sentence: str) -> str:
-    """English drops the subject of news about oneself ("Just relocated to Bangalore"):
-    read it with the "I" put back, so the same rules see it."""
+    """News about oneself often drops its subject ("Just relocated to Bangalore", "上个月
+    搬到苏州了"): read it with the "I" (我) put back, so the same rules see it."""
+    if _zh(sentence):
+        clauses = re.split(r"([，,])", sentence.strip())
+        put_back = ["我" + c if _IMPLIED_I_ZH.match(c) else c for c in clauses]
+        return "".join(put_back) if put_back != clauses else sentence
     body = clean_end(_GREETING_LEAD.sub("", sentence.strip(), count=1))
     return f"I {body[:1].lower()}{body[1:]}" if _IMPLIED_I.match(body) else sentence
 

@@ -66,8 +66,13 @@ _ZH_LIVE = re.compile(
     r"我(?:们)?(?:现在|目前|一直|已经|还|仍然|平时)?(?:住在|住|居住在|生活在|定居在|定居于|安家在|常住)"
     + _ZH_PLACE + r"(?=[，,。！？!?\s]|$|了|的|附近|这边|那边|一带|市|，)"
 )
+# The move is the speaker's unless 我 owns someone who moved: "我朋友刚搬到苏州" is the
+# friend's, "我去年秋天搬到了大理" and "我们家上个月搬到苏州了" the speaker's.
+_OTHERS_ZH = "|".join(sorted([*FAMILY_ZH, "朋友", "同事", "同学", "室友", "邻居", "老板", "公司",
+                              "家人", "亲戚", "父母", "爸妈"], key=len, reverse=True))
 _ZH_MOVE = re.compile(
-    r"我(?:们)?[^，,。]{0,8}?(?:搬到|搬去|搬家到|迁到|迁居到?|移居到?|搬回)(?:了)?" + _ZH_PLACE
+    r"我(?:们)?(?!(?:的)?(?:一个|一位|两个|几个|有个)?(?:" + _OTHERS_ZH + r"))[^，,。]{0,8}?"
+    r"(?:搬到|搬去|搬家到|迁到|迁居到?|移居到?|搬回)(?:了)?" + _ZH_PLACE
     + r"(?=[，,。！？!?\s]|$|了|去了|来了|市|住|生活)"
 )
 _ZH_HOMETOWN = re.compile(
