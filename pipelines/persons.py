@@ -34,8 +34,6 @@ USER = "user"
 # now"), a bare "User" opening a statement, and 用户 unless another noun owns it ("小美的
 # 用户" are her users, not her).
 _GENERIC = re.compile(r"\bthe user(?P<s>'s)?\b|^user(?P<s2>'s)?\b|(?<!的)用户", re.IGNORECASE)
-
-
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
 
@@ -65,4 +63,4 @@ def unnamed(mem: Memory) -> str:
     # and reads its own generic subject.
     generic = "用户" if _CJK.search(person) else "the user"
     text = re.sub(rf"(?<![A-Za-z]){re.escape(person)}(?![A-Za-z])", generic, mem.statement)
-    return text[:1].upper() + text[1:]
+    return "The" + text[3:] if text.startswith("the user") else text
