@@ -108,6 +108,7 @@ class TestResidence:
         user as for a named person in a shared scope."""
         c = slot(extract(text, meta={"speaker": speaker} if speaker else None), "residence")
         assert (c.value, c.change) == (value, True)
+        assert "团队" not in c.statement, "我们家 is the speaker's family, not their team"
 
     @pytest.mark.parametrize("speaker", [None, "Ann"])
     @pytest.mark.parametrize("text", [

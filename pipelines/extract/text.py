@@ -262,8 +262,10 @@ def third_person_en(text: str) -> str:
 
 
 def third_person_zh(text: str) -> str:
+    # 我们 is the speaker's team, except in 我们家 / 我们一家: their family and home.
     return (
-        text.replace("我们的", "用户团队的").replace("我们", "用户团队").replace("我的", "用户的")
+        text.replace("我们家", "用户家").replace("我们一家", "用户一家")
+        .replace("我们的", "用户团队的").replace("我们", "用户团队").replace("我的", "用户的")
         .replace("我", "用户").replace("你们", "助手").replace("您", "助手").replace("你", "助手")
     )
 
