@@ -94,21 +94,40 @@ class TestResidence:
         assert (c.value, c.change) == (value, True)
 
     @pytest.mark.parametrize("speaker", [None, "小美"])
-    @pytest.mark.parametrize(("text", "value"), [
-        ("上个月搬到苏州了。", "苏州"),
-        ("杭州房租太贵，上个月搬到苏州了。", "苏州"),
-        ("刚搬去深圳，还在适应。", "深圳"),
-        ("我去年秋天搬到了大理。", "大理"),
-        ("我们家上个月搬到苏州了。", "苏州"),
+    @pytest.mark.parametrize(("text", "attribute", "value"), [
+        ("上个月搬到苏州了。", "residence", "苏州"),
+        ("杭州房租太贵，上个月搬到苏州了。", "residence", "苏州"),
+        ("刚搬去深圳，还在适应。", "residence", "深圳"),
+        ("我去年秋天搬到了大理。", "residence", "大理"),
+        ("我们家上个月搬到苏州了。", "residence", "苏州"),
+        ("现在住在苏州。", "residence", "苏州"),
+        ("现在在云帆公司上班。", "employer", "云帆公司"),
+        ("换了工作，现在在云帆公司上班。", "employer", "云帆公司"),
+        ("上个月跳槽了，现在在云帆公司上班。", "employer", "云帆公司"),
+        ("现在在云帆的研发部上班。", "employer", "云帆的研发部"),
     ])
-    def test_a_chinese_move_without_its_subject_is_the_speakers(
-        self, text: str, value: str, speaker: str | None,
+    def test_chinese_news_without_its_subject_is_the_speakers(
+        self, text: str, attribute: str, value: str, speaker: str | None,
     ) -> None:
         """Chinese drops the subject of news about oneself, in any clause, for a lone
         user as for a named person in a shared scope."""
-        c = slot(extract(text, meta={"speaker": speaker} if speaker else None), "residence")
-        assert (c.value, c.change) == (value, True)
+        c = slot(extract(text, meta={"speaker": speaker} if speaker else None), attribute)
+        assert (c.type, c.value, c.change) == ("fact", value, True)
         assert "团队" not in c.statement, "我们家 is the speaker's family, not their team"
+
+    @pytest.mark.parametrize("speaker", [None, "小美"])
+    @pytest.mark.parametrize("text", [
+        "在家里很舒服。", "在学校门口等你。", "在公园里看到一只猫。", "在上海玩了三天。",
+        "他在云帆公司上班。", "在云帆公司上班的朋友说最近很忙。", "在医院工作的人都很辛苦。",
+        "住在苏州的同学下周来玩。",
+    ])
+    def test_a_subjectless_clause_no_reader_knows_stays_an_episode(
+        self, text: str, speaker: str | None,
+    ) -> None:
+        """With 我 put back only a matcher may read it: the fail-safe would take any
+        subject-less clause for a lasting fact."""
+        cands = extract(text, meta={"speaker": speaker} if speaker else None)
+        assert [c.type for c in cands] == ["event"]
 
     @pytest.mark.parametrize("speaker", [None, "Ann"])
     @pytest.mark.parametrize("text", [

@@ -376,6 +376,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
          "华星", "云帆"),
         ("小美", "我住在杭州。", "杭州房租太贵了，我现在住在苏州。", "杭州", "苏州"),
         ("小美", "我住在杭州。", "杭州房租太贵，上个月搬到苏州了。", "杭州", "苏州"),
+        ("小美", "我在华星公司上班。", "上个月跳槽了，现在在云帆公司上班。", "华星", "云帆"),
         ("Ann", "I live in Oslo.", "Moved to Bergen in May, still unpacking.", "Oslo", "Bergen"),
     ])
     def test_a_change_told_in_a_later_clause_names_only_the_person(

@@ -472,8 +472,11 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             found, clauses = _match_sentence(plain, zh, None)
             sentence = plain if found else sentence
         if not found and rewrite is None and _reads_first_person(turn):
-            sentence = implied_subject(sentence)
-            found, clauses = _match_sentence(sentence, zh, None)
+            said = implied_subject(sentence)
+            found, clauses = _match_sentence(said, zh, None)
+            # Chinese with its 我 put back counts only where a matcher reads it: the fail-safe
+            # below would take any subject-less clause for a lasting fact.
+            sentence = said if found or not zh else sentence
         if not found and rewrite is None and _reads_first_person(turn) and (
             not REDACTED.search(sentence) and lasting_first_person(sentence)
         ) and _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback)):

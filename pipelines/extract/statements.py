@@ -164,9 +164,15 @@ _IMPLIED_I = re.compile(r"(?i)^(?:(?:just|recently|finally)\s+)?(?:moved|relocat
 # 了"); a clause with its own subject ("公司搬到苏州了") is someone else's move, and one
 # going on past the place ("搬到苏州的那家店很好吃") is about something else.
 _IMPLIED_I_ZH = re.compile(
-    r"^(?:(?:刚刚|刚|最近|终于|已经|上个?月|上周|上星期|上礼拜|去年|今年|前几天|前阵子|这个月|"
-    r"年初|年底|月初|月底)[，,\s]*)*(?:搬到|搬去|搬家到|搬回|迁到|移居)"
-    r"(?:(?!的)[\u4e00-\u9fffA-Za-z]){2,8}?(?:了|啦|去了|来了)?[。！!~～\s]*$")
+    r"^(?:(?:现在|目前|如今|刚刚|刚|最近|终于|已经|上个?月|上周|上星期|上礼拜|去年|今年|前几天|"
+    r"前阵子|这个月|年初|年底|月初|月底)[，,\s]*)*"
+    r"(?:(?:搬到|搬去|搬家到|搬回|迁到|移居)"
+    r"(?:(?!的)[\u4e00-\u9fffA-Za-z]){2,8}?(?:了|啦|去了|来了)?[。！!~～\s]*$"
+    # A clause opening on 在 ("at"), or on a verb of keeping or learning, has no subject.
+    r"|(?:在|住在|养了|养着|正在学|开始学|在学))")
+# "在云帆上班的朋友", "住在苏州的同学": a clause that makes the job or the home describe a
+# noun is about that noun, whoever it is.
+_DESCRIBES_ZH = re.compile(r"(?:上班|工作|住|生活|养)[^，,。]*?的")
 
 
 def implied_subject(sentence: str) -> str:
@@ -174,7 +180,8 @@ def implied_subject(sentence: str) -> str:
     搬到苏州了"): read it with the "I" (我) put back, so the same rules see it."""
     if _zh(sentence):
         clauses = re.split(r"([，,])", sentence.strip())
-        put_back = ["我" + c if _IMPLIED_I_ZH.match(c) else c for c in clauses]
+        put_back = ["我" + c if _IMPLIED_I_ZH.match(c) and not _DESCRIBES_ZH.search(c) else c
+                    for c in clauses]
         return "".join(put_back) if put_back != clauses else sentence
     body = clean_end(_GREETING_LEAD.sub("", sentence.strip(), count=1))
     return f"I {body[:1].lower()}{body[1:]}" if _IMPLIED_I.match(body) else sentence
