@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 
 from sleepmem.models import Memory
-from sleepmem.pipelines.extract.text import norm_value
+from sleepmem.pipelines.extract.text import is_zh, norm_value
 from sleepmem.pipelines.types import Candidate
 
 USER = "user"
@@ -34,7 +34,6 @@ USER = "user"
 # now"), a bare "User" opening a statement, and 用户 unless another noun owns it ("小美的
 # 用户" are her users, not her).
 _GENERIC = re.compile(r"\bthe user(?P<s>'s)?\b|^user(?P<s2>'s)?\b|(?<!的)用户", re.IGNORECASE)
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def named(statement: str, person: str) -> str:
@@ -61,6 +60,6 @@ def unnamed(mem: Memory) -> str:
         return mem.statement
     # Latin letters bound a name ("Jon" is not in "Jonathan"); Chinese has no spaces to,
     # and reads its own generic subject.
-    generic = "用户" if _CJK.search(person) else "the user"
+    generic = "用户" if is_zh(person) else "the user"
     text = re.sub(rf"(?<![A-Za-z]){re.escape(person)}(?![A-Za-z])", generic, mem.statement)
     return "The" + text[3:] if text.startswith("the user") else text

@@ -471,8 +471,8 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
             found, clauses = _match_sentence(plain, zh, None)
             sentence = plain if found else sentence
-        if not found and rewrite is None and _reads_first_person(turn):
-            said = implied_subject(sentence)
+        if not found and rewrite is None and _reads_first_person(turn) and (
+                (said := implied_subject(sentence)) != sentence):
             found, clauses = _match_sentence(said, zh, None)
             # Chinese with its 我 put back counts only where a matcher reads it: the fail-safe
             # below would take any subject-less clause for a lasting fact.
