@@ -31,6 +31,9 @@ class SearchRequest(BaseModel):
     as_of: datetime | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=100_000)
     with_provenance: bool = False
+    # Past the first half of k, the next memories one line each, in one last card
+    # (sleepmem.pipelines.snippets); False returns k whole cards.
+    tail: bool = True
 
     @field_validator("query", mode="after")
     @classmethod
@@ -70,6 +73,9 @@ class MemoryCard(BaseModel):
     # The memories whose words this card also reads, when overlapping episodes came back
     # as one passage (``statement`` holds them all, each turn once); left out when empty.
     joined: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The result's last card, reading the next memories one line each (``joined`` lists
+    # them after ``id``); left out when False.
+    tail: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class ConflictGroup(BaseModel):

@@ -86,6 +86,8 @@ class QueryExplanation(BaseModel):
     # The card whose passage returned this memory, when it came back inside a better
     # episode's passage (sleepmem.pipelines.passages) instead of as a card of its own.
     joined_into: str | None = None
+    # Read as one line of the result's last card (sleepmem.pipelines.snippets).
+    line: bool = False
 
 
 def explain_query(
@@ -127,19 +129,24 @@ def explain_query(
         relevance=None if fused is None else round(fused.score, 6),
         terms=terms,
         score=round(trace.scores[mid], 6) if mid in trace.scores else None,
-        note=_note(fused is not None, mid in trace.scores, rank, k, into),
+        note=_note(fused is not None, mid in trace.scores, rank, k, into, mid in trace.lines),
         time=None if trace.window is None else time_finding(trace.window, memory.valid_from),
         joined_into=into,
+        line=mid in trace.lines,
     )
 
 
-def _note(found: bool, visible: bool, rank: int | None, k: int, into: str | None) -> str:
+def _note(found: bool, visible: bool, rank: int | None, k: int, into: str | None,
+          line: bool) -> str:
     if not found:
         return "no route proposed this memory for the query"
     if not visible:
         return ("proposed, then dropped: not current, expired, hidden or outside the "
                 "search's scope")
-    inside = f", inside the passage of memory {into}" if into else ""
+    if line:
+        inside = ", as one line of the last card"
+    else:
+        inside = f", inside the passage of memory {into}" if into else ""
     if rank is not None and rank <= k:
         return f"returned at rank {rank} of {k}{inside}"
     return f"ranked {rank}{inside}, below the first {k} returned"

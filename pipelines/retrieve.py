@@ -37,6 +37,7 @@ from sleepmem.pipelines.passages import passage_text, passages
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
 from sleepmem.pipelines.repeats import without_repeats
 from sleepmem.pipelines.rewrite import QueryRewriter
+from sleepmem.pipelines.snippets import lead, tail
 from sleepmem.pipelines.speakers import speaker_hits
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
@@ -90,6 +91,9 @@ class RankWeights:
     # Episodes that share a turn are returned as one passage of at most this many source
     # events (sleepmem.pipelines.passages); below 2, each stays its own card.
     passage_events: int = 6
+    # What one of a result's k entries may cost when the request names no max_tokens:
+    # about a passage of ``passage_events`` turns. The tail spends what its slots would.
+    slot_tokens: int = 150
 
 
 @dataclass(slots=True)
@@ -106,6 +110,9 @@ class SearchTrace:
     window: Window | None = None
     # A memory returned inside a better one's passage: its id -> the id of that card.
     joined: dict[str, str] = field(default_factory=dict)
+    # The memories the result's last card read one line each (sleepmem.pipelines.snippets),
+    # in its order; ``order`` holds that card in its place.
+    lines: list[str] = field(default_factory=list)
 
 
 def approx_tokens(text: str) -> int:
@@ -342,9 +349,10 @@ def search(
         trace.scores, trace.order = scored, [g[0][1] for g in groups]
         trace.joined = {c.id: g[0][1] for g in groups for _s, _k, e in g[1:]
                         for c in card_sides(e)}
+    whole = lead(request.k) if request.tail else request.k
     cards: list[MemoryCard | ConflictGroup] = []
     tokens = 0
-    for passage in groups[: request.k]:
+    for passage in groups[:whole]:
         card = _passage(passage, rows, request)
         cost = _tokens(card)
         if request.max_tokens is not None and tokens + cost > request.max_tokens:
@@ -355,7 +363,48 @@ def search(
                 break
         cards.append(card)
         tokens += cost
+    if request.tail and len(cards) == whole < request.k:
+        budget = request.max_tokens or request.k * weights.slot_tokens
+        last = _tail(cards, entries, rows, request, budget - tokens)
+        if last is not None:
+            cards.append(last)
+            tokens += _tokens(last)
+            if trace is not None:
+                read = [last.id, *last.joined]
+                trace.lines = read
+                trace.order = [*trace.order[:whole], last.id,
+                               *(i for i in trace.order[whole:] if i not in read)]
+                trace.joined.update({mid: last.id for mid in last.joined})
     return SearchResult(cards=cards, tokens=tokens)
+
+
+def _tail(
+    cards: Sequence[MemoryCard | ConflictGroup],
+    entries: Sequence[tuple[float, str, MemoryCard | ConflictGroup]],
+    rows: Mapping[str, Memory], request: SearchRequest, budget: int,
+) -> MemoryCard | None:
+    """The last card: the memories below ``cards``, best first, one line each within
+    ``budget`` (:func:`~sleepmem.pipelines.snippets.tail`). A conflict never becomes a
+    line: its sides are read together or not at all."""
+    read = {i for c in cards for side in card_sides(c) for i in (side.id, *side.joined)}
+    shown = [e for i in read if i in rows for e in rows[i].provenance]
+    below = [e[2] for e in entries
+             if isinstance(e[2], MemoryCard) and e[2].id not in read and e[2].id in rows]
+    lines = tail((rows[c.id] for c in below), query=request.query, shown=shown,
+                 budget=budget, cost=lambda line: approx_tokens(line) - 3)
+    if not lines.members:
+        return None
+    by_id = {c.id: c for c in below}
+    members = [by_id[m.id] for m in lines.members]
+    return members[0].model_copy(update={
+        "statement": "\n".join(lines.lines),
+        "valid_from": min(c.valid_from for c in members),
+        "confidence": min(c.confidence for c in members),
+        "provenance": lines.events if request.with_provenance else None,
+        "routes": list(dict.fromkeys(r for c in members for r in c.routes)),
+        "joined": [c.id for c in members[1:]],
+        "tail": True,
+    })
 
 
 def _context_route(

@@ -194,9 +194,10 @@ class _Calls:
         return Call("POST", f"/v1/jobs/{name}/run", headers=headers)
 
     def _search(self, query: str, scope: Any, k: int, types: Sequence[str] | None,
-                as_of: datetime | str | None, max_tokens: int | None) -> Call:
+                as_of: datetime | str | None, max_tokens: int | None, tail: bool) -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
                 "types": list(types) if types else None, "max_tokens": max_tokens,
+                "tail": tail,
                 "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
         return Call("POST", "/v1/search", json=body, parse=SearchResult)
 
@@ -342,9 +343,10 @@ class Client(_Calls):
 
     def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *, k: int = 5,
                types: Sequence[str] | None = None, as_of: datetime | str | None = None,
-               max_tokens: int | None = None) -> SearchResult:
+               max_tokens: int | None = None, tail: bool = True) -> SearchResult:
+        """``tail=False``: k whole cards, without the last card of one-line memories."""
         result: SearchResult = self._send(self._search(query, scope, k, types, as_of,
-                                                       max_tokens))
+                                                       max_tokens, tail))
         return result
 
     def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
@@ -516,9 +518,9 @@ class AsyncClient(_Calls):
     async def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                      k: int = 5, types: Sequence[str] | None = None,
                      as_of: datetime | str | None = None,
-                     max_tokens: int | None = None) -> SearchResult:
+                     max_tokens: int | None = None, tail: bool = True) -> SearchResult:
         result: SearchResult = await self._send(self._search(query, scope, k, types, as_of,
-                                                             max_tokens))
+                                                             max_tokens, tail))
         return result
 
     async def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,

@@ -74,7 +74,8 @@ class ContextBuilder:
         k = req.k or settings.context_k
         found = search(
             engine=res.engine, ports=ports,
-            request=SearchRequest(query=req.query, scope=scope, k=k + SEARCH_HEADROOM),
+            request=SearchRequest(query=req.query, scope=scope, k=k + SEARCH_HEADROOM,
+                                  tail=False),
             weights=rank_weights(res),
         )
         conflicts = open_conflicts(engine=res.engine, scope=scope, now=now,

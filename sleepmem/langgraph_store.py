@@ -157,7 +157,8 @@ class SleepmemStore(BaseStore):
         wanted = op.limit + op.offset
         views: list[tuple[MemoryView, float | None]]
         if op.query:
-            cards = self.client.search(op.query, scope_for(ns), k=max(1, min(wanted, 100))).flat()
+            cards = self.client.search(op.query, scope_for(ns), k=max(1, min(wanted, 100)),
+                                       tail=False).flat()
             views = [(self.client.get(c.id), c.score) for c in cards]
         else:
             views = [(m, None) for m in self._memories(ns)[:wanted]]

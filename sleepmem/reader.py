@@ -43,6 +43,7 @@ def build_request(
     as_of: datetime | str | None = None,
     max_tokens: int | None = None,
     with_provenance: bool = False,
+    tail: bool = True,
 ) -> SearchRequest:
     """A SearchRequest, or ValidationError naming the first bad field and its rule."""
     try:
@@ -55,6 +56,7 @@ def build_request(
                 "as_of": as_of,
                 "max_tokens": max_tokens,
                 "with_provenance": with_provenance,
+                "tail": tail,
             }
         )
     except PydanticValidationError as exc:

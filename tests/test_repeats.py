@@ -37,11 +37,12 @@ def remember(engine: Engine, index: EdgeIndex, statement: str, *, events: list[s
 def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,
          k: int = 2) -> list[MemoryCard]:
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
-    # Passages apart: joining overlapping episodes would also free the slot, and these
-    # tests pin down what leaving out repeats does on its own (test_passages: joining).
+    # Passages apart and k whole cards: joining overlapping episodes, or reading the next
+    # memories as lines, would also free the slot, and these tests pin down what leaving
+    # out repeats does on its own (test_passages: joining; test_tail: the lines).
     weights = RankWeights(drop_repeats=drop, speaker=0.0, context=0.0, passage_events=1)
-    return search(engine=engine, ports=ports, request=build_request(query, scope=CAL, k=k),
-                  weights=weights).flat()
+    request = build_request(query, scope=CAL, k=k, tail=False)
+    return search(engine=engine, ports=ports, request=request, weights=weights).flat()
 
 
 SOURCES = {"a": ["e1"], "ab": ["e1", "e2"], "b": ["e2"], "c": ["e3"], "none": []}

@@ -30,6 +30,9 @@ class SearchBody(BaseModel):
     as_of: datetime | str | None = Field(default=None, description="answer as of this time")
     max_tokens: int | None = Field(default=None, description="token budget for the cards")
     with_provenance: bool = False
+    tail: bool = Field(default=True, description=(
+        "past the first half of k, the next memories one line each in one last card; "
+        "false returns k whole cards"))
 
 
 @router.post("/search", response_model=SearchResult, summary="Search memory in a scope")
@@ -42,6 +45,7 @@ async def search(body: SearchBody, request: Request, tenant: CallerTenant) -> Se
         as_of=body.as_of,
         max_tokens=body.max_tokens,
         with_provenance=body.with_provenance,
+        tail=body.tail,
     )
     if tenant is not None and req.scope.tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only read tenant {tenant!r}")

@@ -49,6 +49,7 @@ from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.index import upsert_memories
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import IndexFilter
+from sleepmem.pipelines.retrieve import hit_ids
 from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
@@ -224,7 +225,8 @@ def run_search_bench(
             latencies.append(time.perf_counter() - t)
             if not n % 2:
                 baseline.append(bare_search(res, scope, text, k=k))
-            ids = [c.id for c in result.flat()]
+            # Every memory returned, those read inside a passage or the tail included.
+            ids = hit_ids(result)
             mine = scope.user
             foreign += sum(filled.owner.get(i) not in (mine, "") for i in ids)
             # Quality sanity check: when the user has such a memory, is one in the top k?

@@ -44,6 +44,9 @@ def locomo(
     limit_questions: Annotated[
         int | None, typer.Option(min=1, help="questions per conversation")
     ] = None,
+    tail: Annotated[bool, typer.Option(
+        help="past the first half of k, the next memories one line each in a last card "
+             "(as search answers by default); --no-tail scores k whole cards")] = True,
 ) -> None:
     """LoCoMo evidence recall@5/10/25, tokens per query, the turn-level baseline, the routes
     each hit is owed to and where each miss sat (no memory, no route, or its rank)."""
@@ -56,6 +59,7 @@ def locomo(
             settings=_settings(),
             limit_conversations=limit_conversations,
             limit_questions=limit_questions,
+            tail=tail,
         )
     except SleepmemError as exc:
         raise fail(exc) from None

@@ -259,7 +259,8 @@ def _misses(reader: Reader, request: SearchRequest, missing: set[str],
 
 
 def _score_conversation(
-    res: Resources, conv: Conversation, questions: list[Question], ks: Sequence[int]
+    res: Resources, conv: Conversation, questions: list[Question], ks: Sequence[int],
+    *, tail: bool = True,
 ) -> list[QuestionResult]:
     reader = Reader(res)
     by_event = {conv.event_id(t.dia_id): t.dia_id for t in conv.turns}
@@ -272,36 +273,42 @@ def _score_conversation(
     carriers = _carriers(res, conv.scope, by_event)
     out: list[QuestionResult] = []
     for qi, q in enumerate(questions):
-        request = build_request(
-            q.question, scope=conv.scope, k=deepest, with_provenance=True
-        )
-        t0 = time.perf_counter()
-        cards = reader.search(request).cards
-        ms = (time.perf_counter() - t0) * 1000
-        turns_per_card = [
-            [by_event[e] for e in _entry_provenance(c) if e in by_event] for c in cards
-        ]
+        # One search per k, as a caller asking for k entries would: past the first half
+        # of k, a result's last card reads the next memories one line each, so the top 5
+        # of a search for 25 is not the search for 5.
+        results: dict[int, list[list[str]]] = {}
+        shown: list[MemoryCard | ConflictGroup] = []
+        asked, ms = None, 0.0
+        for k in sorted({*ks, TOKENS_AT}):
+            request = build_request(q.question, scope=conv.scope, k=k, with_provenance=True,
+                                    tail=tail)
+            t0 = time.perf_counter()
+            cards = reader.search(request).cards
+            if k == TOKENS_AT:
+                ms = (time.perf_counter() - t0) * 1000
+                shown, asked = cards, request
+            results[k] = [[by_event[e] for e in _entry_provenance(c) if e in by_event]
+                          for c in cards]
+        turns_per_card = results[TOKENS_AT]
         baseline_turns = [conv.turns[int(i)].dia_id for i in order[qi]]
-        reached = {d for ts in turns_per_card[:TOKENS_AT] for d in ts}
+        reached = {d for ts in turns_per_card for d in ts}
         out.append(
             QuestionResult(
                 category=q.category,
                 recall={
-                    k: evidence_recall(
-                        (d for ts in turns_per_card[:k] for d in ts), set(q.evidence)
-                    )
+                    k: evidence_recall((d for ts in results[k] for d in ts), set(q.evidence))
                     for k in ks
                 },
                 baseline={k: evidence_recall(baseline_turns[:k], set(q.evidence)) for k in ks},
-                tokens=sum(count_tokens(_entry_text(c)) for c in cards[:TOKENS_AT]),
-                turns_per_card=mean([float(len(ts)) for ts in turns_per_card[:TOKENS_AT]]),
+                tokens=sum(count_tokens(_entry_text(c)) for c in shown),
+                turns_per_card=mean([float(len(ts)) for ts in turns_per_card]),
                 ms=ms,
                 hit_routes=routes_of_hits(
-                    zip(turns_per_card[:TOKENS_AT], map(_entry_routes, cards[:TOKENS_AT]),
-                        strict=True),
+                    zip(turns_per_card, map(_entry_routes, shown), strict=True),
                     set(q.evidence),
                 ),
-                misses=_misses(reader, request, set(q.evidence) - reached, carriers),
+                misses=_misses(reader, asked, set(q.evidence) - reached, carriers)
+                if asked is not None else [],
             )
         )
     return out
@@ -325,10 +332,12 @@ def run_locomo(
     limit_conversations: int | None = None,
     limit_questions: int | None = None,
     ks: Sequence[int] = DEFAULT_KS,
+    tail: bool = True,
 ) -> dict[str, Any]:
     """Evidence recall@k of sleepmem and of the turn-level dense baseline, in one run.
 
-    ``limit_questions`` caps the questions per conversation (for quick runs).
+    ``limit_questions`` caps the questions per conversation (for quick runs); ``tail=False``
+    scores k whole cards (see :mod:`sleepmem.pipelines.snippets`).
     """
     if not ks or min(ks) < 1 or max(ks) > 100:
         raise ValidationError("ks", "each k must be between 1 and 100")
@@ -345,7 +354,7 @@ def run_locomo(
             written = count_memories(res, tenant=TENANT) - memories
             memories += written
             questions = conv.questions[:limit_questions]
-            conv_rows = _score_conversation(res, conv, questions, ks)
+            conv_rows = _score_conversation(res, conv, questions, ks, tail=tail)
             rows.extend(conv_rows)
             dropped += conv.dropped_evidence
             full_tokens.append(count_tokens("\n".join(t.document for t in conv.turns)))
@@ -378,6 +387,7 @@ def run_locomo(
         "embedder": embedder_name,
         "extractor": settings.extractor,
         "query_rewrite": settings.query_rewrite,
+        "tail": tail,
         "tokenizer": tokenizer_name(),
         "seconds": round(time.perf_counter() - started, 1),
     }
