@@ -20,7 +20,7 @@ from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.settings import Settings
-from sleepmem.models import ConflictGroup, Memory, Scope
+from sleepmem.models import ConflictGroup, Memory, MemoryCard, Scope
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.retrieve import RankWeights, approx_tokens, search
 from sleepmem.reader import build_request
@@ -150,6 +150,23 @@ class TestResults:
         assert isinstance(group, ConflictGroup)
         assert sorted(s.statement for s in group.sides) == [
             "Ship to 12 Oak Street.", "Ship to 48 Pine Avenue."]
+
+    def test_a_conflict_below_the_whole_cards_is_never_cut_to_a_line(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        for i in range(4):
+            remember(engine, index, ANN, f"Ann ships gift box number {i} to her sister.")
+        for s in ("Ship to 12 Oak Street.", "Ship to 48 Pine Avenue."):
+            remember(engine, index, ANN, s, status="pending_confirmation", conflict_set="c1")
+        query = "Which gift boxes does Ann ship to her sister?"
+        whole = find(engine, index, query, ANN, k=6)
+        at = next(i for i, c in enumerate(whole) if isinstance(c, ConflictGroup))
+        assert at >= 2, "the conflict ranks below the two whole cards of a search for 4"
+        cards = find(engine, index, query, ANN, k=4, tail=True)
+        [tail] = [c for c in cards if isinstance(c, MemoryCard) and c.tail]
+        assert "gift box" in tail.statement
+        assert "Street" not in tail.statement and "Avenue" not in tail.statement
+        assert all(len(g.sides) == 2 for g in cards if isinstance(g, ConflictGroup))
 
     def test_the_token_budget_trims_cards(self, engine: Engine, index: EdgeIndex) -> None:
         for i in range(6):
