@@ -77,6 +77,30 @@ ZH: dict[str, Any] = {
 }
 
 
+# Another question of the same kind in other words: places, told in passing.
+CITIES: dict[str, Any] = {
+    "speaker": "Ann",
+    "turns": [
+        "Long week at the office. Last month I flew to Lisbon for a conference.",
+        "My brother is learning to play the cello and practises every night.",
+        "I repainted the kitchen a pale green over the weekend.",
+        "We spent two rainy days in Edinburgh, walking up to the castle.",
+        "The garden finally has tomatoes this year.",
+        "I signed up for a beginners' running club on Tuesdays.",
+        "Our train broke down outside Vienna, so we explored the old town instead.",
+        "The dentist says I need a filling next month.",
+        "I baked sourdough for the first time and it came out flat.",
+        "Back from Kyoto! The temples there were beautiful in the autumn.",
+        "My laptop battery barely lasts an hour now.",
+        "We watched a documentary about octopuses last night.",
+        "I loved visiting Montreal in the snow, even though it was freezing.",
+        "The neighbours' cat keeps sleeping on our porch.",
+    ],
+    "about": [0, 3, 6, 9, 12],
+    "query": "Which cities has Ann visited?",
+    "words": ["Lisbon", "Edinburgh", "Vienna", "Kyoto", "Montreal"],
+}
+
 def conversation(talk: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {"event_id": f"w{i}", "tenant": TIM.tenant, "agent": TIM.agent, "user": TIM.user,
@@ -104,7 +128,7 @@ def last(result: SearchResult) -> MemoryCard:
     return card
 
 
-@pytest.fixture(params=[EN, ZH], ids=["en", "zh"])
+@pytest.fixture(params=[EN, ZH, CITIES], ids=["en", "zh", "en-cities"])
 def talk(request: pytest.FixtureRequest, resources: Resources) -> dict[str, Any]:
     ingest(resources, conversation(request.param))
     return dict(request.param)
@@ -193,9 +217,13 @@ class TestTheTailKeepsToItsBudget:
         for k in (2, 4, 6):
             result = find(resources, talk["query"], k=k)
             assert result.tokens <= k * rank_weights(resources).slot_tokens
-        small = find(resources, talk["query"], k=4, slot_tokens=60)
+        assert find(resources, talk["query"], k=4, slot_tokens=60).tokens <= 4 * 60
+        # A token less than the full tail took: it ends earlier, in the same order.
         large = find(resources, talk["query"], k=4)
-        assert len(last(small).joined) < len(last(large).joined)
+        small = find(resources, talk["query"], k=4, max_tokens=large.tokens - 1)
+        kept = last(small).joined
+        assert small.tokens < large.tokens and len(kept) < len(last(large).joined)
+        assert kept == last(large).joined[: len(kept)]
 
     def test_max_tokens_is_the_budget_when_the_request_names_one(
         self, resources: Resources, talk: dict[str, Any]
