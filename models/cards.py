@@ -74,7 +74,8 @@ class MemoryCard(BaseModel):
     # as one passage (``statement`` holds them all, each turn once); left out when empty.
     joined: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     # The result's last card, reading the next memories one line each (``joined`` lists
-    # them after ``id``); left out when False.
+    # them after ``id``); its source is "mixed" when the lines' differ, its trust "low"
+    # when any line's is. Left out when False.
     tail: bool = Field(default=False, exclude_if=lambda v: not v)
 
 

@@ -24,6 +24,7 @@ from sleepmem.models import (
     Scope,
     SearchRequest,
     SearchResult,
+    Trust,
     card_sides,
 )
 from sleepmem.pipelines.decay import aware
@@ -396,8 +397,14 @@ def _tail(
         return None
     by_id = {c.id: c for c in below}
     members = [by_id[m.id] for m in lines.members]
+    # Lines of several sources or trusts say so: the card claims no more than its weakest.
+    sources = {c.source for c in members}
+    trusts = {c.trust for c in members}
     return members[0].model_copy(update={
         "statement": "\n".join(lines.lines),
+        "source": sources.pop() if len(sources) == 1 else "mixed",
+        "trust": trusts.pop() if len(trusts) == 1 else (
+            Trust.low.value if Trust.low.value in trusts else members[0].trust),
         "valid_from": min(c.valid_from for c in members),
         "confidence": min(c.confidence for c in members),
         "provenance": lines.events if request.with_provenance else None,

@@ -5,8 +5,8 @@ A question whose answer is spread over many conversations ("which books has Tim 
 passages spend a slot on the words around a hit, so past the first half of the k entries
 a result asks for, the budget those slots would take reads the next memories instead, as
 the one sentence of each that shares most words with the query. Measured on LoCoMo (the
-README's search section): at about the same tokens, twice the evidence of multi-hop and
-open-domain questions, with the first half of the cards unchanged.
+README's search section): at 10 entries, multi-hop evidence read from 0.57 to 0.76 and
+open-domain from 0.52 to 0.67, in 1.2 times the tokens of ten whole cards.
 
 A line keeps the speaker its memory opens with ("Tim: …"), so whose words it holds stays
 said. The card's ``joined`` lists every memory after the first, and its provenance each

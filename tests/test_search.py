@@ -168,6 +168,19 @@ class TestResults:
         assert "Street" not in tail.statement and "Avenue" not in tail.statement
         assert all(len(g.sides) == 2 for g in cards if isinstance(g, ConflictGroup))
 
+    def test_a_tail_of_several_sources_claims_only_the_weakest_trust(
+        self, engine: Engine, index: EdgeIndex
+    ) -> None:
+        for i in range(4):
+            remember(engine, index, ANN, f"Ann ships gift box number {i} to her sister.")
+        remember(engine, index, ANN, "A web page says gift box delivery to her sister is slow.",
+                 source="tool", trust="low")
+        cards = find(engine, index, "Which gift boxes does Ann ship to her sister?", ANN,
+                     k=4, tail=True)
+        [tail] = [c for c in cards if isinstance(c, MemoryCard) and c.tail]
+        assert "web page" in tail.statement and "gift box number" in tail.statement
+        assert (tail.source, tail.trust) == ("mixed", "low")
+
     def test_the_token_budget_trims_cards(self, engine: Engine, index: EdgeIndex) -> None:
         for i in range(6):
             remember(engine, index, ANN, f"Ann visited museum number {i} in a long afternoon.")
