@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -400,18 +401,12 @@ def _tail(
     # Lines of several sources or trusts say so: the card claims no more than its weakest.
     sources = {c.source for c in members}
     trusts = {c.trust for c in members}
-    return members[0].model_copy(update={
-        "statement": "\n".join(lines.lines),
-        "source": sources.pop() if len(sources) == 1 else "mixed",
-        "trust": trusts.pop() if len(trusts) == 1 else (
+    return _read_as_one(
+        members, "\n".join(lines.lines), lines.events, request, tail=True,
+        source=sources.pop() if len(sources) == 1 else "mixed",
+        trust=trusts.pop() if len(trusts) == 1 else (
             Trust.low.value if Trust.low.value in trusts else members[0].trust),
-        "valid_from": min(c.valid_from for c in members),
-        "confidence": min(c.confidence for c in members),
-        "provenance": lines.events if request.with_provenance else None,
-        "routes": list(dict.fromkeys(r for c in members for r in c.routes)),
-        "joined": [c.id for c in members[1:]],
-        "tail": True,
-    })
+    )
 
 
 def _context_route(
@@ -531,13 +526,23 @@ def _passage(
     if len(cards) < 2:
         return group[0][2]
     text, events = passage_text([rows[c.id] for c in cards])
+    return _read_as_one(cards, text, events, request)
+
+
+def _read_as_one(
+    cards: Sequence[MemoryCard], statement: str, events: list[str], request: SearchRequest,
+    **update: Any,
+) -> MemoryCard:
+    """The first of ``cards`` reading them all as ``statement`` (a passage, the tail): the
+    earliest time, the weakest confidence, every route, the rest as ``joined``."""
     return cards[0].model_copy(update={
-        "statement": text,
+        "statement": statement,
         "valid_from": min(c.valid_from for c in cards),
         "confidence": min(c.confidence for c in cards),
         "provenance": events if request.with_provenance else None,
         "routes": list(dict.fromkeys(r for c in cards for r in c.routes)),
         "joined": [c.id for c in cards[1:]],
+        **update,
     })
 
 
