@@ -77,6 +77,10 @@ class MemoryCard(BaseModel):
     # them after ``id``); its source is "mixed" when the lines' differ, its trust "low"
     # when any line's is. Left out when False.
     tail: bool = Field(default=False, exclude_if=lambda v: not v)
+    # When each memory the card reads became valid, in the order of ``[id, *joined]``:
+    # the tail's lines come from conversations months apart and ``valid_from`` is only
+    # the earliest. Left out when the card reads one memory.
+    times: list[datetime] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ConflictGroup(BaseModel):

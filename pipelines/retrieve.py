@@ -534,10 +534,12 @@ def _read_as_one(
     **update: Any,
 ) -> MemoryCard:
     """The first of ``cards`` reading them all as ``statement`` (a passage, the tail): the
-    earliest time, the weakest confidence, every route, the rest as ``joined``."""
+    earliest time, the weakest confidence, every route, the rest as ``joined``, and the
+    time of each."""
     return cards[0].model_copy(update={
         "statement": statement,
         "valid_from": min(c.valid_from for c in cards),
+        "times": [c.valid_from for c in cards],
         "confidence": min(c.confidence for c in cards),
         "provenance": events if request.with_provenance else None,
         "routes": list(dict.fromkeys(r for c in cards for r in c.routes)),

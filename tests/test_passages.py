@@ -137,6 +137,7 @@ class TestOverlappingEpisodesComeBackAsOnePassage:
         assert events(first) == ["t0", "t1", "t2", "t3"]
         read = members(resources, [first.id, *first.joined])
         assert first.valid_from == min(m.valid_from for m in read).replace(tzinfo=UTC)
+        assert first.times == [m.valid_from.replace(tzinfo=UTC) for m in read]
 
     def test_it_takes_one_slot_and_fewer_tokens_than_its_episodes_apart(
         self, resources: Resources, talk: dict[str, Any]

@@ -170,6 +170,16 @@ class TestTheTailReadsTheNextMemoriesOneLineEach:
         # Each line its own turn: the card's provenance holds one event per line here.
         assert len(card.provenance or []) == len(lines)
 
+    def test_each_line_keeps_the_time_of_its_own_turn(
+        self, resources: Resources, talk: dict[str, Any]
+    ) -> None:
+        card = last(find(resources, talk["query"], k=4))
+        said = [T0 + timedelta(days=7 * int(e.removeprefix("w"))) for e in card.provenance or []]
+        assert len(said) == 1 + len(card.joined) > 1
+        assert card.times == said
+        # The lines come from weeks apart: the card's one time cannot date them all.
+        assert card.valid_from == min(said) and len(set(said)) == len(said)
+
     def test_no_line_repeats_a_turn_the_cards_above_read(
         self, resources: Resources, talk: dict[str, Any]
     ) -> None:
@@ -208,6 +218,8 @@ class TestTheTailOverHttp:
             whole = http.post("/v1/search", json={**body, "tail": False}).json()["cards"]
         assert [c.get("tail", False) for c in lined] == [False] * lead(4) + [True]
         assert len(whole) == 4 and not any("tail" in c for c in whole)
+        assert len(lined[-1]["times"]) == 1 + len(lined[-1]["joined"])
+        assert not any("times" in c for c in whole if not c.get("joined"))
 
 
 class TestTheTailKeepsToItsBudget:
