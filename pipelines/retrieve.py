@@ -389,11 +389,13 @@ def _tail(
     ``budget`` (:func:`~sleepmem.pipelines.snippets.tail`). A conflict never becomes a
     line: its sides are read together or not at all."""
     read = {i for c in cards for side in card_sides(c) for i in (side.id, *side.joined)}
-    shown = [e for i in read if i in rows for e in rows[i].provenance]
+    # The turns read whole above: a fact card reads what was extracted, not its turn.
+    shown = [e for i in read if i in rows and _holds_turns(rows[i]) for e in rows[i].provenance]
     below = [e[2] for e in entries
              if isinstance(e[2], MemoryCard) and e[2].id not in read and e[2].id in rows]
     lines = tail((rows[c.id] for c in below), query=request.query, shown=shown,
-                 budget=budget, cost=lambda line: approx_tokens(line) - 3)
+                 budget=budget, cost=lambda line: approx_tokens(line) - 3,
+                 holds_turns=_holds_turns)
     if not lines.members:
         return None
     by_id = {c.id: c for c in below}
@@ -407,6 +409,10 @@ def _tail(
         trust=trusts.pop() if len(trusts) == 1 else (
             Trust.low.value if Trust.low.value in trusts else members[0].trust),
     )
+
+
+def _holds_turns(m: Memory) -> bool:
+    return m.type in _WORD_CARRIERS
 
 
 def _context_route(

@@ -80,12 +80,18 @@ class Tail:
 
 def tail(
     ranked: Iterable[Memory], *, query: str, shown: Collection[str], budget: int,
-    cost: Callable[[str], int],
+    cost: Callable[[str], int], holds_turns: Callable[[Memory], bool],
 ) -> Tail:
     """One line per memory of ``ranked`` (best first) whose own events are not all in
-    ``shown`` (the events the cards above already read), while the lines' ``cost`` stays
+    ``shown`` (the turns the cards above read whole), while the lines' ``cost`` stays
     within ``budget``. The first line over the budget ends the tail: a shorter one further
-    down ranks below it, and the tail stays in rank order."""
+    down ranks below it, and the tail stays in rank order.
+
+    ``holds_turns``: whether a memory's words are its turns' own (an episode) rather than
+    one thing extracted from them. Only such a line stands for its turns: after it,
+    another memory of the same turns would read the same words again. Facts extracted
+    from one message ("Django backend, MySQL database, hosted on DigitalOcean") are each a
+    line of their own."""
     terms = query_terms(query)
     out = Tail()
     seen = set(shown)
@@ -99,9 +105,10 @@ def tail(
             break
         out.lines.append(line)
         out.members.append(m)
-        out.events += [e for e in own if e not in seen]
+        out.events += [e for e in own if e not in seen and e not in out.events]
         out.tokens += price
-        seen.update(own)
+        if holds_turns(m):
+            seen.update(own)
     return out
 
 

@@ -20,9 +20,11 @@ from fastapi.testclient import TestClient
 
 from sleepmem.api.app import create_app
 from sleepmem.evals.harness import ingest
-from sleepmem.models import MemoryCard, Scope, SearchResult
+from sleepmem.models import Memory, MemoryCard, Scope, SearchResult
+from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.retrieve import search
-from sleepmem.pipelines.snippets import best_line, lead, query_terms
+from sleepmem.pipelines.snippets import best_line, lead, query_terms, tail
+from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import build_request, explain_query, rank_weights
 from sleepmem.resources import Resources
 
@@ -206,6 +208,45 @@ class TestTheTailReadsTheNextMemoriesOneLineEach:
             why = explain_query(resources, memory_id=mid, query=talk["query"], k=5)
             assert why.line and why.returned and why.rank == lead(5) + 1
             assert "as one line of the last card" in why.note
+
+
+def memory(statement: str, events: list[str], kind: str = "fact") -> Memory:
+    cand = Candidate(type=kind, statement=statement, provenance=events, valid_from=T0,
+                     scope=TIM)
+    return new_memory(cand, scope_key=TIM.key, now=T0, ttl=None, extractor="test")
+
+
+def lines_of(ranked: list[Memory], shown: list[str], query: str) -> list[str]:
+    return tail(ranked, query=query, shown=shown, budget=1000, cost=len,
+                holds_turns=lambda m: m.type == "event").lines
+
+
+class TestWhichMemoriesGetALine:
+    """A fact card reads what was extracted from a turn, not the turn: facts of one
+    message each get their line, while an episode's line stands for its turn (EN, ZH)."""
+
+    @pytest.mark.parametrize(("facts", "query"), [
+        (["Tech stack — backend: Flask.", "Tech stack — database: Postgres.",
+          "Tech stack — cloud: Fly.io."], "What is the user's technology stack?"),
+        (["用户的狗叫豆豆。", "用户住在成都。", "用户对花生过敏。"], "用户的情况？"),
+    ], ids=["en", "zh"])
+    def test_facts_of_one_message_each_get_a_line(
+        self, facts: list[str], query: str
+    ) -> None:
+        ranked = [memory(f, ["w0"]) for f in facts]
+        assert lines_of(ranked, [], query) == facts
+
+    def test_a_turn_read_whole_above_gives_no_line(self) -> None:
+        ranked = [memory("Tech stack — backend: Flask.", ["w0"]),
+                  memory("Tech stack — cloud: Fly.io.", ["w1"])]
+        assert lines_of(ranked, ["w0"], "stack") == ["Tech stack — cloud: Fly.io."]
+
+    def test_an_episodes_line_stands_for_its_turn(self) -> None:
+        ranked = [memory("Tim: We run Flask. It is deployed on Fly.io.", ["w0"], "event"),
+                  memory("Tech stack — cloud: Fly.io.", ["w0"]),
+                  memory("Tech stack — cache: Redis.", ["w1"])]
+        assert lines_of(ranked, [], "Where is it deployed?") == [
+            "Tim: It is deployed on Fly.io.", "Tech stack — cache: Redis."]
 
 
 class TestTheTailOverHttp:
