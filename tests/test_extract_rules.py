@@ -653,6 +653,45 @@ class TestNoFalseSlots:
         assert c.statement == "The user's team uses Slack for communication."
 
 
+class TestAStyleNamedInALabelIsNoWish:
+    """"Quick summary of our setup: …" or "Short answer: yes" names what follows; only a
+    style the user asks for is an answer preference (EN, ZH)."""
+
+    @pytest.mark.parametrize("text", [
+        "Quick summary of our setup: Flask on the backend, Postgres as the database.",
+        "Short answer: yes, we ship on Fridays.",
+        "Detailed breakdown of the costs: rent is 1200 and food is 400.",
+        "Brief recap of the trip: three days in Rome, two in Naples.",
+        "简短回答：是的，我们周五发布。",
+        "详细说明：我们下周三搬家。",
+    ])
+    def test_a_label_gives_no_answer_style(self, text: str) -> None:
+        assert not [c for c in extract(text) if c.attribute == "answer_length"]
+
+    @pytest.mark.parametrize(("text", "value"), [
+        ("Short replies, please.", "concise"),
+        ("My preference: short answers.", "concise"),
+        ("I prefer short answers: they save me time.", "concise"),
+        ("我的要求：回答简短一点。", "concise"),
+        ("回答简短一点，谢谢。", "concise"),
+    ])
+    def test_a_style_asked_for_still_is_one(self, text: str, value: str) -> None:
+        assert [c.value for c in extract(text) if c.attribute == "answer_length"] == [value]
+
+    @pytest.mark.parametrize(("text", "statement"), [
+        ("Short answer: yes, we ship on Fridays.", "The user's team ships on Fridays."),
+        ("Long story short, I moved to Oslo last month.",
+         "The user lives in Oslo (moved there last month)."),
+        ("简短回答：是的，我们周五发布。", "用户团队周五发布。"),
+        ("是的，我住在上海。", "用户住在上海。"),
+        ("没错，我在腾讯上班。", "用户在腾讯上班。"),
+    ])
+    def test_the_label_and_a_bare_yes_stay_out_of_the_statement(
+        self, text: str, statement: str
+    ) -> None:
+        assert [c.statement for c in structured(extract(text))] == [statement]
+
+
 class TestProvenanceAndScope:
     def test_every_candidate_points_at_its_event_time_and_owner_scope(self) -> None:
         cands = extract("I work as a pharmacist at Riverside Clinic. Lovely day!",

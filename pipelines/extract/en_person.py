@@ -13,6 +13,7 @@ from sleepmem.pipelines.extract.text import (
     STRIP_CHARS,
     clean_end,
     norm_value,
+    opens_label,
     singular,
     split_list,
     third_person_en,
@@ -362,8 +363,8 @@ def m_answer_style(c: Clause) -> list[Slot]:
                       _answer_head(c, f"answers in {lang.capitalize()}"),
                       from_clause=True, importance=0.7)]
     text = _NOT_JUST.sub("", c.text)
-    detailed = bool(_DETAILED.search(text))
-    concise = bool(_CONCISE.search(text))
+    detailed, concise = (any(not opens_label(text, m.start()) for m in pattern.finditer(text))
+                         for pattern in (_DETAILED, _CONCISE))
     if detailed != concise:
         value = "detailed" if detailed else "concise"
         return [make_slot("answer_length", value, _answer_head(c, f"{value} answers"),

@@ -90,6 +90,7 @@ from sleepmem.pipelines.extract.text import (
     clean_end,
     first_person_en,
     first_person_zh,
+    is_discourse,
     is_zh,
     norm_value,
     sentence_case,
@@ -668,7 +669,8 @@ def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
     head = strip_discourse(slot.head) if slot.from_clause else slot.head
     raw = clauses[f.clause_index].raw
     attached = [j for j in (f.attached if slot.attach else ())
-                if not REDACTED.search(clauses[j].raw) and not is_small_talk(clauses[j].raw)]
+                if not REDACTED.search(clauses[j].raw) and not is_small_talk(clauses[j].raw)
+                and not is_discourse(clauses[j].raw)]
     if (f.clause_index > 0 and slot.from_clause and not zh and any(
             j < f.clause_index for j in attached) and (m := CONNECTOR.match(raw))):
         head = f"{m.group(0).lower()} {head[:1].lower()}{head[1:]}"

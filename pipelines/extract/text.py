@@ -75,7 +75,9 @@ DISCOURSE = re.compile(
     r"please note|fyi|just so you know|again|as i said|like i said|just a reminder|"
     r"and also|plus|(?:don'?t forget|remember|keep in mind|note|be aware|for the record|"
     r"to be clear)\s+that)\b[\s,!:]*|(?:no|yes|ok(?:ay)?|hey|hi|oh|well|reminder|note|correction|"
-    r"update)\s*[,!:]\s*|(?:其实|另外|对了|记住|顺便说一下|顺便|还有|不过|嗯|好)[\s,，!:：]*))+"
+    r"update|(?:short|long|quick|brief)\s+(?:answer|version|summary|update)|tl;?dr|in\s+short|"
+    r"long\s+story\s+short)\s*[,!:]\s*|(?:其实|另外|对了|记住|顺便说一下|顺便|还有|不过|嗯|好|"
+    r"简短回答|简单来说|简而言之|总之|总结一下|是的|没错)[\s,，!:：]*))+"
 )
 CONNECTOR = re.compile(r"(?i)^(?:so|but|because|since|which|though|although|and so|and then|and)\b")
 FILLER_CLAUSE = re.compile(
@@ -118,6 +120,19 @@ _CLAUSE_EN = re.compile(
 _CLAUSE_ZH = re.compile(r"[，,]\s*")
 
 
+_LABEL_END = re.compile(r"[:：]|[.!?。！？]")
+
+
+def opens_label(text: str, at: int) -> bool:
+    """Whether the words at ``at`` open a short label heading ``text`` ("Quick summary of
+    our setup: …", "Short answer: yes", "简短回答：是的"): a label names what follows it;
+    it asks for nothing, so the style it names is no wish about answers."""
+    if text[:at].strip():
+        return False
+    end = _LABEL_END.search(text, at)
+    return end is not None and end.group() in ":：" and end.start() - at <= 40
+
+
 def split_sentences(text: str) -> list[str]:
     parts = [p.strip() for p in _SENTENCE.split(text) if p and p.strip()]
     out: list[str] = []
@@ -144,6 +159,13 @@ def clean_end(text: str) -> str:
 
 def strip_discourse(text: str) -> str:
     return DISCOURSE.sub("", text, count=1) or text
+
+
+def is_discourse(text: str) -> bool:
+    """Whether ``text`` is only discourse ("Long story short,", "是的，"): a clause that
+    says nothing of its own, never part of a statement."""
+    # The clause splitter took its comma; the markers are written followed by one.
+    return not DISCOURSE.sub("", text.strip() + ",", count=1).strip(" ,.!?;:，。！？；：")
 
 
 def sentence_case(text: str, zh: bool) -> str:

@@ -13,6 +13,7 @@ from sleepmem.pipelines.extract.text import (
     ONE_OFF_ZH,
     STRIP_CHARS,
     norm_value,
+    opens_label,
     split_list,
     third_person_zh,
 )
@@ -261,8 +262,9 @@ def mz_answer_style(c: Clause) -> list[Slot]:
         head = f"用户希望回答使用{said}（{third_person_zh(c.text)}）"
         return [make_slot("answer_language", lang, head, importance=0.7)]
     if _ZH_ANSWER_CTX.search(c.text):
-        concise = bool(_ZH_CONCISE.search(c.text))
-        detailed = bool(_ZH_DETAILED.search(c.text))
+        concise, detailed = (
+            any(not opens_label(c.text, m.start()) for m in pattern.finditer(c.text))
+            for pattern in (_ZH_CONCISE, _ZH_DETAILED))
         if concise != detailed:
             value = "concise" if concise else "detailed"
             word = "简洁" if concise else "详细"
