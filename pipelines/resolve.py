@@ -340,7 +340,9 @@ class Resolver:
         restatable = [m for m in self._restatable(cand)
                       if not own & set(m.provenance) and m.details.get("speaker") == speaker]
         last = _last_turn(cand.statement)
-        if _corrects(last):
+        # Feedback the extractor judged negative ("you got that wrong") disputes what the
+        # agent said from memory: a correction, whatever words it disputes it in.
+        if _corrects(last) or _disputes(cand):
             # A slotless correction may update any memory of the subject (it inherits the
             # slot); a slotted one only a slotless memory or one of its own slot. What it
             # corrects is judged by the speakers' own turns: the turn before a reply, kept
@@ -351,6 +353,10 @@ class Resolver:
                     not cand.attribute or not m.attribute or m.attribute == cand.attribute)
             ]
             for mem, sim, _same in self._near(cand, pool, own_turns=True)[:1]:
+                if _disputes(cand):
+                    # Feedback opens with what it disputes ("Hmm, you mixed that up."),
+                    # words the memory lacks: its sentences are compared one by one.
+                    sim = max(sim, self._closest_sentence(last, mem))
                 # An episode is corrected only by a turn that restates it with another
                 # detail, not by any turn on the same theme (see semantic.shares_frame).
                 if sim >= semantic.RELATED and not (
@@ -373,6 +379,12 @@ class Resolver:
         ]
         about = self._about(cand, pool)
         return about[0] if about else None
+
+    def _closest_sentence(self, text: str, mem: Memory) -> float:
+        """The similarity of ``mem`` to the sentence of ``text`` closest to it."""
+        assert self.meaning is not None
+        return max(self.meaning.similarities(self._gist(_last_turn(mem.statement)),
+                                             semantic.sentences(gist(text))))
 
     def _about(self, cand: Candidate, pool: list[Memory]) -> list[Memory]:
         """The members of ``pool`` a change is about, best first.
@@ -543,6 +555,21 @@ class Resolver:
             return True
         return False
 
+    def _retire_disputed(self, cand: Candidate, *, by: str) -> None:
+        """The agent's turn that negative feedback disputes stops counting as current when
+        the feedback corrects a memory: it said what was corrected ("How is Biscuit the
+        golden retriever?"), and the feedback's episode keeps it, as the turn it answers,
+        beside the fix."""
+        disputed = cand.details["disputes"]
+        for mem in self.current():
+            if (mem.type == "event" and mem.source == "assistant" and mem.id != by
+                    and mem.provenance == [disputed]):
+                self._retire(mem, at=cand.valid_from, by=by,
+                             status=MemoryStatus.superseded.value)
+                self.plan.audits.append(AuditDraft(
+                    Op.INVALIDATE, [mem.id], [by], "the agent's turn the user's feedback disputed",
+                    cand.provenance))
+
     def _slot(self, cand: Candidate) -> None:
         slot: Slot = (cand.subject, cand.attribute, cand.scope.session)
         members = self._slot_members(slot)
@@ -641,6 +668,8 @@ class Resolver:
         for m in members:
             self._retire(m, at=cand.valid_from, by=new.id, status=MemoryStatus.superseded.value)
             self._retire_episodes(m, by=new.id, at=cand.valid_from)
+        if cand.details.get("disputes"):
+            self._retire_disputed(cand, by=new.id)
         self.plan.audits.append(
             AuditDraft(
                 Op.UPDATE,
@@ -864,6 +893,12 @@ def _corrects(text: str) -> bool:
         not (m.group(0).lower() in _CHANGE_VERBS and _NEGATION_BEFORE.search(text[: m.start()]))
         for m in _CORRECTION.finditer(text)
     )
+
+
+def _disputes(cand: Candidate) -> bool:
+    """Whether ``cand`` comes from feedback the extractor judged negative: an episode of
+    it says so, and anything said in reply to the agent's turn names that turn."""
+    return cand.details.get("feedback") == "negative" or bool(cand.details.get("disputes"))
 
 
 def _marks_correction(cand: Candidate) -> bool:

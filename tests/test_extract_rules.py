@@ -419,6 +419,38 @@ class TestCorrectionsAndFeedback:
         assert cands[1].statement == "用户现在吃鱼和鸡肉。"
 
 
+class TestNegativeFeedbackNamesTheTurnItDisputes:
+    """Feedback in reply to the agent's turn that says the agent erred names that turn
+    (``disputes``), whatever it was extracted as; agreeing feedback names none (EN, ZH)."""
+
+    @staticmethod
+    def reply(feedback: str) -> list[Candidate]:
+        said = EventView(event_id="a1", scope=SCOPE, kind="message", role="assistant",
+                         content="How is Biscuit the golden retriever doing?", at=AT, meta={})
+        answer = EventView(event_id="f1", scope=SCOPE, kind="feedback", role="user",
+                           content=feedback, at=AT + timedelta(seconds=20), meta={})
+        return RulesExtractor().extract([said, answer]).candidates
+
+    @pytest.mark.parametrize("feedback", [
+        "You got that wrong, Biscuit is a labrador.",
+        "Hmm, you mixed that up. Biscuit is a labrador.",
+        "You misremembered: my dog is a labrador.",
+        "That's not accurate, Biscuit is a labrador.",
+        "你记混了，豆豆是拉布拉多。",
+        "你弄错了，我的狗是拉布拉多。",
+    ])
+    def test_each_candidate_of_it_names_the_agents_turn(self, feedback: str) -> None:
+        mine = [c for c in self.reply(feedback) if c.provenance[-1] == "f1"]
+        assert mine and all(c.details.get("disputes") == "a1" for c in mine)
+
+    @pytest.mark.parametrize("feedback", [
+        "Yes, Biscuit is my golden retriever, thanks for remembering!",
+        "对，豆豆是金毛，谢谢你记得。",
+    ])
+    def test_agreeing_feedback_disputes_nothing(self, feedback: str) -> None:
+        assert not any(c.details.get("disputes") for c in self.reply(feedback))
+
+
 class TestForgetRequests:
     @pytest.mark.parametrize(
         ("text", "topic"),

@@ -44,8 +44,8 @@ def test_the_suite_has_at_least_five_stories_of_every_kind() -> None:
 # feedback, the value named or related in meaning), tool fields named in the user's words
 # and forget requests naming a whole topic: 109/110, and 124/125 with 15 more stories of
 # those kinds. Still failing: 12a, a ranking tie between dense and lexical (retrieval).
-# 2026-12-04: 145/149 with 20 more; also failing: feedback that disputes a fact without a
-# correction marker (14m, 14q, 14r: 'you got that wrong', 'you mixed that up', 你记混了).
+# 2026-12-04: 155/156 with 27 more, among them feedback that disputes a fact without a
+# correction marker (14m, 14q, 14r failed before negative feedback became a correction).
 @pytest.mark.timeout(1800)  # ~110 stories, each on a fresh embedded instance
 def test_the_generalisation_suite_passes_at_the_floor(embedder: Embedder) -> None:
     by_kind: dict[str, list[bool]] = defaultdict(list)

@@ -1026,6 +1026,7 @@ def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) ->
     """
     ordered = sorted(events, key=lambda e: e.at)
     previous: dict[str, tuple[str, str]] = {}
+    disputed: dict[str, str] = {}
     for a, b in pairwise(ordered):
         if (a.scope == b.scope and a.kind == "message" and b.at - a.at < PAIR_GAP
                 and _same_conversation(a, b)):
@@ -1035,7 +1036,14 @@ def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) ->
                 text = text[:PAIR_CONTEXT_CHARS].rsplit(" ", 1)[0] + " …"
             if text:
                 previous[b.event_id] = (a.event_id, f"{who}: {text}")
+            if (a.role == "assistant" and b.kind == "feedback"
+                    and NEGATIVE_FEEDBACK.search(b.content)):
+                disputed[b.event_id] = a.event_id
     for cand in candidates:
+        # Whatever negative feedback says (a fact, an episode), it disputes the agent's turn
+        # it answers: resolving it retires that turn when it corrects a memory.
+        if cand.provenance and cand.provenance[-1] in disputed:
+            cand.details["disputes"] = disputed[cand.provenance[-1]]
         if cand.type != "event" or cand.forget_topic is not None or len(cand.provenance) != 1:
             continue
         if cand.details.get("chitchat") or cand.provenance[0] not in previous:

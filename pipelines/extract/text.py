@@ -45,7 +45,10 @@ EMPHASIS_ZH = re.compile(r"务必|一定|千万|记住|永远|绝对|严重|非�
 HEDGE_EN = re.compile(r"(?i)\b(?:i think|maybe|probably|perhaps|might|i guess|not sure|possibly)\b")
 NEGATIVE_FEEDBACK = re.compile(
     r"(?i)\b(?:wrong|incorrect|not right|not true|that'?s not|no longer|not anymore|"
-    r"any ?more|mistake|bad answer|useless)\b|不对|错了|不是这样|不再|没用"
+    r"any ?more|mistake|mistaken|bad answer|useless|inaccurate|not (?:correct|accurate)|"
+    r"mix(?:ed|ing)? (?:it|that|them|this|things|us)? ?up|mix-?up|confus(?:ed|ing)|"
+    r"misremember(?:ed|ing)?|misunderst(?:ood|and))\b"
+    r"|不对|错了|不是这样|不再|没用|(?:搞|弄|记|说|听|看)(?:错|混|反)|有误|不准确|不正确"
 )
 
 CHITCHAT = re.compile(
