@@ -668,8 +668,6 @@ class Resolver:
         for m in members:
             self._retire(m, at=cand.valid_from, by=new.id, status=MemoryStatus.superseded.value)
             self._retire_episodes(m, by=new.id, at=cand.valid_from)
-        if cand.details.get("disputes"):
-            self._retire_disputed(cand, by=new.id)
         self.plan.audits.append(
             AuditDraft(
                 Op.UPDATE,
@@ -681,6 +679,8 @@ class Resolver:
                 cand.provenance,
             )
         )
+        if cand.details.get("disputes"):
+            self._retire_disputed(cand, by=new.id)
 
     def _conflict(self, members: list[Memory], cand: Candidate) -> None:
         set_id = members[0].conflict_set or memory_id(
