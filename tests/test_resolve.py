@@ -138,6 +138,31 @@ class TestChanges:
         assert current_in_slot(r, "diet") == []
 
 
+ASKED = "Assistant: How are you settling into the flat?"
+
+
+class TestNegativeFeedbackRetiresTheTurnItDisputes:
+    def said(self) -> list[Candidate]:
+        return [cand("Lives in Beijing.", attribute="residence", value="beijing"),
+                cand(ASKED, type="event", source="assistant", trust="low", provenance=["a1"])]
+
+    def test_a_correction_by_feedback_retires_the_agents_turn_and_audits_it(self) -> None:
+        fix = cand("Lives in Shanghai.", attribute="residence", value="shanghai", change=True,
+                   provenance=["f1"], details={"feedback": True, "disputes": "a1"})
+        r = run([*self.said(), fix])
+        assert [m.statement for m in r.current()] == ["Lives in Shanghai."]
+        update, invalidate = r.plan.audits[-2:]
+        assert (update.op, invalidate.op) == (Op.UPDATE, Op.INVALIDATE)
+        assert invalidate.after == update.after
+        assert invalidate.reason == "the agent's turn the user's feedback disputed"
+
+    def test_feedback_that_corrects_nothing_leaves_the_turn(self) -> None:
+        aside = cand("The train leaves at 10:15.", type="event", provenance=["f1"],
+                     details={"feedback": "negative", "disputes": "a1"})
+        r = run([*self.said(), aside])
+        assert ASKED in [m.statement for m in r.current()]
+
+
 class TestForgetting:
     def test_a_forget_request_deletes_every_version_and_names_the_raw_events(self) -> None:
         r = run([cand("Going through a divorce with M.", type="event", provenance=["e1"]),
