@@ -96,6 +96,13 @@ def own_words(mem: Memory) -> str:
     return mem.statement[offset:] if isinstance(offset, int) else mem.statement
 
 
+def own_events(mem: Memory) -> list[str]:
+    """The events a memory's :func:`own_words` come from: an episode's provenance without
+    the turn it answers."""
+    context = mem.details.get("context_event")
+    return [e for e in mem.provenance if e != context]
+
+
 def copy_row(mem: Memory) -> Memory:
     """A detached copy to mutate; persist merges it back by primary key."""
     data = mem.model_dump()

@@ -393,6 +393,8 @@ def _tail(
     shown = [e for i in read if i in rows and _holds_turns(rows[i]) for e in rows[i].provenance]
     below = [e[2] for e in entries
              if isinstance(e[2], MemoryCard) and e[2].id not in read and e[2].id in rows]
+    # A line costs its words and its line break: the 4 tokens approx_tokens adds for a
+    # card's own overhead are paid once, by the tail card (see _tokens).
     lines = tail((rows[c.id] for c in below), query=request.query, shown=shown,
                  budget=budget, cost=lambda line: approx_tokens(line) - 3,
                  holds_turns=_holds_turns)

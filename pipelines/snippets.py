@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from sleepmem.models import Memory
 from sleepmem.pipelines.extract.text import is_zh, split_sentences
 from sleepmem.pipelines.lexical import tokens
-from sleepmem.pipelines.memories import own_words
+from sleepmem.pipelines.memories import own_events, own_words
 from sleepmem.pipelines.speakers import without_speaker
 
 
@@ -59,13 +59,6 @@ def best_line(text: str, terms: re.Pattern[str] | None) -> str:
             if held > most:
                 best, most = sentence, held
     return text[: len(text) - len(words)] + best
-
-
-def own_events(m: Memory) -> list[str]:
-    """The events a memory's own words come from: an episode's provenance without the
-    turn it answers."""
-    context = m.details.get("context_event")
-    return [e for e in m.provenance if e != context]
 
 
 @dataclass(slots=True)
