@@ -44,6 +44,7 @@ from sleepmem.pipelines.memories import (
     norm_text,
     own_words,
 )
+from sleepmem.pipelines.extract.frames import frame_named, frames_of
 from sleepmem.pipelines.semantic import Meaning, gist
 from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (
@@ -153,6 +154,7 @@ class Resolver:
         # a Sony") names the old value in a clause its own candidate does not carry.
         self.said: dict[str, str] = {}
         self._parts: dict[str, list[str]] = {}
+        self._frames: dict[str, str] = {}
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
             m.id: m for m in existing if m.status in CURRENT_STATUSES
@@ -234,6 +236,30 @@ class Resolver:
             (pool[i], sims[i], semantic.same_meaning(text, others[i], sims[i]))
             for i in (int(j) for j in order)
         ]
+
+    def _framed(self, cand: Candidate) -> list[Memory]:
+        """The current memories of ``cand``'s subject, of any type or slot, episodes
+        included, that mean the frame its attribute names ("Lisbon is home now" meets "I
+        live in Berlin, near the zoo" as one residence): what a change of that frame is
+        about when its own slot holds nothing."""
+        frame = frame_named(cand.attribute)
+        if frame is None or self.meaning is None:
+            return []
+        own = set(cand.provenance[-1:])
+        speaker = cand.details.get("speaker")
+        pool = [m for m in self._restatable(cand)
+                if m.subject == cand.subject and m.attribute != cand.attribute
+                and not own & set(m.provenance) and m.details.get("speaker") == speaker
+                and m.trust in (Trust.high.value, Trust.human.value) and m.source != "tool"
+                and not m.attribute.startswith(TOOL_PREFIX)
+                and (m.type != "event" or m.source == "user")]
+        todo = [m.statement for m in pool if m.statement not in self._frames]
+        if todo:
+            for text, (found, _score) in zip(
+                    todo, frames_of(self.meaning.embedder, [_last_turn(t) for t in todo]),
+                    strict=True):
+                self._frames[text] = found.attribute if found is not None else ""
+        return [m for m in pool if self._frames[m.statement] == frame.attribute]
 
     def _restatable(self, cand: Candidate) -> list[Memory]:
         """Current memories a candidate may restate: same session, not summaries or
@@ -574,6 +600,17 @@ class Resolver:
         slot: Slot = (cand.subject, cand.attribute, cand.scope.session)
         members = self._slot_members(slot)
         value = norm_text(cand.value or cand.statement)
+        if not members and _shifts(cand) and cand.trust != Trust.low.value and (
+                framed := self._framed(cand)):
+            # A change of a frame whose own slot is empty updates what the scope said of
+            # that frame in other words, an episode as much as a fact: all of it when the
+            # frame holds one value, what the change names or is about when it holds many
+            # ("done with coffee, it's matcha now" retires the espresso, not the tea).
+            if is_many_valued(cand.attribute, cand.details):
+                framed = _named(framed, cand) or self._about(cand, framed)
+            if framed and self._twin_in_slot(cand, framed) is None:
+                self._supersede(framed, cand, reason="a change of what these memories mean")
+                return
         if not members:
             if cand.negated and not cand.value:
                 self.plan.audits.append(

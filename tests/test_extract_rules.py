@@ -664,7 +664,6 @@ class TestNoFalseSlots:
             "I'm going to Paris next week.",
             "My son loves football.",
             "I think Python is great.",
-            "I work from home.",
             "I am happy with the answer.",
             "I'm not sure what to eat tonight.",
             "My problem is that the app crashes.",
@@ -675,6 +674,19 @@ class TestNoFalseSlots:
         cands = extract(text)
         assert [c.type for c in cands] == ["event"]
         assert cands[0].statement == text
+
+    @pytest.mark.parametrize(("text", "value"), [
+        ("I work from home.", "home"),
+        ("ive got a corgi now", "corgi"),
+        ("I teach yoga on weekends.", "yoga"),
+    ])
+    def test_a_lasting_statement_no_matcher_knows_is_a_fact_not_an_episode(
+            self, text: str, value: str) -> None:
+        """Fail safe (DESIGN rule 2): what the speaker states as lasting is kept as a fact or
+        preference in an open slot named by the clause's head, never a 30-day episode."""
+        [c] = extract(text)
+        assert c.type in ("fact", "preference") and c.attribute.startswith("rel:")
+        assert (c.subject, c.value) == ("user", value)
 
     def test_a_nationality_is_identity_but_a_mood_is_not(self) -> None:
         assert slot(extract("I'm Chinese."), "nationality").type == "identity"

@@ -49,6 +49,7 @@ from sleepmem.pipelines.extract.en_person import (
     m_name,
     m_nationality,
 )
+from sleepmem.pipelines.extract.frames import Frame, frames_of
 from sleepmem.pipelines.extract.slots import (
     TECH_ALIASES,
     Clause,
@@ -127,8 +128,16 @@ from sleepmem.pipelines.extract.zh import (
     mz_task,
     mz_tools,
 )
+from sleepmem.pipelines.language import Mood, Owner, Reading, read
 from sleepmem.pipelines.ports import Embedder
-from sleepmem.pipelines.types import TOOL_PREFIX, Candidate, EventView, Extraction
+from sleepmem.pipelines.types import (
+    MANY_VALUED_RELATIONS,
+    OPEN_SLOT_PREFIX,
+    TOOL_PREFIX,
+    Candidate,
+    EventView,
+    Extraction,
+)
 
 # Low: an unclassified statement must earn its keep through mentions and hits.
 UNCLASSIFIED_IMPORTANCE = 0.3
@@ -307,10 +316,23 @@ def speaker_of(event: EventView) -> Speaker:
 class _Turn:
     """Builds the candidates of one event."""
 
-    def __init__(self, event: EventView, speaker: Speaker) -> None:
+    def __init__(self, event: EventView, speaker: Speaker,
+                 readings: dict[str, Understood] | None = None) -> None:
         self.event = event
         self.speaker = speaker
         self.out: list[Candidate] = []
+        self.readings = readings if readings is not None else {}
+
+    def reading(self, sentence: str) -> Reading:
+        return self.understood(sentence).reading
+
+    def understood(self, sentence: str) -> Understood:
+        """The clause analysis of ``sentence`` (read in the batch, or now, without its
+        frame, if it was made from another sentence since)."""
+        if sentence not in self.readings:
+            [reading] = read([sentence])
+            self.readings[sentence] = Understood(reading, None, 0.0)
+        return self.readings[sentence]
 
     def candidate(self, slot_or_type: Slot | str, statement: str, **kw: Any) -> Candidate:
         ev, sp = self.event, self.speaker
@@ -388,9 +410,10 @@ class RulesExtractor:
 
     def extract(self, events: list[EventView]) -> Extraction:
         t0 = time.perf_counter()
+        readings = _read_all(events, self._embedder)
         candidates: list[Candidate] = []
         for event in events:
-            candidates.extend(self.extract_event(event))
+            candidates.extend(self.extract_event(event, readings))
         _with_previous_turn(events, candidates)
         self._type_by_meaning(candidates)
         kinds = Counter(c.type for c in candidates)
@@ -400,6 +423,8 @@ class RulesExtractor:
             candidates=len(candidates),
             by_type=dict(kinds),
             forget_requests=sum(1 for c in candidates if c.forget_topic is not None),
+            read=len(readings),
+            by_reading=sum(1 for c in candidates if "reading" in c.details),
             ms=round((time.perf_counter() - t0) * 1000, 2),
         )
         return Extraction(candidates=candidates, extractor=self.name)
@@ -424,10 +449,11 @@ class RulesExtractor:
             cand.details["type_by"] = "meaning"
 
     # -- per kind ----------------------------------------------------------------------
-    def extract_event(self, event: EventView) -> list[Candidate]:
+    def extract_event(self, event: EventView,
+                      readings: dict[str, Understood] | None = None) -> list[Candidate]:
         if event.kind == "session_end":
             return []
-        turn = _Turn(event, speaker_of(event))
+        turn = _Turn(event, speaker_of(event), readings)
         if event.kind == "outcome":
             return _outcome(turn)
         if event.kind == "tool_result" or event.role == "tool":
@@ -486,6 +512,14 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             out.append(unsure)
             structured_any = True
             continue
+        if found and rewrite is None and _reads_first_person(turn):
+            found = _owned(found, clauses, turn.reading(sentence), zh)
+        if not found and rewrite is None and _reads_first_person(turn) and (
+                not REDACTED.search(sentence)) and (
+                read_as := _from_reading(turn, sentence, zh, feedback=feedback)) is not None:
+            out.append(read_as)
+            structured_any = True
+            continue
         if not found:
             kept = [c for c in split_clauses(sentence, zh) if not REDACTED.search(c)]
             if len(kept) == len(split_clauses(sentence, zh)):
@@ -523,6 +557,139 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             event.scope = turn.event.scope
         out.append(event)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Understood:
+    """A sentence's clause analysis and the attribute its meaning is nearest, if any."""
+
+    reading: Reading
+    frame: Frame | None
+    score: float
+
+
+def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, Understood]:
+    """Every sentence of every user and feedback turn, read in one batch per language;
+    those that could hold a fact are placed by meaning in one embedder call."""
+    sentences: list[str] = []
+    for event in events:
+        if event.role == "user" and event.kind in ("message", "feedback") and (
+                text := event.content.strip()):
+            sentences.extend(s.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
+                             for s in split_sentences(text))
+    unique = list(dict.fromkeys(sentences))
+    readings = read(unique)
+    holding = [r.text for r in readings if _may_hold(r)]
+    framed = dict(zip(holding, frames_of(embedder, holding), strict=True)) if (
+        embedder is not None) else {}
+    return {r.text: Understood(r, *framed.get(r.text, (None, 0.0))) for r in readings}
+
+
+def _may_hold(reading: Reading) -> bool:
+    """Whether a clause can state something that lasts: its owner, mood and time allow it,
+    it names a value and it is not about the talk itself."""
+    if reading.owner is Owner.NOBODY or reading.mood is Mood.QUESTION or reading.about_talk or (
+            reading.fragment):
+        return False
+    if not reading.lasting or not reading.value:
+        return False
+    # "book me a flight" is a task for now; "… from now on" a preference.
+    return reading.mood is not Mood.INSTRUCTION or reading.change or (
+        reading.time.value == "habitual")
+
+
+def _owned(found: list[_Found], clauses: list[Clause], reading: Reading,
+           zh: bool) -> list[_Found]:
+    """What the clause analysis says of a sentence a matcher read: a hypothetical ("if I
+    ever move to Oslo") fills nothing, and another person's fact ("my brother moved to
+    Chengdu") is theirs, never a change of the speaker's own slot."""
+    if reading.owner is Owner.NOBODY:
+        return [f for f in found if f.slot.forget_topic is not None]
+    if reading.owner is Owner.OTHER and reading.other:
+        subject = _other_subject(reading.other, zh)
+        for f in found:
+            if f.slot.subject == "user" and f.slot.forget_topic is None and not (
+                    f.slot.attribute.startswith(("family", "pet"))) and (
+                    reading.other.lower() in clauses[f.clause_index].raw.lower()) and not (
+                    first_person_zh(clauses[f.clause_index].raw.replace("我" + reading.other, ""))
+                    if zh else _says_i(clauses[f.clause_index].raw)):
+                f.slot.subject = subject
+                f.slot.change = False
+    return found
+
+
+def _says_i(clause: str) -> bool:
+    """Whether an English clause speaks in the first person."""
+    return any(w in ("i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "our", "us")
+               for w in clause.lower().replace(",", " ").split())
+
+
+def _other_subject(other: str, zh: bool) -> str:
+    """The subject of another person's fact: a relation is the speaker's ("user's sister",
+    用户的哥哥), a name is the person's own."""
+    word = norm_value(other)
+    if other[:1].isupper():
+        return word
+    return f"用户的{word}" if zh else f"user's {word}"
+
+
+def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Candidate | None:
+    """A statement no matcher knew, read by its clause analysis: what the speaker (or a
+    person they name) states as lasting, or asks for from now on, is a fact or preference
+    whose attribute its meaning decides (RulesExtractor._frame_by_meaning); a question, a
+    hypothetical, a plan, a finished event, small talk and one-off requests are not."""
+    seen = turn.understood(sentence)
+    reading, frame = seen.reading, seen.frame
+    if not _may_hold(reading):
+        return None
+    if is_small_talk(sentence) or is_one_off(sentence) or ACK.match(sentence):
+        return None
+    if reading.owner is not Owner.SPEAKER and frame is None:
+        # No person said, or another's words the meaning does not place: the episode
+        # keeps them.
+        return None
+    if turn.speaker.person and reading.owner is not Owner.SPEAKER:
+        return None  # in a conversation between people, only their own words are theirs
+    body = clean_end(strip_discourse(clean_statement(sentence.strip(), zh)))
+    if not body:
+        return None
+    third = third_person_zh(body) if zh else third_person_en(body)
+    statement = sentence_case(clean_statement(third, zh), zh)
+    kind = "preference" if reading.mood in (Mood.INSTRUCTION, Mood.WISH) or (
+        preference_cue(body)) else "fact"
+    subject = _other_subject(reading.other, zh) if (
+        reading.owner is Owner.OTHER and reading.other) else "user"
+    value = norm_value(reading.value)
+    details: dict[str, Any] = {
+        "reading": {"owner": reading.owner.value, "mood": reading.mood.value,
+                    "time": reading.time.value, "head": reading.head},
+    }
+    importance = UNCLASSIFIED_IMPORTANCE
+    if frame is not None:
+        kind, importance = frame.type, IMPORTANCE[frame.type]
+        details.update(type_by="frame", frame=round(seen.score, 3))
+        attribute = OPEN_SLOT_PREFIX + frame.attribute if frame.multi else frame.attribute
+        relation, multi = frame.attribute, frame.multi
+    else:
+        # Fail safe: a lasting statement of the speaker's own that no attribute fits is a
+        # fact (or preference) in an open slot named by its head, never an episode.
+        details.update(unclassified=True, type_by="reading" if reading.mood in (
+            Mood.INSTRUCTION, Mood.WISH) else "grammar")
+        relation = reading.head
+        attribute = OPEN_SLOT_PREFIX + relation
+        multi = relation.split("_")[0] + "s" in MANY_VALUED_RELATIONS
+    details["open_slot"] = {"relation": relation, "object": value, "multi": multi}
+    if reading.replaces:
+        details["replaces"] = norm_value(reading.replaces)
+    if feedback:
+        details["feedback"] = True
+    change = reading.change or feedback or bool(reading.replaces)
+    return turn.candidate(
+        Slot(type=kind, attribute=attribute, value=value, head=statement, subject=subject,
+             importance=importance, change=change,
+             negated=reading.negated and not reading.replaces, details=details),
+        statement, emphasis=_emphasis(sentence),
+    )
 
 
 # A clause joined by "and" / "而且" is a statement of its own once the join is cut.

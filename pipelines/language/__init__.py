@@ -1,0 +1,78 @@
+"""Language packs: what each language knows, behind one interface, and one detector.
+
+``detect(text)`` names a text's language; ``pack(code)`` returns that language's pack;
+``read(texts)`` reads each text with its own language's pack, in one batch per language.
+Adding a language means adding a pack and naming it in ``_PACKS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+from sleepmem.pipelines.language.base import LanguagePack, Mood, Owner, Reading, Time
+
+__all__ = ["CJK_RANGES", "LanguagePack", "Mood", "Owner", "Reading", "Time", "codes", "detect",
+           "has_cjk", "pack", "read"]
+
+# The one definition of Han text (CJK ideographs, extension A and compatibility): every
+# module asks `detect` or `has_cjk` instead of keeping its own range.
+CJK_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
+
+
+def _is_han(ch: str) -> bool:
+    o = ord(ch)
+    return any(lo <= o <= hi for lo, hi in CJK_RANGES)
+
+
+def has_cjk(text: str) -> bool:
+    return any(_is_han(ch) for ch in text)
+
+
+def detect(text: str) -> str:
+    """"zh" when Han characters carry the text, else "en": a sentence that names one
+    Chinese place inside English words is English."""
+    han = sum(1 for ch in text if _is_han(ch))
+    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
+    return "zh" if han and han * 3 >= latin else "en"
+
+
+def _english() -> LanguagePack:
+    from sleepmem.pipelines.language.en import EnglishPack
+
+    return EnglishPack()
+
+
+def _chinese() -> LanguagePack:
+    from sleepmem.pipelines.language.zh import ChinesePack
+
+    return ChinesePack()
+
+
+_PACKS: dict[str, Callable[[], LanguagePack]] = {"en": _english, "zh": _chinese}
+
+
+@cache
+def pack(code: str) -> LanguagePack:
+    """The pack of a language (built once per process, on first use)."""
+    try:
+        return _PACKS[code]()
+    except KeyError:
+        raise ValueError(f"no language pack for {code!r}; packs: {sorted(_PACKS)}") from None
+
+
+def codes() -> list[str]:
+    """Every language a pack is written for."""
+    return sorted(_PACKS)
+
+
+def read(texts: list[str]) -> list[Reading]:
+    """A reading of each text, each by its own language's pack, order kept."""
+    out: list[Reading | None] = [None] * len(texts)
+    by_lang: dict[str, list[int]] = {}
+    for i, text in enumerate(texts):
+        by_lang.setdefault(detect(text), []).append(i)
+    for code, idx in by_lang.items():
+        for i, reading in zip(idx, pack(code).readings([texts[i] for i in idx]), strict=True):
+            out[i] = reading
+    return [r for r in out if r is not None]

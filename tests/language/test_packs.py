@@ -1,0 +1,95 @@
+"""Every language pack reads the same behaviour table: whose a clause is, its polarity,
+mood and time, and the value it states. Adding a language means adding its rows here."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleepmem.pipelines.language import Mood, Owner, Time, codes, detect, pack, read
+
+# (language, sentence, owner, mood, time, negated, change, value): one row per behaviour,
+# said once in each language.
+TABLE = [
+    # a lasting first-person statement
+    ("en", "I live in Porto.", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, False, False,
+     "porto"),
+    ("zh", "我住在杭州。", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, False, False, "杭州"),
+    # the subject left out is the speaker's
+    ("en", "finally settled at the new place in Leeds", Owner.SPEAKER, Mood.STATEMENT,
+     Time.LASTING, False, True, "leeds"),
+    ("zh", "新公司在张江", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, False, True, "张江"),
+    # a hypothetical is nobody's fact
+    ("en", "If I ever move to Oslo, I'll get a boat.", Owner.NOBODY, Mood.STATEMENT,
+     Time.FUTURE, False, False, None),
+    ("zh", "如果以后搬到成都，我想养只猫。", Owner.NOBODY, Mood.STATEMENT, None, False, None, None),
+    # another person's fact is theirs
+    ("en", "My sister lives in Rome.", Owner.OTHER, Mood.STATEMENT, Time.LASTING, False,
+     False, "rome"),
+    ("zh", "我哥哥搬到成都了。", Owner.OTHER, Mood.STATEMENT, Time.LASTING, False, True, "成都"),
+    # negation
+    ("en", "I don't eat meat anymore.", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, True,
+     True, "meat"),
+    ("zh", "我不再喝咖啡了。", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, True, True, None),
+    # a request from now on, asked as a question or a wish
+    ("en", "could replies be in Spanish from now on?", Owner.IMPLICIT, Mood.INSTRUCTION,
+     Time.LASTING, False, True, "spanish"),
+    ("zh", "以后开会都约在周五吧", Owner.SPEAKER, Mood.INSTRUCTION, None, False, True, "周五"),
+    # a question asks; it states nothing
+    ("en", "Where do I keep my passport?", None, Mood.QUESTION, None, False, None, None),
+    ("zh", "我住在哪里吗？", None, Mood.QUESTION, None, False, None, None),
+    # a finished event and a passing moment are not lasting
+    ("en", "I went to a pottery class yesterday.", Owner.SPEAKER, Mood.STATEMENT, Time.PAST,
+     False, False, None),
+    ("zh", "昨天在上海玩了三天。", Owner.SPEAKER, Mood.STATEMENT, Time.PAST, False, None, None),
+    ("en", "I'm in Tokyo this week for a conference.", Owner.SPEAKER, Mood.STATEMENT,
+     Time.ONE_OFF, False, False, None),
+    ("zh", "今天在公司加班。", Owner.SPEAKER, Mood.STATEMENT, Time.ONE_OFF, False, None, None),
+]
+
+
+def test_every_pack_has_rows_in_the_table() -> None:
+    assert {row[0] for row in TABLE} == set(codes())
+
+
+@pytest.mark.parametrize(
+    ("lang", "text", "owner", "mood", "time", "negated", "change", "value"), TABLE,
+    ids=[row[1] for row in TABLE])
+def test_each_pack_reads_whose_a_clause_is_its_mood_time_polarity_and_value(
+    lang: str, text: str, owner: Owner | None, mood: Mood, time: Time | None,
+    negated: bool, change: bool | None, value: str | None,
+) -> None:
+    assert detect(text) == lang
+    [r] = pack(lang).readings([text])
+    if owner is not None:
+        assert r.owner is owner
+    assert r.mood is mood
+    if time is not None:
+        assert r.time is time
+    assert r.negated is negated
+    if change is not None:
+        assert r.change is change
+    if value is not None:
+        assert r.value == value
+
+
+@pytest.mark.parametrize(("text", "value", "denied"), [
+    ("No, it's a Persian, not a Siamese.", "persian", "siamese"),
+    ("不对，是二中不是一中", "二中", "一中"),
+])
+def test_a_contrast_affirms_one_value_and_denies_the_other(
+        text: str, value: str, denied: str) -> None:
+    [r] = read([text])
+    assert (r.value, r.replaces, r.negated) == (value, denied, False)
+
+
+def test_one_detector_serves_every_module() -> None:
+    """A sentence naming one Chinese place in English words is English; Chinese with a
+    Latin brand name is Chinese."""
+    assert detect("We moved to 杭州 last year") == "en"
+    assert detect("我现在开特斯拉Model 3") == "zh"
+    assert detect("") == "en"
+
+
+def test_read_keeps_the_order_of_mixed_languages() -> None:
+    texts = ["I live in Porto.", "我住在杭州。", "I drive a Volvo."]
+    assert [r.text for r in read(texts)] == texts
