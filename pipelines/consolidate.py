@@ -24,6 +24,8 @@ from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import span
 from sleepmem.models import Audit, MemoryStatus, Scope
 from sleepmem.pipelines import store as repo
+from sleepmem.pipelines.context import visible_scope_keys
+from sleepmem.pipelines.echo import Output
 from sleepmem.pipelines.entities import graph as entity_graph
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.extract.llm import LLMExtractor
@@ -48,6 +50,9 @@ class ConsolidationReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     llm_calls: int = 0
     llm_tokens: int = 0
+    # The service's own output that came back in turns and was not read again.
+    echo_chars: int = 0
+    echo_events: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @contextmanager
@@ -119,6 +124,11 @@ def _consolidate_batch(
             return 0
         versions = repo.scope_memories(session, scope_key=scope_key)
         known = entity_store.load_known(session, scope_key=scope_key)
+        # What the service may have shown this scope: its own memories, every version (an
+        # agent echoes what it was given, which may have been replaced since), and those of
+        # the broader scopes its searches and contexts see.
+        shown = Output.of_memories([*versions, *repo.memories_in(
+            session, scope_keys=[k for k in visible_scope_keys(scope) if k != scope_key])])
     events = [
         EventView(
             event_id=r.event_id,
@@ -135,7 +145,7 @@ def _consolidate_batch(
     )
     try:
         judged = judge(
-            events, extractor=extractor, resolver=resolver, policy=policy,
+            events, extractor=extractor, resolver=resolver, policy=policy, shown=shown,
             event_sessions={e.event_id: e.scope.session for e in events},
             # Sessions behind older episodes are only needed to summarise an ended one.
             older_sessions=lambda r: _provenance_sessions(engine, scope.tenant, r),
@@ -185,6 +195,9 @@ def _consolidate_batch(
     report.memories_written += len(plan.new)
     report.llm_calls += extraction.llm_calls
     report.llm_tokens += extraction.llm_tokens
+    if judged.echo:
+        report.echo_chars += sum(judged.echo.values())
+        report.echo_events += len(judged.echo)
     for op, n in plan.counts().items():
         report.ops[op] = report.ops.get(op, 0) + n
     return len(events)

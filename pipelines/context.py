@@ -41,10 +41,34 @@ PREFIX_SECTIONS: tuple[tuple[str, str], ...] = (
 PREFIX_TYPES = tuple(t for t, _ in PREFIX_SECTIONS)
 REF_CHARS = 6  # "[#1a2b3c]": tells the memories of one context apart, ~6 cl100k tokens
 MAX_VALUE_CHARS = 400
+CONFLICT_HEADING = "## Unresolved: these disagree, ask before relying on either"
+RELEVANT_HEADING = "## Relevant memories"
+CHECKPOINT_HEADING = "## Session checkpoint"
 
 
 def ref(memory_id: str) -> str:
     return f"[#{memory_id[:REF_CHARS]}]"
+
+
+def heading(title: str) -> str:
+    return f"## {title}"
+
+
+def memory_side(statement: str, memory_id: str) -> str:
+    """How a context block names one memory: ``statement [#ref]``, on one line."""
+    return f"{one_line(statement)} {ref(memory_id)}"
+
+
+def memory_line(statement: str, memory_id: str) -> str:
+    """A context line of one memory: ``- statement [#ref]``."""
+    return f"- {memory_side(statement, memory_id)}"
+
+
+# Every label a context block writes, so that the block can be recognised when an agent
+# hands it back (sleepmem.pipelines.echo).
+HEADINGS: tuple[str, ...] = (
+    *(heading(title) for _t, title in PREFIX_SECTIONS), CONFLICT_HEADING, RELEVANT_HEADING,
+)
 
 
 def visible_scope_keys(scope: Scope) -> list[str]:
@@ -97,7 +121,7 @@ def prefix_memories(*, engine: Engine, scope: Scope, now: datetime, limit: int) 
         rows = session.execute(stmt).all()
     return [
         Line(id=mid, section=mtype, type=mtype, statement=statement,
-             text=f"- {_one_line(statement)} {ref(mid)}")
+             text=memory_line(statement, mid))
         for mid, mtype, statement in rows
     ]
 
@@ -174,12 +198,12 @@ class Packer:
 def pack_prefix(lines: Sequence[Line], *, budget: int, count: Counter) -> tuple[ContextPart, int]:
     packer = Packer(budget=budget, count=count)
     titles = dict(PREFIX_SECTIONS)
-    for line in lines:
+    for item in lines:
         packer.add(
-            line.text,
-            ContextItem(id=line.id, section=line.section, type=line.type,
-                        statement=line.statement, tokens=0),
-            heading=f"## {titles[line.section]}",
+            item.text,
+            ContextItem(id=item.id, section=item.section, type=item.type,
+                        statement=item.statement, tokens=0),
+            heading=heading(titles[item.section]),
         )
     return packer.part(), packer.dropped
 
@@ -212,35 +236,35 @@ def pack_dynamic(
                 tokens=part.tokens,
             ))
     for group in conflicts:
-        text = "- " + " | ".join(f"{_one_line(s.statement)} {ref(s.id)}" for s in group.sides)
+        text = "- " + " | ".join(memory_side(s.statement, s.id) for s in group.sides)
         first = group.sides[0]
         packer.add(text, ContextItem(id=first.id, section="conflict", type=first.type,
                                      statement=" | ".join(s.statement for s in group.sides),
                                      tokens=0),
-                   heading="## Unresolved: these disagree, ask before relying on either")
+                   heading=CONFLICT_HEADING)
     for card in relevant:
-        packer.add(f"- {_one_line(card.statement)} {ref(card.id)}",
+        packer.add(memory_line(card.statement, card.id),
                    ContextItem(id=card.id, section="relevant", type=card.type,
                                statement=card.statement, tokens=0),
-                   heading="## Relevant memories")
+                   heading=RELEVANT_HEADING)
     return packer.part(), packer.dropped
 
 
 def checkpoint_lines(cp: Checkpoint) -> list[str]:
     """The checkpoint in priority order: what to do next and what not to redo come first."""
     st = cp.state
-    out = [f"## Session checkpoint (version {cp.version})"]
+    out = [f"{CHECKPOINT_HEADING} (version {cp.version})"]
     if st.goal:
-        out.append(f"Goal: {_one_line(st.goal)}")
+        out.append(f"Goal: {one_line(st.goal)}")
     if st.current_step:
-        out.append(f"Current step: {_one_line(st.current_step)}")
+        out.append(f"Current step: {one_line(st.current_step)}")
     if st.completed:
         out.append("Completed, do not repeat: " + "; ".join(
-            f"{s.key}" + (f" ({_one_line(s.step)})" if s.step else "") for s in st.completed
+            f"{s.key}" + (f" ({one_line(s.step)})" if s.step else "") for s in st.completed
         ))
     if st.plan:
-        out.append("Plan: " + " → ".join(_one_line(p) for p in st.plan))
-    out.extend(f"Verified: {_one_line(f)}" for f in st.verified)
+        out.append("Plan: " + " → ".join(one_line(p) for p in st.plan))
+    out.extend(f"Verified: {one_line(f)}" for f in st.verified)
     for name, value in sorted(st.variables.items()):
         out.append(f"{name} = {_short(value)}")
     for tr in reversed(st.tool_results):
@@ -250,9 +274,9 @@ def checkpoint_lines(cp: Checkpoint) -> list[str]:
 
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-    text = _one_line(text)
+    text = one_line(text)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sleepmem.pipelines import forget_requests, persons
 from sleepmem.pipelines.compress import Compression, compress
+from sleepmem.pipelines.echo import Output, strip_events
 from sleepmem.pipelines.gate import gate
 from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.resolve import Resolver
@@ -32,6 +33,8 @@ def _untimed(_name: str) -> AbstractContextManager[None]:
 class Judged:
     extraction: Extraction
     compression: Compression
+    # Characters of the service's own echo cut from each event before it was read.
+    echo: dict[str, int] = field(default_factory=dict)
 
 
 def judge(
@@ -40,6 +43,7 @@ def judge(
     extractor: Extractor,
     resolver: Resolver,
     policy: Policy,
+    shown: Output,
     event_sessions: Mapping[str, str],
     older_sessions: Callable[[Resolver], Mapping[str, str]] | None = None,
     judged_at: Callable[[Candidate], datetime] | None = None,
@@ -51,15 +55,25 @@ def judge(
     candidate at the time the live pipeline did, so expiry and recency come out the same.
     ``event_sessions`` maps event ids to sessions, to find an ended session's fragments;
     ``older_sessions`` adds the sessions behind older memories, looked up only when a
-    session ended.
+    session ended. ``shown`` is what the service has shown of the scope's memories: its
+    echo in a turn is cut before anything reads the turn (DESIGN rule 2), so it never
+    becomes a candidate, while the turn's other words are read as before.
 
     When the resolver has a meaning layer (the run's embedder), forget requests the
     extractor missed are recognised here, and every kept candidate is embedded in one
     batch before the judgement: the same code for every extractor.
     """
+    with stage("echo"):
+        # The raw events stay as they are (the log is the record); only reading skips
+        # what the service said itself.
+        events, echo = strip_events(events, shown)
     with stage("extract"):
         extraction = extractor.extract(events)
         persons.own_facts(extraction.candidates)
+        for cand in extraction.candidates:
+            cut = sum(echo.get(e, 0) for e in cand.provenance)
+            if cut:
+                cand.details["echo_chars"] = cut
     meaning = resolver.meaning
     if meaning is not None:
         with stage("meaning"):
@@ -88,4 +102,4 @@ def judge(
         compression = compress(
             resolver, policy=policy.compress, ended_sessions=ended, event_sessions=sessions
         )
-    return Judged(extraction=extraction, compression=compression)
+    return Judged(extraction=extraction, compression=compression, echo=echo)

@@ -63,6 +63,13 @@ def scope_memories(session: Session, *, scope_key: str) -> list[Memory]:
     return list(session.exec(select(Memory).where(col(Memory.scope_key) == scope_key)))
 
 
+def memories_in(session: Session, *, scope_keys: Sequence[str]) -> list[Memory]:
+    """Every version in the given scopes, whatever its status."""
+    if not scope_keys:
+        return []
+    return list(session.exec(select(Memory).where(col(Memory.scope_key).in_(scope_keys))))
+
+
 def memories_by_ids(session: Session, *, ids: Iterable[str]) -> dict[str, Memory]:
     wanted = list(dict.fromkeys(ids))
     if not wanted:

@@ -179,6 +179,8 @@ def _consolidate(
         ops=report.ops,
         llm_calls=report.llm_calls,
         llm_tokens=report.llm_tokens,
+        echo_chars=report.echo_chars,
+        echo_events=report.echo_events,
         stage_seconds={k: round(v, 4) for k, v in report.stage_seconds.items()},
         lease_lost=lease.lost.is_set(),
         seconds=round(time.perf_counter() - started, 4),

@@ -20,6 +20,7 @@ from semantic_pairs import DIFFERENT, SAME
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
 from sleepmem.pipelines import semantic
+from sleepmem.pipelines.echo import Output
 from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.forget_requests import cued_sentences, recognise, topic_of
 from sleepmem.pipelines.policy import Policy
@@ -97,6 +98,7 @@ class Scope_:
             meaning=Meaning(self.embedder) if self.embedder is not None else None,
         )
         judge(events, extractor=RulesExtractor(), resolver=resolver, policy=POLICY,
+              shown=Output.of_memories(existing),
               event_sessions={e.event_id: "s" for e in events})
         plan = resolver.plan
         self.versions.update(plan.changed)

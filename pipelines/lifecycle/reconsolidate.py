@@ -55,8 +55,11 @@ from sleepmem.models import (
     Trust,
 )
 from sleepmem.pipelines import PIPELINE_VERSION
+from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.consolidate import make_extractor
+from sleepmem.pipelines.context import visible_scope_keys
 from sleepmem.pipelines.decay import aware
+from sleepmem.pipelines.echo import Output
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.index import apply_to_index
 from sleepmem.pipelines.memories import copy_row, memory_id, norm_text
@@ -334,6 +337,15 @@ def replay(
         current = list(session.exec(select(Memory).where(
             col(Memory.scope_key) == scope_key, col(Memory.status).in_(CURRENT_STATUSES),
         )))
+        # What the service may have shown when the replayed turns were made: every version
+        # it ever wrote for the scope (versions are appended, never rewritten, so an old
+        # turn's echo names one of them) and the broader scopes' memories, as the live
+        # pipeline loads them. Versions the replay derives anew were never shown to anyone.
+        shown = Output.of_memories([
+            *repo.scope_memories(session, scope_key=scope_key),
+            *repo.memories_in(session, scope_keys=[
+                k for k in visible_scope_keys(Scope.parse_key(scope_key)) if k != scope_key]),
+        ])
     # Memories the replay does not rebuild stay as they are and are resolved against.
     start = [m for m in current if not replayed & set(m.provenance)]
     resolver: Resolver | None = None
@@ -352,7 +364,7 @@ def replay(
             )
         sessions.update({e.event_id: e.scope.session for e in events})
         comp = judge(
-            events, extractor=extractor, resolver=resolver, policy=policy,
+            events, extractor=extractor, resolver=resolver, policy=policy, shown=shown,
             event_sessions=sessions,
             # Judged when the live pipeline judged it: expiry and recency as they were then.
             judged_at=partial(_judged_at, judged),
