@@ -35,6 +35,7 @@ import numpy as np
 
 from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
 from sleepmem.pipelines import semantic
+from sleepmem.pipelines.extract.frames import frame_named, frames_of
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import (
     content_hash,
@@ -44,7 +45,6 @@ from sleepmem.pipelines.memories import (
     norm_text,
     own_words,
 )
-from sleepmem.pipelines.extract.frames import frame_named, frames_of
 from sleepmem.pipelines.semantic import Meaning, gist
 from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (

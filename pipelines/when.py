@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from sleepmem.pipelines.language import has_cjk
+
 MONTHS = {
     name: i + 1
     for i, names in enumerate(
@@ -169,8 +171,6 @@ _GUARDED = (
 )
 _ZH_PATTERNS = (_ZH_DAY, _ZH_OFFSET, _ZH_RELATIVE, _ZH_DATE, _ZH_YEAR)
 _DIGIT = re.compile(r"\d")
-# Every Chinese pattern needs a Han character (天, 周, 月, 年, ...).
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 def carries_date(text: str) -> bool:
@@ -180,7 +180,8 @@ def carries_date(text: str) -> bool:
     low = text.lower()
     if any(p.search(text) for words, p in _GUARDED if any(w in low for w in words)):
         return True
-    return _HAN.search(text) is not None and any(p.search(text) for p in _ZH_PATTERNS)
+    # Every Chinese pattern needs a Han character (天, 周, 月, 年, ...).
+    return has_cjk(text) and any(p.search(text) for p in _ZH_PATTERNS)
 
 
 def resolve(query: str, now: datetime) -> Window | None:

@@ -50,6 +50,7 @@ FRAMES: dict[str, Frame] = {f.attribute: f for f in (
     Frame("answer_length", "preference", False),
     Frame("answer_format", "preference", False),
     Frame("answer_tone", "preference", False),
+    Frame("units", "preference", False),
     Frame("pet", "fact", True),
     Frame("drink", "preference", True),
     Frame("food", "preference", True),

@@ -139,6 +139,10 @@ from sleepmem.pipelines.types import (
     Extraction,
 )
 
+# A request that does not say it lasts is a preference only when it clearly means one
+# ("give me temperatures in Fahrenheit" 0.71 to the units frame; "book me a flight to Rome"
+# 0.35 to the seat frame: scripts/frame_scores.py).
+FOR_NOW_FLOOR = 0.5
 # Low: an unclassified statement must earn its keep through mentions and hits.
 UNCLASSIFIED_IMPORTANCE = 0.3
 # What each lasting type sounds like; an unclassified statement takes the nearest one's
@@ -591,11 +595,15 @@ def _may_hold(reading: Reading) -> bool:
     if reading.owner is Owner.NOBODY or reading.mood is Mood.QUESTION or reading.about_talk or (
             reading.fragment):
         return False
-    if not reading.lasting or not reading.value:
-        return False
-    # "book me a flight" is a task for now; "… from now on" a preference.
-    return reading.mood is not Mood.INSTRUCTION or reading.change or (
-        reading.time.value == "habitual")
+    return (reading.lasting or (reading.mood in (Mood.INSTRUCTION, Mood.WISH) and (
+        reading.time.value == "lasting"))) and bool(reading.value)
+
+
+def _asks_for_now(reading: Reading) -> bool:
+    """A request with no word that it lasts ("book me a flight", "give me the forecast"):
+    a task for now, unless what it asks for means a preference (see _from_reading)."""
+    return reading.mood in (Mood.INSTRUCTION, Mood.WISH) and not reading.change and (
+        reading.time.value != "habitual")
 
 
 def _owned(found: list[_Found], clauses: list[Clause], reading: Reading,
@@ -644,6 +652,9 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
         return None
     if is_small_talk(sentence) or is_one_off(sentence) or ACK.match(sentence):
         return None
+    if _asks_for_now(reading) and (frame is None or frame.type != "preference"
+                                   or seen.score < FOR_NOW_FLOOR):
+        return None  # "book me a flight" is a task; "give me temperatures in Celsius" is not
     if reading.owner is not Owner.SPEAKER and frame is None:
         # No person said, or another's words the meaning does not place: the episode
         # keeps them.

@@ -30,6 +30,7 @@ from sleepmem.pipelines.extract.text import (
     norm_value,
     strip_discourse,
 )
+from sleepmem.pipelines.language import has_cjk
 
 # -- small talk, positively recognised ------------------------------------------------------
 
@@ -112,7 +113,7 @@ _PREFERENCE_CUE = re.compile(
 
 
 def _zh(text: str) -> bool:
-    return bool(re.search(r"[\u4e00-\u9fff]", text))
+    return has_cjk(text)
 
 
 def _first_person(text: str, zh: bool) -> bool:

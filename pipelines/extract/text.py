@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+from sleepmem.pipelines.language import has_cjk
+
 _WS = re.compile(r"\s+")
 STRIP_CHARS = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）[]【】-—"
 
@@ -148,7 +149,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 def is_zh(text: str) -> bool:
-    return _CJK.search(text) is not None
+    return has_cjk(text)
 
 
 def split_clauses(sentence: str, zh: bool) -> list[str]:

@@ -13,26 +13,26 @@ from functools import cache
 from sleepmem.pipelines.language.base import LanguagePack, Mood, Owner, Reading, Time
 
 __all__ = ["CJK_RANGES", "LanguagePack", "Mood", "Owner", "Reading", "Time", "codes", "detect",
-           "has_cjk", "pack", "read"]
+           "has_cjk", "is_han", "pack", "read"]
 
 # The one definition of Han text (CJK ideographs, extension A and compatibility): every
 # module asks `detect` or `has_cjk` instead of keeping its own range.
 CJK_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
 
 
-def _is_han(ch: str) -> bool:
+def is_han(ch: str) -> bool:
     o = ord(ch)
     return any(lo <= o <= hi for lo, hi in CJK_RANGES)
 
 
 def has_cjk(text: str) -> bool:
-    return any(_is_han(ch) for ch in text)
+    return any(is_han(ch) for ch in text)
 
 
 def detect(text: str) -> str:
     """"zh" when Han characters carry the text, else "en": a sentence that names one
     Chinese place inside English words is English."""
-    han = sum(1 for ch in text if _is_han(ch))
+    han = sum(1 for ch in text if is_han(ch))
     latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
     return "zh" if han and han * 3 >= latin else "en"
 

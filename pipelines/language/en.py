@@ -310,6 +310,8 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
                       "Summaries should be a numbered list."),
     "answer_tone": ("Talk to me casually.", "Keep your tone formal.",
                     "Be blunt and direct with me."),
+    "units": ("Give me distances in kilometres.", "Use metric units with me.",
+              "Show temperatures in Celsius.", "Quote prices in euros."),
     "pet": ("I have a dog.", "My pet is a cat.", "We adopted a puppy.",
             "Our family has a parrot."),
     "drink": ("I drink coffee every morning.", "My usual drink is green tea.",
