@@ -373,9 +373,11 @@ class Resolver:
             # slot); a slotted one only a slotless memory or one of its own slot. What it
             # corrects is judged by the speakers' own turns: the turn before a reply, kept
             # for context, is someone else's words.
+            # A slotless correction ("she goes to Hillcrest, not Oakwood") may be about a
+            # person the speaker named before: whose fact it corrects, its meaning says.
             pool = [
                 m for m in restatable
-                if m.subject == cand.subject and (
+                if (m.subject == cand.subject or not cand.attribute) and (
                     not cand.attribute or not m.attribute or m.attribute == cand.attribute)
             ]
             for mem, sim, _same in self._near(cand, pool, own_turns=True)[:1]:

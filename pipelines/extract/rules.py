@@ -616,14 +616,21 @@ def _owned(found: list[_Found], clauses: list[Clause], reading: Reading,
     if reading.owner is Owner.OTHER and reading.other:
         subject = _other_subject(reading.other, zh)
         for f in found:
-            if f.slot.subject == "user" and f.slot.forget_topic is None and not (
-                    f.slot.attribute.startswith(("family", "pet"))) and (
+            if f.slot.subject == "user" and f.slot.attribute in OWN_STATE and (
                     reading.other.lower() in clauses[f.clause_index].raw.lower()) and not (
                     first_person_zh(clauses[f.clause_index].raw.replace("我" + reading.other, ""))
                     if zh else _says_i(clauses[f.clause_index].raw)):
                 f.slot.subject = subject
                 f.slot.change = False
     return found
+
+
+# The speaker's own state, which another person's news must never change: "my brother
+# moved to Chengdu" is not the user's move. Slots that name a relative already (a child's
+# school, a partner's job) keep the reading their matcher gave.
+OWN_STATE = frozenset({"residence", "employer", "occupation", "diet", "answer_language",
+                       "answer_length", "answer_format", "answer_tone", "nationality",
+                       "hometown"})
 
 
 def _says_i(clause: str) -> bool:
@@ -659,8 +666,12 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
         # No person said, or another's words the meaning does not place: the episode
         # keeps them.
         return None
-    if turn.speaker.person and reading.owner is not Owner.SPEAKER:
-        return None  # in a conversation between people, only their own words are theirs
+    if reading.owner is Owner.OTHER and not reading.other:
+        return None  # "she goes to …": whose fact, the sentence alone cannot say
+    if (turn.speaker.person or feedback) and reading.owner is not Owner.SPEAKER:
+        # In a conversation between people only their own words are theirs; feedback on
+        # another's fact is judged by meaning against the memory it answers (resolve).
+        return None
     body = clean_end(strip_discourse(clean_statement(sentence.strip(), zh)))
     if not body:
         return None
@@ -692,9 +703,11 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     details["open_slot"] = {"relation": relation, "object": value, "multi": multi}
     if reading.replaces:
         details["replaces"] = norm_value(reading.replaces)
+    disputes = feedback and bool(NEGATIVE_FEEDBACK.search(sentence))
     if feedback:
-        details["feedback"] = True
-    change = reading.change or feedback or bool(reading.replaces)
+        details["feedback"] = "negative" if disputes else True
+    # Feedback that agrees ("Biscuit is my golden retriever, thanks") changes nothing.
+    change = reading.change or disputes or bool(reading.replaces)
     return turn.candidate(
         Slot(type=kind, attribute=attribute, value=value, head=statement, subject=subject,
              importance=importance, change=change,

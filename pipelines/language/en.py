@@ -75,6 +75,9 @@ TALK_NOUNS = frozenset({"question", "problem", "issue", "point", "idea", "guess"
                         "opinion", "feeling", "impression", "suggestion", "plan", "goal",
                         "bet", "hope", "wish", "take"})
 DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "it", "them", "one", "ones"})
+# Verbs that end what their object was: "left Globex", "sold the Civic", "quit coffee".
+ENDING_VERBS = frozenset({"leave", "quit", "sell", "stop", "divorce", "drop", "cancel",
+                          "ditch", "abandon", "lose", "resign", "retire", "exit"})
 WISH_HEADS = frozenset({"want", "like", "wish", "prefer", "love", "hope", "need"})
 REQUEST_AUX = frozenset({"could", "can", "would", "will"})
 NEGATIONS = frozenset({"not", "n't", "never", "no", "nor", "neither", "nobody", "nothing"})
@@ -116,9 +119,10 @@ def read_doc(doc: Any, text: str) -> Reading:
     time = _time(doc, root, lemmas, change)
     denied = _denied(doc, root)
     verbs = (root.i, *(c.i for c in root.children if c.pos_ == "AUX"))
-    negated = "no longer" in low or (denied is None and any(
-        (t.dep_ == "neg" or (t.lower_ in NEGATIONS and t.dep_ != "intj")) and t.head.i in verbs
-        for t in doc))
+    negated = "no longer" in low or str(root.lemma_).lower() in ENDING_VERBS or (
+        denied is None and any(
+            (t.dep_ == "neg" or (t.lower_ in NEGATIONS and t.dep_ != "intj"))
+            and t.head.i in verbs for t in doc))
     return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
                    change=change, other=other, head=_head(root),
                    about_talk=_about_talk(doc, root),
@@ -175,8 +179,10 @@ def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
     if any(c.lower_ in SECOND_PERSON for c in subj.children):
         return Owner.IMPLICIT, ""  # "your words motivate me": about the listener's words
     owned = any(c.lower_ in ("my", "our") for c in subj.children)
-    if subj.lemma_.lower() in PERSON_NOUNS and (owned or word in THIRD_PRONOUNS):
-        return Owner.OTHER, subj.lemma_.lower() if word not in THIRD_PRONOUNS else word
+    if word in THIRD_PRONOUNS:
+        return Owner.OTHER, ""  # "she goes to Hillcrest": someone else, not named here
+    if subj.lemma_.lower() in PERSON_NOUNS and owned:
+        return Owner.OTHER, subj.lemma_.lower()
     if owned:
         return Owner.SPEAKER, ""  # "my new flat is in Porto", "my favourite tea is …"
     if subj.pos_ == "PROPN" and root.lemma_ != "be":

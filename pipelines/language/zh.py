@@ -28,6 +28,9 @@ CHANGE_WORDS = frozenset({"现在", "如今", "以后", "今后", "往后", "从
 STATE_CHANGE_VERBS = frozenset({"搬", "搬到", "搬去", "搬家", "迁", "跳槽", "入职", "辞职", "离职",
                                 "转", "加入", "结婚", "离婚", "养", "领养", "买", "卖", "卖掉",
                                 "戒", "戒掉", "退休", "毕业", "转学", "升职", "换成", "改成"})
+# Verbs that end what their object was: 离开华为, 卖掉高尔夫, 戒了咖啡.
+ENDING_VERBS = frozenset({"离开", "辞职", "离职", "卖", "卖掉", "戒", "戒掉", "退出", "放弃",
+                          "退掉", "送给", "送人", "分手"})
 # What happened once: 看到一只猫, 玩了三天, 参加了婚礼.
 EVENT_VERBS = frozenset({"看到", "看见", "遇到", "碰到", "听说", "玩", "逛", "参加", "见", "见到",
                          "去过", "吃了", "买了", "发现", "路过", "旅游", "旅行", "出差"})
@@ -44,6 +47,9 @@ MENTAL_WORDS = frozenset({"觉得", "认为", "以为", "感觉", "猜", "相信
 FEELINGS = frozenset({"舒服", "累", "开心", "高兴", "难过", "忙", "困", "饿", "烦", "紧张", "满意",
                       "不错", "好的", "可以", "确定", "无聊"})
 NEGATIONS = frozenset({"不", "没", "没有", "别", "不再", "从不", "不是", "未", "无", "不要", "甭"})
+# What asks: 帮我想想送什么礼物 is a question put as a request.
+WH_WORDS = frozenset({"什么", "哪", "哪里", "哪儿", "哪个", "怎么", "怎样", "为什么", "谁", "多少",
+                      "几点", "如何"})
 QUESTION_ENDS = ("吗", "？", "?", "呢", "么")
 WISH_WORDS = frozenset({"吧", "请", "麻烦", "希望", "想要", "要", "帮", "记得", "务必", "最好"})
 # Where a place or an organisation follows: the value of "在张江", "搬到成都", "去了深圳".
@@ -81,11 +87,13 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
     tokens = [w for w, _ in words]
     vocab = set(tokens)
     owner, other = _owner(words)
-    negated = bool(vocab & NEGATIONS) or any(w.startswith(("不", "没")) for w in tokens)
+    negated = bool(vocab & (NEGATIONS | ENDING_VERBS)) or any(
+        w.startswith(("不", "没")) for w in tokens)
     change = bool(vocab & (CHANGE_WORDS | STATE_CHANGE_VERBS)) or any(
         any(c in w for c in ("改", "换")) for w in tokens)
     stripped = text.rstrip(" 。！!～~")
-    if stripped.endswith(QUESTION_ENDS) and not vocab & {"以后", "今后", "往后"}:
+    if (stripped.endswith(QUESTION_ENDS) or vocab & WH_WORDS) and not vocab & {
+            "以后", "今后", "往后"}:
         mood = Mood.QUESTION
     elif vocab & WISH_WORDS:
         mood = Mood.INSTRUCTION if vocab & {"请", "麻烦", "帮", "务必", "记得"} or (
@@ -147,7 +155,7 @@ def _owner(words: list[tuple[str, str]]) -> tuple[Owner, str]:
             if flag.startswith("v") or word in ("是", "在"):
                 break  # the subject comes before the first verb
             if word in THIRD_PERSON:
-                return Owner.NOBODY, ""  # 他/她 with no one named: whose, we cannot say
+                return Owner.OTHER, ""  # 他/她: someone else, not named here
             if word in PERSON_NOUNS:
                 return Owner.OTHER, word
             if i == 0 and flag == "nr" and len(clause) > 1 and clause[1][1].startswith("v"):
