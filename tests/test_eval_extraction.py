@@ -173,7 +173,8 @@ class TestTheMatcherOnInventedPairs:
         ("Ana", "Ana adopted a beagle named Biscuit.",
          "Ana: I repainted the kitchen a pale green."),
         ("Ben", "Ben moved to Porto for a new job.", "Ben: My sister visited from Oslo."),
-        ("Ana", "Ana is learning to play the cello.", "Ben loves playing the cello."),
+        ("Ana", "Ana is learning to play the cello.",
+         "Ana: My brother fixed the garage roof last summer."),
     )
 
     @staticmethod
