@@ -217,3 +217,28 @@ class TestCalibrationArithmetic:
                    "same"}
         assert all(set(item) == allowed for item in labels)
         assert all(len(item["statement_sha256"]) == 64 for item in labels)
+
+
+class TestCommandLine:
+    def test_eval_extraction_prints_one_json_report(self, toy_file: Path, namespace: str) -> None:
+        from typer.testing import CliRunner
+
+        from sleepmem.cli import app
+
+        env = {
+            "SLEEPMEM_EMBEDDER": "hashing",
+            "SLEEPMEM_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "SLEEPMEM_NAMESPACE": namespace,
+            "SLEEPMEM_LOG_LEVEL": "WARNING",
+        }
+        result = CliRunner().invoke(
+            app,
+            ["eval", "extraction", "--data", str(toy_file), "--json", "--limit", "1",
+             "--threshold", str(THRESHOLD)],
+            env=env,
+        )
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout[result.stdout.index("{") :])
+        assert report["threshold"] == THRESHOLD
+        assert report["coverage"] == round(2 / 3, 4)
+        assert "calibration" not in report
