@@ -15,6 +15,7 @@ from sleepmem.core.settings import Settings
 from sleepmem.evals.extraction import (
     DEFAULT_THRESHOLD,
     LABELS,
+    OTHER_SUBJECT,
     Matcher,
     Side,
     agreement,
@@ -162,32 +163,36 @@ def usem() -> Iterator[UsemEmbedder]:
 
 
 class TestTheMatcherOnInventedPairs:
+    # (observation's speaker, observation, memory statement, the memory's speaker)
     SAME = (
         ("Ana", "Ana adopted a beagle named Biscuit.",
-         "Ana: I adopted a beagle named Biscuit last week!"),
-        ("Ben", "Ben moved to Porto for a new job.", "Ben moved to Porto for his new job."),
+         "Ana: I adopted a beagle named Biscuit last week!", "Ana"),
+        ("Ben", "Ben moved to Porto for a new job.", "Ben moved to Porto for his new job.", "Ben"),
         ("Ana", "Ana is learning to play the cello.",
-         "Ben: How are the lessons?\nAna: I'm learning to play the cello, it's hard."),
+         "Ben: How are the lessons?\nAna: I'm learning to play the cello, it's hard.", "Ana"),
     )
     NOT_SAME = (
         ("Ana", "Ana adopted a beagle named Biscuit.",
-         "Ana: I repainted the kitchen a pale green."),
-        ("Ben", "Ben moved to Porto for a new job.", "Ben: My sister visited from Oslo."),
+         "Ana: I repainted the kitchen a pale green.", "Ana"),
+        ("Ben", "Ben moved to Porto for a new job.", "Ben: My sister visited from Oslo.", "Ben"),
         ("Ana", "Ana is learning to play the cello.",
-         "Ana: My brother fixed the garage roof last summer."),
+         "Ana: My brother fixed the garage roof last summer.", "Ana"),
+        # the same words, about someone else
+        ("Ana", "Ana is learning to play the cello.", "Ben loves playing the cello.", "Ben"),
     )
 
     @staticmethod
-    def _score(matcher: Matcher, speaker: str, observation: str, statement: str) -> float:
-        lines = [Side(s, t) for s, t in statement_lines(statement, ["Ana", "Ben"], speaker)]
+    def _score(matcher: Matcher, speaker: str, observation: str, statement: str,
+               memory_speaker: str) -> float:
+        lines = [Side(s, t) for s, t in statement_lines(statement, ["Ana", "Ben"], memory_speaker)]
         return matcher.score(Side(speaker, observation), lines)
 
     def test_same_pairs_reach_the_threshold_and_others_do_not(self, usem: UsemEmbedder) -> None:
         matcher = Matcher(usem)
-        for speaker, obs, statement in self.SAME:
-            assert self._score(matcher, speaker, obs, statement) >= DEFAULT_THRESHOLD, statement
-        for speaker, obs, statement in self.NOT_SAME:
-            assert self._score(matcher, speaker, obs, statement) < DEFAULT_THRESHOLD, statement
+        for speaker, obs, statement, by in self.SAME:
+            assert self._score(matcher, speaker, obs, statement, by) >= DEFAULT_THRESHOLD
+        for speaker, obs, statement, by in self.NOT_SAME:
+            assert self._score(matcher, speaker, obs, statement, by) < DEFAULT_THRESHOLD
 
     def test_normalising_raises_the_score_of_a_first_person_paraphrase(
         self, usem: UsemEmbedder
@@ -195,7 +200,14 @@ class TestTheMatcherOnInventedPairs:
         obs = "Ana adopted a beagle named Biscuit."
         raw = "Ana: I adopted a beagle named Biscuit last week!"
         vectors = usem.embed([obs, raw])
-        assert self._score(Matcher(usem), "Ana", obs, raw) > float(vectors[0] @ vectors[1])
+        assert self._score(Matcher(usem), "Ana", obs, raw, "Ana") > float(vectors[0] @ vectors[1])
+
+    def test_a_line_about_someone_else_scores_lower(self, usem: UsemEmbedder) -> None:
+        obs = "Ana is learning to play the cello."
+        said = "Playing the cello is great fun."
+        own = self._score(Matcher(usem), "Ana", obs, f"Ana: {said}", "Ana")
+        other = self._score(Matcher(usem), "Ana", obs, f"Ben: {said}", "Ana")
+        assert other == pytest.approx(own * OTHER_SUBJECT)
 
 
 class TestCalibrationArithmetic:
