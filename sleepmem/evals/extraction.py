@@ -26,7 +26,13 @@ holds a context turn and a reply), and the score mixes the embedder's cosine wit
 of the observation's content words (crudely lemmatised) found in the line. The threshold is
 calibrated against hand-labelled pairs (``data/extraction_labels.json``), which hold only
 keys and a hash of the memory statement, never LoCoMo text; ``calibrate`` recomputes the
-matcher's agreement with them on a fresh consolidation.
+matcher's agreement with them on a fresh consolidation. The 100 pairs were drawn by
+``sample_pairs`` (seed 39) from a dev8 consolidation, spread over the score range of the
+matcher's first version (before the other-subject factor): 40 pairing an observation with the
+best structured memory from its evidence turn or a turn up to two away, 60 with the best
+memory of any type there (in all 42 structured memories and 58 episodes); "same" meant
+that a reader of the memory alone learns what the observation says (its main claim, with
+the right person).
 """
 
 from __future__ import annotations
