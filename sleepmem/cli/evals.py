@@ -66,6 +66,45 @@ def locomo(
     _print(report)
 
 
+@eval_app.command("extraction")
+def extraction(
+    data: DataFile,
+    as_json: AsJson = True,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="the first N conversations")
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0,
+                                   help="matcher score at which a pair states the same thing")
+    ] = None,
+    calibrate: Annotated[bool, typer.Option(
+        help="also the matcher's agreement with the hand labels (--labels)")] = False,
+    labels: Annotated[Path | None, typer.Option(
+        exists=True, dir_okay=False, readable=True,
+        help="hand labels (default: the labels shipped with sleepmem)")] = None,
+    sample_pairs: Annotated[Path | None, typer.Option(
+        dir_okay=False, help="write 100 pairs spanning the score range, with their texts, "
+                             "to label by hand (benchmark text: keep it out of the repo)")] = None,
+) -> None:
+    """LoCoMo extraction: coverage of the annotators' observations by structured memories,
+    the share stating the same thing (calibrated matcher), and unmatched memories."""
+    # deferred: bench and eval tooling loads only for its own command
+    from sleepmem.evals.extraction import DEFAULT_THRESHOLD, LABELS, run_extraction
+
+    try:
+        report = run_extraction(
+            data,
+            settings=_settings(),
+            limit_conversations=limit,
+            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+            labels=(labels or LABELS) if calibrate or labels else None,
+            sample_to=sample_pairs,
+        )
+    except SleepmemError as exc:
+        raise fail(exc) from None
+    _print(report)
+
+
 @eval_app.command("longmemeval")
 def longmemeval(
     data: DataFile,

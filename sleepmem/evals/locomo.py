@@ -146,40 +146,52 @@ def normalise_evidence(raw: Sequence[str]) -> list[str]:
     return [f"D{m.group(1)}:{m.group(2)}" for item in raw for m in _DIA_ID.finditer(str(item))]
 
 
-def load(path: Path) -> list[Conversation]:
-    """Parse the LoCoMo JSON; evidence naming turns that do not exist is dropped and counted."""
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """The LoCoMo file's samples, as parsed JSON."""
     with Path(path).open(encoding="utf-8") as fh:
         raw = json.load(fh)
-    out: list[Conversation] = []
-    for sample in raw:
-        conv = Conversation(sample_id=str(sample["sample_id"]))
-        body = sample["conversation"]
-        sessions = sorted(
-            int(m.group(1)) for key in body if (m := _SESSION_KEY.match(key))
-        )
-        for n in sessions:
-            start = parse_session_date(body[f"session_{n}_date_time"])
-            for i, turn in enumerate(body[f"session_{n}"]):
-                conv.turns.append(
-                    Turn(
-                        dia_id=str(turn["dia_id"]),
-                        speaker=str(turn["speaker"]),
-                        text=turn_text(turn),
-                        at=start + timedelta(seconds=i),
-                        session=n,
-                    )
+    return list(raw)
+
+
+def conversation_of(sample: dict[str, Any]) -> Conversation:
+    """One sample's turns and questions; evidence naming turns that do not exist is
+    dropped and counted."""
+    conv = Conversation(sample_id=str(sample["sample_id"]))
+    body = sample["conversation"]
+    sessions = sorted(int(m.group(1)) for key in body if (m := _SESSION_KEY.match(key)))
+    for n in sessions:
+        start = parse_session_date(body[f"session_{n}_date_time"])
+        for i, turn in enumerate(body[f"session_{n}"]):
+            conv.turns.append(
+                Turn(
+                    dia_id=str(turn["dia_id"]),
+                    speaker=str(turn["speaker"]),
+                    text=turn_text(turn),
+                    at=start + timedelta(seconds=i),
+                    session=n,
                 )
-        known = {t.dia_id for t in conv.turns}
-        for qa in sample.get("qa", []):
-            cited = normalise_evidence(qa.get("evidence", []))
-            evidence = frozenset(e for e in cited if e in known)
-            conv.dropped_evidence += len(set(cited) - evidence)
-            if evidence:
-                conv.questions.append(
-                    Question(str(qa["question"]), int(qa["category"]), evidence)
-                )
-        out.append(conv)
-    return out
+            )
+    known = {t.dia_id for t in conv.turns}
+    for qa in sample.get("qa", []):
+        cited = normalise_evidence(qa.get("evidence", []))
+        evidence = frozenset(e for e in cited if e in known)
+        conv.dropped_evidence += len(set(cited) - evidence)
+        if evidence:
+            conv.questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
+    return conv
+
+
+def load(path: Path) -> list[Conversation]:
+    """Parse the LoCoMo JSON; evidence naming turns that do not exist is dropped and counted."""
+    return [conversation_of(sample) for sample in read_samples(path)]
+
+
+def ingest_conversation(res: Resources, conv: Conversation) -> tuple[int, int]:
+    """Emit a conversation's turns, drain and consolidate them (the sleep-time path, run to
+    completion); returns (events accepted, current memories the tenant gained)."""
+    before = count_memories(res, tenant=TENANT)
+    events = ingest(res, events_of(conv))
+    return events, count_memories(res, tenant=TENANT) - before
 
 
 def events_of(conv: Conversation) -> list[dict[str, Any]]:
@@ -349,9 +361,8 @@ def run_locomo(
     with eval_instance(settings, prefix="sleepmem-locomo-") as res:
         for conv in conversations:
             t0 = time.perf_counter()
-            batch = events_of(conv)
-            events += ingest(res, batch)
-            written = count_memories(res, tenant=TENANT) - memories
+            accepted, written = ingest_conversation(res, conv)
+            events += accepted
             memories += written
             questions = conv.questions[:limit_questions]
             conv_rows = _score_conversation(res, conv, questions, ks, tail=tail)
@@ -360,7 +371,7 @@ def run_locomo(
             full_tokens.append(count_tokens("\n".join(t.document for t in conv.turns)))
             log.info(
                 "locomo_conversation",
-                sample=conv.sample_id, events=len(batch), memories=written,
+                sample=conv.sample_id, events=accepted, memories=written,
                 questions=len(conv_rows),
                 recall_at_10=round(mean([r.recall.get(10, 0.0) for r in conv_rows]), 4),
                 seconds=round(time.perf_counter() - t0, 2),
