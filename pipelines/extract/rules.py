@@ -595,8 +595,17 @@ def _may_hold(reading: Reading) -> bool:
     if reading.owner is Owner.NOBODY or reading.mood is Mood.QUESTION or reading.about_talk or (
             reading.fragment):
         return False
-    return (reading.lasting or (reading.mood in (Mood.INSTRUCTION, Mood.WISH) and (
-        reading.time.value == "lasting"))) and bool(reading.value)
+    return (reading.lasting or _lived(reading) or (
+        reading.mood in (Mood.INSTRUCTION, Mood.WISH) and reading.time.value == "lasting")
+    ) and bool(reading.value)
+
+
+def _lived(reading: Reading) -> bool:
+    """A finished event of the speaker's own life ("I went to a support group yesterday",
+    "我上周去了趟西安"): it stays true, so it is a fact of their history, one of many (it never
+    replaces another), not a short-lived episode."""
+    return reading.time.value == "past" and reading.owner is Owner.SPEAKER and (
+        reading.mood is Mood.STATEMENT)
 
 
 def _asks_for_now(reading: Reading) -> bool:
@@ -687,11 +696,16 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
                     "time": reading.time.value, "head": reading.head},
     }
     importance = UNCLASSIFIED_IMPORTANCE
-    if frame is not None:
+    if frame is not None and not _lived(reading):
         kind, importance = frame.type, IMPORTANCE[frame.type]
         details.update(type_by="frame", frame=round(seen.score, 3))
         attribute = OPEN_SLOT_PREFIX + frame.attribute if frame.multi else frame.attribute
         relation, multi = frame.attribute, frame.multi
+    elif _lived(reading):
+        kind = "fact"
+        details.update(unclassified=True, type_by="reading", lived=True)
+        relation, multi = reading.head or "did", True
+        attribute = OPEN_SLOT_PREFIX + relation
     else:
         # Fail safe: a lasting statement of the speaker's own that no attribute fits is a
         # fact (or preference) in an open slot named by its head, never an episode.
