@@ -583,7 +583,9 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
                              for s in split_sentences(text))
     unique = list(dict.fromkeys(sentences))
     readings = read(unique)
-    holding = [r.text for r in readings if _may_hold(r)]
+    # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
+    holding = [r.text for r in readings
+               if _may_hold(r) and not _match_sentence(r.text, is_zh(r.text), None)[0]]
     framed = dict(zip(holding, frames_of(embedder, holding), strict=True)) if (
         embedder is not None) else {}
     return {r.text: Understood(r, *framed.get(r.text, (None, 0.0))) for r in readings}

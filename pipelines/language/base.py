@@ -67,6 +67,14 @@ class Reading:
     fragment: bool = False
 
     @property
+    def holds(self) -> bool:
+        """Whether the clause can state a fact of someone's: it lasts or happened, it is
+        owned, it names a value, and it is about the world rather than the talk."""
+        return (self.lasting or self.time is Time.PAST) and self.owner is not Owner.NOBODY and (
+            self.mood is not Mood.QUESTION and bool(self.value) and not self.about_talk
+            and not self.fragment)
+
+    @property
     def lasting(self) -> bool:
         """Whether the clause states something that holds beyond the moment it is said."""
         return self.time in (Time.LASTING, Time.HABITUAL) or (

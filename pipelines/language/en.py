@@ -7,6 +7,7 @@ words below are data, matched on the parse's lemmas, never on a sentence's surfa
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -107,15 +108,51 @@ class EnglishPack:
 
 
 def read_doc(doc: Any, text: str) -> Reading:
-    root = next((t for t in doc if t.dep_ == "ROOT"), None)
-    if root is None:
+    """The reading of a sentence: that of its first clause that states something that
+    lasts or happened (see Reading.holds), else of its first clause. A change said in any
+    clause ("done with running, it's swimming for me now") is the sentence's."""
+    roots = _clause_roots(doc)
+    if not roots:
         return Reading(text=text, owner=Owner.IMPLICIT, mood=Mood.STATEMENT, time=Time.LASTING)
+    readings = [_read_clause(doc, text, root, [r for r in roots if r is not root])
+                for root in roots]
+    change = any(r.change for r in readings)
+    # What the sentence says now comes before what it says is over: "I sold my Civic and I
+    # drive a Model 3 now" is about the Model 3 (the Civic's end is the change).
+    chosen = next((r for r in readings if r.holds and not r.negated),
+                  next((r for r in readings if r.holds), readings[0]))
+    return replace(chosen, change=change) if change != chosen.change else chosen
+
+
+def _clause_roots(doc: Any) -> list[Any]:
+    """The head of every clause: each sentence's root, and each verb joined to it that
+    has a subject of its own ("I sold my Civic and I drive a Model 3 now")."""
+    roots: list[Any] = []
+    for sent in doc.sents:
+        roots.append(sent.root)
+        roots.extend(t for t in sent if t.dep_ in ("conj", "ccomp", "parataxis")
+                     and t.pos_ in ("VERB", "AUX")
+                     and any(c.dep_ in ("nsubj", "nsubjpass", "expl") for c in t.children))
+    return roots
+
+
+def _changes_state(root: Any) -> bool:
+    lemma = str(root.lemma_).lower()
+    return root.tag_ in ("VBD", "VBN", "JJ") and (
+        lemma in STATE_CHANGE_VERBS or lemma.removesuffix("ed") in STATE_CHANGE_VERBS
+        or lemma.removesuffix("d") in STATE_CHANGE_VERBS)
+
+
+def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
     low = text.lower()
+    # The clause's own words: its root's subtree without the clauses joined to it.
+    inner = {t.i for o in others if o.i in {s.i for s in root.subtree} for t in o.subtree}
+    words = [t for t in root.subtree if t.i not in inner]
     lemmas = {t.lemma_.lower() for t in doc} | {t.lower_ for t in doc}
     owner, other = _owner(doc, root)
     mood = _mood(doc, root, lemmas, low)
     change = bool(lemmas & CHANGE_WORDS) or any(p in low for p in CHANGE_PHRASES) or (
-        root.lemma_.lower() in STATE_CHANGE_VERBS and root.tag_ in ("VBD", "VBN"))
+        _changes_state(root))
     time = _time(doc, root, lemmas, change)
     denied = _denied(doc, root)
     verbs = (root.i, *(c.i for c in root.children if c.pos_ == "AUX"))
@@ -126,9 +163,10 @@ def read_doc(doc: Any, text: str) -> Reading:
     return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
                    change=change, other=other, head=_head(root),
                    about_talk=_about_talk(doc, root),
-                   fragment=root.pos_ not in ("VERB", "AUX") and not any(
+                   fragment=not change and root.pos_ not in ("VERB", "AUX") and not (
+                       _changes_state(root)) and not any(
                        c.dep_ in ("nsubj", "nsubjpass") for c in root.children),
-                   value=_value(doc, root, denied),
+                   value=_value(words, root, denied),
                    replaces=_span(denied) if denied is not None else "")
 
 
@@ -225,6 +263,8 @@ def _mood(doc: Any, root: Any, lemmas: set[str], low: str) -> Mood:
 
 def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
     low = doc.text.lower()
+    if _changes_state(root):
+        return Time.LASTING  # "moved to Porto", "unpacked at the new place tonight": it holds
     if any(p in low for p in MOMENT_PHRASES) and not any(p in low for p in CHANGE_PHRASES):
         return Time.ONE_OFF
     if root.lemma_ == "go" and root.tag_ == "VBG":
@@ -241,8 +281,8 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
         return Time.FUTURE
     if lemmas & HABIT_WORDS or any(t.lower_ == "when" and t.head.dep_ == "advcl" for t in doc):
         return Time.HABITUAL  # "always", "every", "when you summarise, keep it short"
-    if root.lemma_.lower() in STATE_CHANGE_VERBS and root.tag_ in ("VBD", "VBN"):
-        return Time.LASTING  # a change of state holds now (see _changes)
+    if _changes_state(root):
+        return Time.LASTING  # "moved to Porto", "unpacked at the new place tonight": it holds
     if root.tag_ == "VBD" and not change and (lemmas & PAST_WORDS or root.lemma_ not in (
             "be", "have")):
         return Time.PAST
@@ -261,7 +301,7 @@ def _head(root: Any) -> str:
     return lemma
 
 
-def _value(doc: Any, root: Any, denied: Any) -> str:
+def _value(doc: list[Any], root: Any, denied: Any) -> str:
     """The span the clause states: a proper name if it has one, else the root's object
     or complement, else the last noun phrase."""
     subj = _subject(root)

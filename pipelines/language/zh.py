@@ -6,6 +6,7 @@ the speaker's; the function and time words below are data, matched on jieba's wo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -44,7 +45,7 @@ MOMENT_WORDS = frozenset({"今天", "今晚", "这周", "本周", "这次", "这
 # The mind and the talk: 我觉得…, 我的问题是….
 MENTAL_WORDS = frozenset({"觉得", "认为", "以为", "感觉", "猜", "相信", "知道", "明白",
                           "理解", "同意", "问题", "意思", "想法", "谢谢", "感谢"})
-FEELINGS = frozenset({"舒服", "累", "开心", "高兴", "难过", "忙", "困", "饿", "烦", "紧张", "满意",
+FEELINGS = frozenset({"舒服", "受不了", "疼", "痛", "累", "开心", "高兴", "难过", "忙", "困", "饿", "烦", "紧张", "满意",
                       "不错", "好的", "可以", "确定", "无聊"})
 NEGATIONS = frozenset({"不", "没", "没有", "别", "不再", "从不", "不是", "未", "无", "不要", "甭"})
 # What asks: 帮我想想送什么礼物 is a question put as a request.
@@ -80,7 +81,29 @@ class ChinesePack:
 
     def readings(self, texts: list[str]) -> list[Reading]:
         cut = _cut()
-        return [read_words([(w.word, w.flag) for w in cut(t)], t) for t in texts]
+        return [read_sentence([(w.word, w.flag) for w in cut(t)], t) for t in texts]
+
+
+def read_sentence(words: list[tuple[str, str]], text: str) -> Reading:
+    """The reading of a sentence: that of its first clause that states something that
+    lasts or happened and is not over, else of its first clause that does, else of the
+    whole. A clause that names nobody is about whoever the clause before it named (我哥哥
+    搬到成都了，现在在那边上班); a hypothetical or a change anywhere is the sentence's."""
+    whole = read_words(words, text)
+    clauses = _clauses(words)
+    if whole.owner is Owner.NOBODY or len(clauses) < 2:
+        return whole
+    readings: list[Reading] = []
+    for clause in clauses:
+        r = read_words(clause, text)
+        if readings and not any(w in FIRST_PERSON | PERSON_NOUNS | THIRD_PERSON
+                                for w, _f in clause):
+            r = replace(r, owner=readings[-1].owner, other=readings[-1].other)
+        readings.append(r)
+    chosen = next((r for r in readings if r.holds and not r.negated),
+                  next((r for r in readings if r.holds), whole))
+    return replace(chosen, change=whole.change, mood=whole.mood if (
+        whole.mood is Mood.QUESTION) else chosen.mood)
 
 
 def read_words(words: list[tuple[str, str]], text: str) -> Reading:
