@@ -77,8 +77,8 @@ class TestResidence:
         """It is history (see TestResidence.test_an_event_of_ones_own_life_…), not a
         residence."""
         assert not [c for c in extract("I lived in Paris when I was a student.")
-                    if c.attribute == "residence" or c.details.get("lived") is not True
-                    and c.type != "event"]
+                    if c.attribute == "residence" or (c.details.get("lived") is not True
+                    and c.type != "event")]
 
     def test_chinese_residence_keeps_the_sentence_in_chinese(self) -> None:
         c = slot(extract("我住在成都，平时在高新区上班。"), "residence")
