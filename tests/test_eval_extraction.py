@@ -42,9 +42,9 @@ def _sample() -> list[dict[str, Any]]:
                 "session_1": [
                     # -> a preference (structured) that the first observation states
                     {"speaker": "Ana", "dia_id": "D1:1", "text": "I love hiking in the mountains."},
-                    # -> an episode only
+                    # -> an episode only (a question states nothing)
                     {"speaker": "Ben", "dia_id": "D1:2",
-                     "text": "We watched a documentary about volcanoes yesterday."},
+                     "text": "Did you catch the volcano documentary last night?"},
                     # -> a fact, which the observation citing this turn does not state
                     {"speaker": "Ana", "dia_id": "D1:3",
                      "text": "I work as a nurse at the city hospital."},
@@ -59,7 +59,7 @@ def _sample() -> list[dict[str, Any]]:
                         ["Ana dislikes the long commute by bus.", "D1:3"],
                     ],
                     "Ben": [
-                        ["Ben watched a documentary about volcanoes.", "D1:2"],
+                        ["Ben asked Ana about a documentary on volcanoes.", "D1:2"],
                         ["Ben owns a red kayak.", "D9:9"],  # names no turn: dropped
                     ],
                 }
