@@ -35,7 +35,7 @@ import numpy as np
 
 from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
 from sleepmem.pipelines import semantic
-from sleepmem.pipelines.extract.frames import frame_named, frames_of
+from sleepmem.pipelines.extract.frames import frame_named, may_mean, ranked_frames
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import (
     content_hash,
@@ -154,7 +154,7 @@ class Resolver:
         # a Sony") names the old value in a clause its own candidate does not carry.
         self.said: dict[str, str] = {}
         self._parts: dict[str, list[str]] = {}
-        self._frames: dict[str, str] = {}
+        self._frames: dict[str, list[tuple[str, float]]] = {}
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
             m.id: m for m in existing if m.status in CURRENT_STATUSES
@@ -253,13 +253,11 @@ class Resolver:
                 and m.trust in (Trust.high.value, Trust.human.value) and m.source != "tool"
                 and not m.attribute.startswith(TOOL_PREFIX)
                 and (m.type != "event" or m.source == "user")]
-        todo = [m.statement for m in pool if m.statement not in self._frames]
+        todo = list(dict.fromkeys(m.statement for m in pool if m.statement not in self._frames))
         if todo:
-            for text, (found, _score) in zip(
-                    todo, frames_of(self.meaning.embedder, [_last_turn(t) for t in todo]),
-                    strict=True):
-                self._frames[text] = found.attribute if found is not None else ""
-        return [m for m in pool if self._frames[m.statement] == frame.attribute]
+            ranked = ranked_frames(self.meaning.embedder, [_last_turn(t) for t in todo])
+            self._frames.update(zip(todo, ranked, strict=True))
+        return [m for m in pool if may_mean(self._frames[m.statement], frame.attribute)]
 
     def _restatable(self, cand: Candidate) -> list[Memory]:
         """Current memories a candidate may restate: same session, not summaries or

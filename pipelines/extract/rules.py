@@ -584,10 +584,13 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     unique = list(dict.fromkeys(sentences))
     readings = read(unique)
     # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
-    holding = [r.text for r in readings
+    holding = [r for r in readings
                if _may_hold(r) and not _match_sentence(r.text, is_zh(r.text), None)[0]]
-    framed = dict(zip(holding, frames_of(embedder, holding), strict=True)) if (
-        embedder is not None) else {}
+    # Judged on the clause that holds, not the whole sentence: what else the sentence says
+    # ("…, the lease started Monday") only blurs its meaning.
+    framed = dict(zip([r.text for r in holding],
+                      frames_of(embedder, [r.clause or r.text for r in holding]),
+                      strict=True)) if embedder is not None else {}
     return {r.text: Understood(r, *framed.get(r.text, (None, 0.0))) for r in readings}
 
 

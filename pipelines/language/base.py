@@ -65,6 +65,9 @@ class Reading:
     # A fragment with no predicate ("From Lisbon, on the early flight.") answers something
     # said before it; alone it states nothing.
     fragment: bool = False
+    # The clause's own words, without the clauses joined to it: what its meaning is judged
+    # on ("新家在杭州" of "新家在杭州，上周末总算把东西都搬完了").
+    clause: str = ""
 
     @property
     def holds(self) -> bool:

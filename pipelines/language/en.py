@@ -167,6 +167,7 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
                        _changes_state(root)) and not any(
                        c.dep_ in ("nsubj", "nsubjpass") for c in root.children),
                    value=_value(words, root, denied),
+                   clause=" ".join(t.text for t in words if not t.is_punct),
                    replaces=_span(denied) if denied is not None else "")
 
 
@@ -341,7 +342,8 @@ def _span(token: Any) -> str:
 PROTOTYPES: dict[str, tuple[str, ...]] = {
     "residence": ("I live in this city.", "My home is in another town now.",
                   "We moved into a new apartment in the city.", "I'm based in that country.",
-                  "The place I call home is a village by the sea."),
+                  "The place I call home is a village by the sea.",
+                  "Our new house is in the suburbs.", "Home is a small town these days."),
     "employer": ("I work at this company.", "My employer is a bank.",
                  "I joined a new firm last month.", "My office is at a startup downtown."),
     "occupation": ("I work as a nurse.", "My job is software engineer.",

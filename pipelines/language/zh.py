@@ -95,7 +95,7 @@ def read_sentence(words: list[tuple[str, str]], text: str) -> Reading:
         return whole
     readings: list[Reading] = []
     for clause in clauses:
-        r = read_words(clause, text)
+        r = replace(read_words(clause, text), clause="".join(w for w, _f in clause))
         if readings and not any(w in FIRST_PERSON | PERSON_NOUNS | THIRD_PERSON
                                 for w, _f in clause):
             r = replace(r, owner=readings[-1].owner, other=readings[-1].other)
@@ -242,7 +242,8 @@ def _run(words: list[tuple[str, str]]) -> str:
 
 # What each attribute sounds like in Chinese, in general words (see en.PROTOTYPES).
 PROTOTYPES: dict[str, tuple[str, ...]] = {
-    "residence": ("我住在这个城市。", "我家在另一个城市。", "我们搬进了新公寓。"),
+    "residence": ("我住在这个城市。", "我家在另一个城市。", "我们搬进了新公寓。", "新家在郊区。",
+                  "现在定居在一个小城。"),
     "employer": ("我在这家公司上班。", "我的公司是一家银行。", "我入职了一家新公司。"),
     "occupation": ("我是一名护士。", "我的职业是程序员。", "我现在做设计师。"),
     "diet": ("我吃素。", "我不吃肉。", "我不碰乳制品。"),
