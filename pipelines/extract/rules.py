@@ -585,7 +585,8 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     readings = read(unique)
     # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
     holding = [r for r in readings
-               if _may_hold(r) and not _match_sentence(r.text, is_zh(r.text), None)[0]]
+               if _may_hold(r) and not _lived(r)
+               and not _match_sentence(r.text, is_zh(r.text), None)[0]]
     # Judged on the clause that holds, not the whole sentence: what else the sentence says
     # ("…, the lease started Monday") only blurs its meaning.
     framed = dict(zip([r.text for r in holding],
