@@ -681,8 +681,11 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
         # No person said, or another's words the meaning does not place: the episode
         # keeps them.
         return None
-    if reading.owner is Owner.OTHER and not reading.other:
-        return None  # "she goes to …": whose fact, the sentence alone cannot say
+    if reading.owner is Owner.OTHER:
+        # Another person's news stays the speaker's episode (the entity graph reads who
+        # is who from its words); what it must never do is fill the speaker's own slots,
+        # which the matchers' readings are kept from in _owned.
+        return None
     if (turn.speaker.person or feedback) and reading.owner is not Owner.SPEAKER:
         # In a conversation between people only their own words are theirs; feedback on
         # another's fact is judged by meaning against the memory it answers (resolve).
@@ -690,8 +693,13 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     body = clean_end(strip_discourse(clean_statement(sentence.strip(), zh)))
     if not body:
         return None
-    third = third_person_zh(body) if zh else third_person_en(body)
-    statement = sentence_case(clean_statement(third, zh), zh)
+    if reading.owner is Owner.OTHER:
+        # Another person's fact keeps the speaker's words: "my friend Mel" names whose
+        # friend to every reader (and the entity graph reads the role from them).
+        statement = sentence_case(body, zh)
+    else:
+        third = third_person_zh(body) if zh else third_person_en(body)
+        statement = sentence_case(clean_statement(third, zh), zh)
     kind = "preference" if reading.mood in (Mood.INSTRUCTION, Mood.WISH) or (
         preference_cue(body)) else "fact"
     subject = _other_subject(reading.other, zh) if (
