@@ -252,12 +252,19 @@ class Resolver:
                 and not own & set(m.provenance) and m.details.get("speaker") == speaker
                 and m.trust in (Trust.high.value, Trust.human.value) and m.source != "tool"
                 and not m.attribute.startswith(TOOL_PREFIX)
-                and (m.type != "event" or m.source == "user")]
+                and (m.type != "event" or (m.source == "user" and self._one_thing(m)))]
         todo = list(dict.fromkeys(m.statement for m in pool if m.statement not in self._frames))
         if todo:
             ranked = ranked_frames(self.meaning.embedder, [_last_turn(t) for t in todo])
             self._frames.update(zip(todo, ranked, strict=True))
         return [m for m in pool if may_mean(self._frames[m.statement], frame.attribute)]
+
+    def _one_thing(self, mem: Memory) -> bool:
+        """Whether an episode says one thing only (one sentence of its speaker's own): a
+        change of one frame retires such an episode; a turn that tells more keeps what else
+        it tells, and its words about the old state are superseded by the new fact above it
+        in search."""
+        return len(self._sentences(_last_turn(mem.statement))) <= 1
 
     def _restatable(self, cand: Candidate) -> list[Memory]:
         """Current memories a candidate may restate: same session, not summaries or

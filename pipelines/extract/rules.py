@@ -677,33 +677,25 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     if _asks_for_now(reading) and (frame is None or frame.type != "preference"
                                    or seen.score < FOR_NOW_FLOOR):
         return None  # "book me a flight" is a task; "give me temperatures in Celsius" is not
-    if reading.owner is not Owner.SPEAKER and frame is None:
-        # No person said, or another's words the meaning does not place: the episode
-        # keeps them.
-        return None
     if reading.owner is Owner.OTHER:
         # Another person's news stays the speaker's episode (the entity graph reads who
         # is who from its words); what it must never do is fill the speaker's own slots,
         # which the matchers' readings are kept from in _owned.
         return None
-    if (turn.speaker.person or feedback) and reading.owner is not Owner.SPEAKER:
-        # In a conversation between people only their own words are theirs; feedback on
-        # another's fact is judged by meaning against the memory it answers (resolve).
+    if reading.owner is not Owner.SPEAKER and (
+            frame is None or turn.speaker.person or feedback):
+        # No person said: the speaker's only when its meaning places it, and never in a
+        # conversation between people or in feedback, which is judged against the memory
+        # it answers (resolve).
         return None
     body = clean_end(strip_discourse(clean_statement(sentence.strip(), zh)))
     if not body:
         return None
-    if reading.owner is Owner.OTHER:
-        # Another person's fact keeps the speaker's words: "my friend Mel" names whose
-        # friend to every reader (and the entity graph reads the role from them).
-        statement = sentence_case(body, zh)
-    else:
-        third = third_person_zh(body) if zh else third_person_en(body)
-        statement = sentence_case(clean_statement(third, zh), zh)
+    third = third_person_zh(body) if zh else third_person_en(body)
+    statement = sentence_case(clean_statement(third, zh), zh)
     kind = "preference" if reading.mood in (Mood.INSTRUCTION, Mood.WISH) or (
         preference_cue(body)) else "fact"
-    subject = _other_subject(reading.other, zh) if (
-        reading.owner is Owner.OTHER and reading.other) else "user"
+    subject = "user"
     value = norm_value(reading.value)
     details: dict[str, Any] = {
         "reading": {"owner": reading.owner.value, "mood": reading.mood.value,
