@@ -585,8 +585,7 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     readings = read(unique)
     # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
     holding = [r for r in readings
-               if _may_hold(r) and not _lived(r)
-               and not _match_sentence(r.text, is_zh(r.text), None)[0]]
+               if _may_hold(r) and not _match_sentence(r.text, is_zh(r.text), None)[0]]
     # Judged on the clause that holds, not the whole sentence: what else the sentence says
     # ("…, the lease started Monday") only blurs its meaning.
     framed = dict(zip([r.text for r in holding],
@@ -601,17 +600,14 @@ def _may_hold(reading: Reading) -> bool:
     if reading.owner is Owner.NOBODY or reading.mood is Mood.QUESTION or reading.about_talk or (
             reading.fragment):
         return False
-    return (reading.lasting or _lived(reading) or (
+    # A finished event ("I went to a support group yesterday") is not held: it stays the
+    # turn's episode. Kept as a fact of the speaker's history it lifted LoCoMo's coverage
+    # (eval extraction) but took the sentence from its turn's episode, and with it the
+    # question a reply answers and the passage a conversation reads as (see the note of
+    # 2026-12-05): measured, not kept.
+    return (reading.lasting or (
         reading.mood in (Mood.INSTRUCTION, Mood.WISH) and reading.time.value == "lasting")
     ) and bool(reading.value)
-
-
-def _lived(reading: Reading) -> bool:
-    """A finished event of the speaker's own life ("I went to a support group yesterday",
-    "我上周去了趟西安"): it stays true, so it is a fact of their history, one of many (it never
-    replaces another), not a short-lived episode."""
-    return reading.time.value == "past" and reading.owner is Owner.SPEAKER and (
-        reading.mood is Mood.STATEMENT)
 
 
 def _asks_for_now(reading: Reading) -> bool:
@@ -702,16 +698,11 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
                     "time": reading.time.value, "head": reading.head},
     }
     importance = UNCLASSIFIED_IMPORTANCE
-    if frame is not None and not _lived(reading):
+    if frame is not None:
         kind, importance = frame.type, IMPORTANCE[frame.type]
         details.update(type_by="frame", frame=round(seen.score, 3))
         attribute = OPEN_SLOT_PREFIX + frame.attribute if frame.multi else frame.attribute
         relation, multi = frame.attribute, frame.multi
-    elif _lived(reading):
-        kind = "fact"
-        details.update(unclassified=True, type_by="reading", lived=True)
-        relation, multi = reading.head or "did", True
-        attribute = OPEN_SLOT_PREFIX + relation
     else:
         # Fail safe: a lasting statement of the speaker's own that no attribute fits is a
         # fact (or preference) in an open slot named by its head, never an episode.

@@ -121,7 +121,10 @@ def read_doc(doc: Any, text: str) -> Reading:
     # drive a Model 3 now" is about the Model 3 (the Civic's end is the change).
     chosen = next((r for r in readings if r.holds and not r.negated),
                   next((r for r in readings if r.holds), readings[0]))
-    return replace(chosen, change=change) if change != chosen.change else chosen
+    # The main clause sets the mood: "I need you to book a table" asks, whatever its
+    # joined clause states.
+    mood = readings[0].mood if readings[0].mood is not Mood.STATEMENT else chosen.mood
+    return replace(chosen, change=change, mood=mood)
 
 
 def _clause_roots(doc: Any) -> list[Any]:

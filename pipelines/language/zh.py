@@ -130,8 +130,8 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
         time = Time.FUTURE
     elif vocab & HABIT_WORDS:
         time = Time.HABITUAL
-    elif (vocab & PAST_WORDS or vocab & EVENT_VERBS or _did_for_a_while(words)) and not (
-            vocab & {"现在", "如今", "目前", "以后", "今后"}):
+    elif (vocab & PAST_WORDS or vocab & EVENT_VERBS or _did_for_a_while(words)
+          or _done(words)) and not (vocab & {"现在", "如今", "目前", "以后", "今后"}):
         time = Time.PAST
     else:
         time = Time.LASTING
@@ -153,6 +153,14 @@ def _denied(words: list[tuple[str, str]]) -> str:
         return ""
     i = tokens.index("不是")
     return _run(words[i + 1:])
+
+
+def _done(words: list[tuple[str, str]]) -> bool:
+    """A verb with 了 right after it marks a finished action (开车去了湖边, 钓到了两条鳟鱼),
+    unless the verb changes a state that holds now (搬到苏州了)."""
+    return any(w == "了" and i > 0 and words[i - 1][1].startswith("v")
+               for i, (w, _f) in enumerate(words)) and not any(
+        w in STATE_CHANGE_VERBS for w, _f in words)
 
 
 def _did_for_a_while(words: list[tuple[str, str]]) -> bool:
