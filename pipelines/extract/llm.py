@@ -27,6 +27,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -323,6 +324,10 @@ class LLMExtractor:
 
 def _unread(cand: Candidate) -> bool:
     """A statement the rules kept without structure, and that is worth a model's look."""
+    if cand.details.get("reading") is not None:
+        # The clause analysis placed it by grammar and the embedder: with a model at hand,
+        # its reading is the better one (merge lets the model's replace it).
+        return True
     if cand.details.get("unclassified"):
         return "open_slot" not in cand.details
     if cand.type != "event" or cand.details.get("chitchat"):
@@ -353,7 +358,8 @@ def merge(own: list[Candidate], proposed: list[Candidate], *, route: Route) -> l
         return own
     if route == "model_first":
         return lasting
-    known = [c for c in own if c.type != "event" and not c.details.get("unclassified")]
+    known = [c for c in own if c.type != "event" and not c.details.get("unclassified")
+             and c.details.get("reading") is None]
     taken = {(c.subject, c.attribute) for c in known if c.attribute}
     values = {c.value for c in known if c.value}
     extra = [c for c in lasting
@@ -363,7 +369,21 @@ def merge(own: list[Candidate], proposed: list[Candidate], *, route: Route) -> l
     forgets = any(c.forget_topic is not None for c in lasting)
     episodes = [] if forgets else [
         c for c in own if c.type == "event" and not c.details.get("unclassified")]
+    # What the clause analysis had read gives way to the model's reading, and its words
+    # go back to the turn's episode, which must outlive the facts drawn from it.
+    if not forgets:
+        episodes += [_said_as_episode(c) for c in own if c.details.get("reading") is not None]
     return known + episodes + extra
+
+
+def _said_as_episode(cand: Candidate) -> Candidate:
+    """The episode of the words a candidate of the clause analysis was read from."""
+    said = str(cand.details.get("said") or cand.statement)
+    speaker = cand.details.get("speaker")
+    details = {k: v for k, v in cand.details.items() if k in ("speaker", "feedback")}
+    return replace(cand, type="event", attribute="", value="", subject="user", change=False,
+                   negated=False, importance=0.4, details=details,
+                   statement=f"{speaker}: {said}" if speaker else said)
 
 
 def render_events(by_id: dict[str, EventView]) -> str:

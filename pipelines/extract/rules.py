@@ -696,6 +696,7 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     details: dict[str, Any] = {
         "reading": {"owner": reading.owner.value, "mood": reading.mood.value,
                     "time": reading.time.value, "head": reading.head},
+        "said": sentence,
     }
     importance = UNCLASSIFIED_IMPORTANCE
     if frame is not None:
