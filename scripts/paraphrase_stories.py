@@ -146,21 +146,37 @@ def problems(original: str, rewrite: str, keep: list[str],
 
 SYSTEM = (
     "You paraphrase one chat message that a user wrote to an AI assistant. Reply with JSON "
-    'only: {"rewrites": ["...", "...", "..."]} holding exactly three rewrites. Each rewrite '
-    "keeps exactly the same meaning and every fact, in the same language as the message "
-    "(English stays English, Chinese stays Chinese, a mix stays a mix), from the same speaker "
-    "(if the user says I/my/我, the rewrite says I/my/我 too); it is not a reply to the "
-    "message. Use different words and a different sentence structure in each rewrite."
+    'only: {"rewrites": ["...", ...]} holding exactly the number of rewrites asked for. Each '
+    "rewrite keeps exactly the same meaning and every fact, in the same language as the "
+    "message (English stays English, a mix stays a mix), from the same speaker (if the user "
+    "says I/my, the rewrite says I/my too); it is not a reply to the message. Use different "
+    "words and a different sentence structure in each rewrite."
+)
+# Chinese messages get the instruction in Chinese: asked in English, the model translates.
+SYSTEM_ZH = (
+    "你负责改写用户发给AI助手的一条中文消息。只用JSON回答："
+    '{"rewrites": ["...", ...]}，条数与要求一致。每条改写必须用中文，意思和所有事实完全不变，'
+    "说话人不变（原文说“我”，改写也说“我”），不是对消息的回复。每条改写换用不同的词语和句式。"
 )
 
 
-def prompt(message: str, keep: list[str], attempt: int) -> str:
-    lines = [f"Message:\n{message}"]
+def prompt(message: str, keep: list[str], need: int, zh: bool,
+           have: list[str] | None = None) -> str:
+    """The user turn; a retry also names the rewrites already accepted (not to repeat)."""
+    if zh:
+        lines = [f"消息：\n{message}", f"请给出 {need} 条中文改写。"]
+        if keep:
+            lines.append("每条改写必须原样包含这些字符串："
+                         + json.dumps(keep, ensure_ascii=False))
+        if have:
+            lines.append("不要重复这些已有的改写：" + json.dumps(have, ensure_ascii=False))
+        return "\n\n".join(lines)
+    lines = [f"Message:\n{message}", f"Give {need} rewrites."]
     if keep:
         lines.append("Each rewrite must contain these exact strings unchanged: "
                      + json.dumps(keep, ensure_ascii=False))
-    if attempt > 0:
-        lines.append("Do not copy the message; rephrase it, but keep those strings.")
+    if have:
+        lines.append("Do not repeat these rewrites: " + json.dumps(have, ensure_ascii=False))
     return "\n\n".join(lines)
 
 
@@ -178,7 +194,7 @@ class Generator:
     model: str = field(default_factory=lambda: os.environ.get("SLEEPMEM_LLM_MODEL",
                                                               DEFAULT_MODEL))
 
-    def ask(self, message: str, keep: list[str], attempt: int) -> str:
+    def ask(self, message: str, keep: list[str], attempt: int, have: list[str]) -> str:
         """The model's raw answer for this attempt, from the cache when it holds one."""
         entry = self.cache.setdefault(cache_key(message, keep),
                                       {"message": message, "keep": keep, "answers": []})
@@ -193,15 +209,20 @@ class Generator:
                                  api_key=os.environ.get("SLEEPMEM_LLM_API_KEY", "local"),
                                  timeout=300)
         temperature, seed = SAMPLING[attempt]
-        est = len(message) if cjk_share(message) > 0.3 else len(message) // 3
+        zh = cjk_share(message) > 0.3
+        est = len(message) if zh else len(message) // 3
+        need = VARIANTS - len(have)
+        user = prompt(message, keep, need, zh, have)
         started = time.monotonic()
         response = self.client.chat.completions.create(
             model=self.model,
-            messages=[{"role": "system", "content": SYSTEM},
-                      {"role": "user", "content": prompt(message, keep, attempt)}],
+            messages=[{"role": "system", "content": SYSTEM_ZH if zh else SYSTEM},
+                      {"role": "user", "content": user}],
             temperature=temperature,
             seed=seed,
-            max_tokens=min(1500, 120 + 5 * est),
+            # A runaway JSON answer costs minutes on a loaded CPU: room for `need` rewrites
+            # twice as long as the message, no more.
+            max_tokens=min(1200, 30 + need * (12 + 2 * est)),
             response_format={"type": "json_object"},
         )
         took = time.monotonic() - started
@@ -209,6 +230,7 @@ class Generator:
         self.seconds += took
         raw = response.choices[0].message.content or ""
         entry["answers"].append({"raw": raw, "temperature": temperature, "seed": seed,
+                                 "need": need, "prompt": user,
                                  "model": self.model, "seconds": round(took, 2)})
         return raw
 
@@ -219,7 +241,7 @@ class Generator:
         rejected: list[str] = []
         for attempt in range(ATTEMPTS):
             try:
-                raw = self.ask(message, keep, attempt)
+                raw = self.ask(message, keep, attempt, good)
             except LookupError:
                 rejected.append("not cached (offline)")
                 break
@@ -323,10 +345,26 @@ def variant(story: dict[str, Any], stem: str, i: int, texts: dict[int, str]) -> 
     return out
 
 
+def by_kind_round_robin(paths: list[Path]) -> list[Path]:
+    """The first story of every kind, then the second of every kind, and so on.
+
+    On a slow machine a run cut short by its time budget still covers every kind.
+    """
+    kinds: dict[str, list[Path]] = {}
+    for p in paths:
+        kinds.setdefault(p.name[:2], []).append(p)
+    out: list[Path] = []
+    for rank in range(max((len(v) for v in kinds.values()), default=0)):
+        out.extend(v[rank] for _, v in sorted(kinds.items()) if rank < len(v))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=[], help="story stem prefixes to do")
     ap.add_argument("--offline", action="store_true", help="use the cache only")
+    ap.add_argument("--budget-minutes", type=float, default=0.0,
+                    help="start no new story after this long (0: no limit)")
     args = ap.parse_args(argv)
 
     cache: dict[str, Any] = json.loads(CACHE.read_text("utf-8")) if CACHE.exists() else {}
@@ -335,10 +373,14 @@ def main(argv: list[str] | None = None) -> int:
     written = 0
     skipped: list[str] = []
     started = time.monotonic()
-    stories = sorted(SOURCE.glob("*.toml"))
+    stories = by_kind_round_robin(sorted(SOURCE.glob("*.toml")))
     if args.only:
         stories = [p for p in stories if p.stem.startswith(tuple(args.only))]
     for n, path in enumerate(stories, start=1):
+        if args.budget_minutes and time.monotonic() - started > 60 * args.budget_minutes:
+            skipped.extend(f"{p.stem} (all variants): not generated, time budget spent"
+                           for p in stories[n - 1:])
+            break
         story = tomllib.loads(path.read_text("utf-8"))
         emits = user_emits(story)
         if not emits:
