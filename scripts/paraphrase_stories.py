@@ -90,6 +90,10 @@ def must_keep(message: str, checks: list[str]) -> list[str]:
     return out
 
 
+def _bare(text: str) -> str:
+    return "".join(c for c in text.casefold() if c.isalnum())
+
+
 def cjk_share(text: str) -> float:
     letters = [c for c in text if _CJK.match(c) or _LATIN.match(c)]
     return sum(1 for c in letters if _CJK.match(c)) / len(letters) if letters else 0.0
@@ -122,8 +126,8 @@ def problems(original: str, rewrite: str, keep: list[str],
     text = rewrite.strip()
     if not text:
         return ["empty"]
-    if text.casefold() == original.strip().casefold():
-        return ["identical to the original"]
+    if _bare(text) == _bare(original):
+        return ["identical to the original (but for case, spaces or punctuation)"]
     why: list[str] = []
     share_o, share_r = cjk_share(original), cjk_share(text)
     if (share_o == 0) != (share_r == 0) or abs(share_o - share_r) > 0.35:
@@ -196,12 +200,13 @@ class Generator:
 
     def ask(self, message: str, keep: list[str], attempt: int, have: list[str]) -> str:
         """The model's raw answer for this attempt, from the cache when it holds one."""
-        entry = self.cache.setdefault(cache_key(message, keep),
-                                      {"message": message, "keep": keep, "answers": []})
-        if attempt < len(entry["answers"]):
-            return str(entry["answers"][attempt]["raw"])
+        key = cache_key(message, keep)
+        cached = self.cache.get(key, {}).get("answers", [])
+        if attempt < len(cached):
+            return str(cached[attempt]["raw"])
         if self.offline:
             raise LookupError("not cached and --offline")
+        entry = self.cache.setdefault(key, {"message": message, "keep": keep, "answers": []})
         if self.client is None:
             from openai import OpenAI
 
@@ -388,13 +393,20 @@ def main(argv: list[str] | None = None) -> int:
             continue
         checks = check_strings(story)
         per_message: list[list[str]] = []
+        uncached: list[str] = []
         for emit in emits:
             message = str(emit["content"])
             good, rejected = gen.rewrites(message, must_keep(message, checks), checks)
             per_message.append(good)
-            if len(good) < VARIANTS:
+            if rejected == ["not cached (offline)"]:
+                uncached.append(message)
+            elif len(good) < VARIANTS:
                 print(f"  {path.stem}: {len(good)}/{VARIANTS} rewrites of {message!r}; "
                       f"rejected: {rejected}", flush=True)
+        if uncached:
+            skipped.append(f"{path.stem} (all variants): not generated, no cached model "
+                           f"answer for {len(uncached)} user message(s) (--offline)")
+            continue
         for i in range(1, VARIANTS + 1):
             target = TARGET / f"{path.stem}-p{i}.toml"
             missing = [j for j, g in enumerate(per_message) if len(g) < i]
