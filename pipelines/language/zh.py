@@ -102,8 +102,11 @@ def read_sentence(words: list[tuple[str, str]], text: str) -> Reading:
         readings.append(r)
     chosen = next((r for r in readings if r.holds and not r.negated),
                   next((r for r in readings if r.holds), whole))
-    return replace(chosen, change=whole.change, mood=whole.mood if (
-        whole.mood is Mood.QUESTION) else chosen.mood)
+    # A question anywhere asks; otherwise the first clause sets the mood (帮我查一下快递，
+    # 单号是…: a request for now, whatever its second clause states).
+    mood = whole.mood if whole.mood is Mood.QUESTION else (
+        readings[0].mood if readings[0].mood is not Mood.STATEMENT else chosen.mood)
+    return replace(chosen, change=whole.change, mood=mood)
 
 
 def read_words(words: list[tuple[str, str]], text: str) -> Reading:
