@@ -466,8 +466,8 @@ class Resolver:
             and (m.source != "tool" if is_tool else m.attribute.startswith(TOOL_PREFIX))
         ]
         for rank, (mem, sim, same) in enumerate(self._near(cand, pool)):
-            tool_side, user_side = (cand.attribute, mem.statement) if is_tool else (
-                mem.attribute, cand.statement)
+            tool_side, user_side = (cand.attribute, _as_said(mem.statement, mem.details)) if (
+                is_tool) else (mem.attribute, _as_said(cand.statement, cand.details))
             value = cand.value if is_tool else str(mem.details.get("value") or "")
             said = set(tokens(user_side))
             keyed = bool(set(_key_words(tool_side)) & said)
@@ -914,6 +914,13 @@ class Resolver:
         self.plan.audits.append(
             AuditDraft(op, before, [row.id], "outcome recorded", cand.provenance)
         )
+
+
+def _as_said(statement: str, details: dict[str, object]) -> str:
+    """The words as the user said them, where the clause analysis kept them: "my loyalty
+    level" meets "your loyalty program", which its third person ("the assistant's") hides."""
+    said = details.get("said")
+    return said if isinstance(said, str) else statement
 
 
 def _last_turn(statement: str) -> str:
