@@ -30,7 +30,7 @@ ORIGINALS = HERE / "generalization"
 STORIES = sorted(SUITE.glob("*.toml"))
 # The floor is what the code passes today, not the goal: issue 39 asks for 0.95, as the
 # generalisation suite does. 2026-12-05: 110/155 (0.71) on the code before the clause
-# analysis, 111/155 (0.716) with it; about 17 of the failures are rewrites that changed
+# analysis, 112/155 (0.723) with it; about 17 of the failures are rewrites that changed
 # the meaning (a dropped "just this once", 前男友 -> 前女友: tests/paraphrases/README.md).
 # Raise it as the code passes more; never lower it.
 FLOOR = 0.70
