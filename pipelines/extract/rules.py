@@ -485,7 +485,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     while queue:
         sentence = queue.pop(0)
         zh = is_zh(sentence)
-        sentence = sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
+        sentence = _as_read(sentence)
         found, clauses = _match_sentence(sentence, zh, rewrite)
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)) and (
@@ -563,6 +563,11 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     return out
 
 
+def _as_read(sentence: str) -> str:
+    """A sentence as extraction reads it: "tl;dr" would split it at its semicolon."""
+    return sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
+
+
 @dataclass(frozen=True, slots=True)
 class Understood:
     """A sentence's clause analysis and the attribute its meaning is nearest, if any."""
@@ -579,8 +584,7 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     for event in events:
         if event.role == "user" and event.kind in ("message", "feedback") and (
                 text := event.content.strip()):
-            sentences.extend(s.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
-                             for s in split_sentences(text))
+            sentences.extend(_as_read(s) for s in split_sentences(text))
     unique = list(dict.fromkeys(sentences))
     readings = read(unique)
     # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
@@ -660,10 +664,10 @@ def _other_subject(other: str, zh: bool) -> str:
 
 
 def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Candidate | None:
-    """A statement no matcher knew, read by its clause analysis: what the speaker (or a
-    person they name) states as lasting, or asks for from now on, is a fact or preference
-    whose attribute its meaning decides (RulesExtractor._frame_by_meaning); a question, a
-    hypothetical, a plan, a finished event, small talk and one-off requests are not."""
+    """A statement no matcher knew, read by its clause analysis: what the speaker states as
+    lasting, or asks for from now on, is a fact or preference whose attribute its meaning
+    decides (the frame _read_all found); a question, a hypothetical, a plan, a finished
+    event, small talk, one-off requests and another person's news are not."""
     seen = turn.understood(sentence)
     reading, frame = seen.reading, seen.frame
     if not _may_hold(reading):
@@ -685,11 +689,9 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
         # is who from its words); what it must never do is fill the speaker's own slots,
         # which the matchers' readings are kept from in _owned.
         return None
-    if reading.owner is not Owner.SPEAKER and (
-            frame is None or turn.speaker.person or feedback):
-        # No person said: the speaker's only when its meaning places it, and never in a
-        # conversation between people or in feedback, which is judged against the memory
-        # it answers (resolve).
+    if reading.owner is not Owner.SPEAKER and (frame is None or feedback):
+        # No person said: the speaker's only when its meaning places it, and never in
+        # feedback, which is judged against the memory it answers (resolve).
         return None
     body = clean_end(strip_discourse(clean_statement(sentence.strip(), zh)))
     if not body:
@@ -698,7 +700,6 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     statement = sentence_case(clean_statement(third, zh), zh)
     kind = "preference" if reading.mood in (Mood.INSTRUCTION, Mood.WISH) or (
         preference_cue(body)) else "fact"
-    subject = "user"
     value = norm_value(reading.value)
     details: dict[str, Any] = {
         "reading": {"owner": reading.owner.value, "mood": reading.mood.value,
@@ -728,7 +729,7 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     # Feedback that agrees ("Biscuit is my golden retriever, thanks") changes nothing.
     change = reading.change or disputes or bool(reading.replaces)
     return turn.candidate(
-        Slot(type=kind, attribute=attribute, value=value, head=statement, subject=subject,
+        Slot(type=kind, attribute=attribute, value=value, head=statement,
              importance=importance, change=change,
              negated=reading.negated and not reading.replaces, details=details),
         statement, emphasis=_emphasis(sentence),
