@@ -29,6 +29,9 @@ from sleepmem.pipelines.types import OPEN_SLOT_PREFIX
 # a proposal the resolver weighs with the value and the change, not a verdict.
 FRAME_FLOOR = 0.30
 FRAME_MARGIN = 0.06
+# How far below the floor an old memory's attribute may score and still be weighed against
+# a confident change (may_mean): recall there, precision on the change itself.
+MAY_MEAN_SLACK = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,7 @@ def may_mean(ranked: list[tuple[str, float]], attribute: str) -> bool:
     """Whether a text may be about ``attribute``: among its two nearest attributes, above
     the noise. For a memory a confident change is weighed against, recall matters more
     than for the change itself: the change's own frame was clear (frames_of)."""
-    return any(a == attribute and s >= FRAME_FLOOR - 0.05 for a, s in ranked[:2])
+    return any(a == attribute and s >= FRAME_FLOOR - MAY_MEAN_SLACK for a, s in ranked[:2])
 
 
 def frame_named(attribute: str) -> Frame | None:
