@@ -15,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from story_suites import run_stories
 
-from sleepmem.evals.scenarios import run_story
 from sleepmem.pipelines.ports import Embedder
 
 SUITE = Path(__file__).parent / "generalization"
@@ -48,25 +48,10 @@ def test_the_suite_has_at_least_five_stories_of_every_kind() -> None:
 # correction marker (14m, 14q, 14r failed before negative feedback became a correction).
 @pytest.mark.timeout(1800)  # ~110 stories, each on a fresh embedded instance
 def test_the_generalisation_suite_passes_at_the_floor(embedder: Embedder) -> None:
-    by_kind: dict[str, list[bool]] = defaultdict(list)
-    failures: list[str] = []
-    for path in STORIES:
-        result = run_story(path, embedder=embedder)
-        ok = result.passed and result.error is None
-        by_kind[path.name[:2]].append(ok)
-        if not ok:
-            why = result.error or "; ".join(
-                f"step {c.step}: {c.check} -> {c.detail}" for c in result.checks if not c.passed
-            )
-            failures.append(f"{path.stem}: {why}")
-    passed = sum(sum(v) for v in by_kind.values())
-    rate = passed / len(STORIES)
-    report = {
-        "passed": passed,
-        "total": len(STORIES),
-        "rate": round(rate, 3),
-        "by_kind": {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_kind.items())},
-    }
+    run = run_stories(STORIES, embedder, lambda path: [path.name[:2]])
+    failures, rate = run.failures, run.rate
+    report = {"passed": run.passed, "total": run.total, "rate": round(rate, 3),
+              "by_kind": run.by()}
     # Plain print (shown with -s or -rA): capsys would hand run_story's log reset a stream
     # that closes with this test and break every later test's logging.
     print("\ngeneralisation suite:", json.dumps(report))

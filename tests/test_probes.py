@@ -17,12 +17,11 @@ lower it.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from story_suites import run_stories
 
-from sleepmem.evals.scenarios import run_story
 from sleepmem.pipelines.ports import Embedder
 
 SUITE = Path(__file__).parent / "probes"
@@ -46,21 +45,13 @@ def test_the_batch_holds_every_language_and_mechanism_it_names() -> None:
 
 @pytest.mark.timeout(1200)
 def test_the_probe_batch_passes_at_the_floor(embedder: Embedder) -> None:
-    by: dict[str, list[bool]] = defaultdict(list)
-    failures: list[str] = []
-    for path in STORIES:
-        result = run_story(path, embedder=embedder)
-        ok = result.passed and result.error is None
+    def groups(path: Path) -> list[str]:
         _, lang, mechanism, *_ = path.stem.split("-")
-        by[f"lang:{lang}"].append(ok)
-        by[f"mechanism:{mechanism}"].append(ok)
-        if not ok:
-            why = result.error or "; ".join(
-                f"step {c.step}: {c.check} -> {c.detail}" for c in result.checks if not c.passed)
-            failures.append(f"{path.stem}: {why}")
-    passed = len(STORIES) - len(failures)
-    report = {"passed": passed, "total": len(STORIES), "rate": round(passed / len(STORIES), 3),
-              "by": {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by.items())}}
+        return [f"lang:{lang}", f"mechanism:{mechanism}"]
+
+    run = run_stories(STORIES, embedder, groups)
+    failures, passed = run.failures, run.passed
+    report = {"passed": passed, "total": run.total, "rate": round(run.rate, 3), "by": run.by()}
     print("\nprobe batch:", json.dumps(report))
     for line in failures:
         print("  FAILED", line[:400])
