@@ -42,8 +42,6 @@ CHANGE_PHRASES = ("from now on", "these days", "going forward", "from today", "a
                   "no longer", "these day", "from here on", "moving forward", "not anymore")
 HABIT_WORDS = frozenset({"always", "usually", "often", "every", "whenever", "generally",
                          "normally", "typically", "never", "each", "daily", "weekly"})
-PAST_WORDS = frozenset({"yesterday", "ago", "last", "earlier", "once", "tonight", "today",
-                        "this morning", "weekend"})
 FUTURE_WORDS = frozenset({"will", "'ll", "shall", "tomorrow", "next", "soon", "someday",
                           "plan", "planning", "gonna", "might", "maybe", "perhaps"})
 TIME_NOUNS = frozenset({"day", "days", "week", "weeks", "month", "months", "year", "years",
@@ -285,11 +283,6 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
         return Time.FUTURE
     if lemmas & HABIT_WORDS or any(t.lower_ == "when" and t.head.dep_ == "advcl" for t in doc):
         return Time.HABITUAL  # "always", "every", "when you summarise, keep it short"
-    if _changes_state(root):
-        return Time.LASTING  # "moved to Porto", "unpacked at the new place tonight": it holds
-    if root.tag_ == "VBD" and not change and (lemmas & PAST_WORDS or root.lemma_ not in (
-            "be", "have")):
-        return Time.PAST
     return Time.LASTING
 
 
