@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from sleepmem.models import Memory
 from sleepmem.pipelines.extract.text import is_zh, norm_value
-from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.types import Candidate, EventView
 
 USER = "user"
 # The generic subject as the extractors write it: "the user" anywhere (their third-person
@@ -42,14 +42,44 @@ def named(statement: str, person: str) -> str:
     return _GENERIC.sub(lambda m: person + (m.group("s") or m.group("s2") or ""), statement)
 
 
-def own_facts(candidates: Sequence[Candidate]) -> None:
-    """Give each fact a named user stated about themself to that person, in place."""
+def own_facts(candidates: Sequence[Candidate], events: Sequence[EventView] = ()) -> None:
+    """Give each fact a named user stated about themself to that person, in place; and,
+    where people talk to each other, "you" to the person spoken to."""
+    spoken_to = addressees(events)
     for cand in candidates:
         person = str(cand.details.get("speaker") or "").strip()
-        if not person or cand.type == "event" or cand.subject != USER:
+        if not person:
+            continue
+        listener = next((spoken_to[e] for e in cand.provenance if e in spoken_to), "")
+        if listener:
+            cand.statement = addressed(cand.statement, listener)
+        if cand.type == "event" or cand.subject != USER:
             continue
         cand.subject = norm_value(person)
         cand.statement = named(cand.statement, person)
+
+
+def addressees(events: Sequence[EventView]) -> dict[str, str]:
+    """Who each named speaker's turn is spoken to: the last other person who spoke before
+    it in the batch. Between people, "you" is never the assistant."""
+    out: dict[str, str] = {}
+    previous = current = ""
+    for event in events:
+        person = str(event.meta.get("speaker") or "").strip()
+        if not person or event.role != "user":
+            continue
+        if person != current:
+            previous, current = current, person
+        if previous:
+            out[event.event_id] = previous
+    return out
+
+
+def addressed(statement: str, listener: str) -> str:
+    """The extractors' "the assistant" (their reading of "you") as the person spoken to."""
+    for generic, name in (("the assistant's", f"{listener}'s"), ("the assistant", listener)):
+        statement = statement.replace(generic, name).replace(generic.capitalize(), name)
+    return statement
 
 
 def unnamed(mem: Memory) -> str:

@@ -69,7 +69,7 @@ def judge(
         events, echo = strip_events(events, shown)
     with stage("extract"):
         extraction = extractor.extract(events)
-        persons.own_facts(extraction.candidates)
+        persons.own_facts(extraction.candidates, events)
         for cand in extraction.candidates:
             cut = sum(echo.get(e, 0) for e in cand.provenance)
             if cut:

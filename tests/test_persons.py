@@ -10,8 +10,8 @@ import pytest
 from sleepmem.models import Scope
 from sleepmem.pipelines.index import index_text
 from sleepmem.pipelines.memories import new_memory
-from sleepmem.pipelines.persons import named, own_facts
-from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.persons import addressees, named, own_facts
+from sleepmem.pipelines.types import Candidate, EventView
 
 SCOPE = Scope(tenant="acme", agent="bot", user="chat")
 AT = datetime(2026, 5, 1, tzinfo=UTC)
@@ -22,6 +22,11 @@ def said(statement: str, *, type: str = "fact", speaker: str | None = "Ann",
     details = {"speaker": speaker} if speaker else {}
     return Candidate(type=type, statement=statement, provenance=["e1"], valid_from=AT,
                      scope=SCOPE, subject=subject, attribute="employer", details=details)
+
+
+def turn(event_id: str, speaker: str) -> EventView:
+    return EventView(event_id=event_id, scope=SCOPE, kind="message", role="user",
+                     content="…", at=AT, meta={"speaker": speaker})
 
 
 class TestNamingTheSubject:
@@ -67,6 +72,27 @@ class TestOwnFacts:
         before = [(c.subject, c.statement) for c in (episode, alone, other)]
         own_facts([episode, alone, other])
         assert [(c.subject, c.statement) for c in (episode, alone, other)] == before
+
+
+class TestYouBetweenPeople:
+    """Where people talk to each other, "you" is the person spoken to, never the
+    assistant."""
+
+    def test_a_turn_is_spoken_to_the_last_other_person_who_spoke(self) -> None:
+        turns = [turn("a1", "Gina"), turn("j1", "Jon"), turn("j2", "Jon"), turn("g2", "Gina")]
+        assert addressees(turns) == {"j1": "Gina", "j2": "Gina", "g2": "Jon"}
+
+    def test_the_extractors_assistant_becomes_the_listener(self) -> None:
+        cand = said("Gina thinks the assistant's studio is great.", type="event", speaker="Gina")
+        cand.provenance = ["g2"]
+        own_facts([cand], [turn("j1", "Jon"), turn("g2", "Gina")])
+        assert cand.statement == "Gina thinks Jon's studio is great."
+
+    def test_a_turn_nobody_spoke_before_keeps_the_assistant(self) -> None:
+        cand = said("The assistant is so talented.", type="event", speaker="Gina")
+        cand.provenance = ["g1"]
+        own_facts([cand], [turn("g1", "Gina")])
+        assert cand.statement == "The assistant is so talented."
 
 
 class TestIndexingANamedFact:

@@ -200,7 +200,9 @@ def _about_talk(doc: Any, root: Any) -> bool:
 
 
 def _subject(root: Any) -> Any:
-    return next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass", "expl")), None)
+    # A clause as subject ("giving people a place to dance is important") is a subject too.
+    return next((c for c in root.children
+                 if c.dep_ in ("nsubj", "nsubjpass", "expl", "csubj")), None)
 
 
 def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
@@ -210,8 +212,9 @@ def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
     subj = _subject(root)
     if subj is None:
         # A clause that leaves its subject out is the speaker's: an imperative
-        # ("book me an aisle seat") or casual news ("finally unpacked in Porto").
-        return Owner.SPEAKER, ""
+        # ("book me an aisle seat") or casual news ("finally unpacked in Porto"); one whose
+        # verb agrees with a third person ("sounds great") left out "it".
+        return (Owner.IMPLICIT, "") if root.tag_ == "VBZ" else (Owner.SPEAKER, "")
     word = subj.lower_
     if word in FIRST_PERSON or any(c.dep_ == "conj" and c.lower_ in FIRST_PERSON
                                    for c in subj.children):
@@ -229,8 +232,13 @@ def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
         return Owner.OTHER, subj.text  # "Anna moved to Oslo"
     if any(t.lower_ in FIRST_PERSON for t in doc):
         return Owner.SPEAKER, ""  # "it's matcha for me now"
+    if word in DEMONSTRATIVES:
+        return Owner.OTHER, ""  # "it's a wild ride": the thing talked of, not the speaker
     if word in SECOND_PERSON:
-        return Owner.SPEAKER, ""  # "you should call me Sam": the speaker asks it
+        # "you should reply in Spanish" asks the listener for something, the speaker's
+        # wish; "you rock", "you are so talented" say something of the listener.
+        asks = any(c.tag_ == "MD" for c in root.children) or root.tag_ == "VB"
+        return (Owner.SPEAKER, "") if asks else (Owner.OTHER, "")
     return Owner.IMPLICIT, ""
 
 

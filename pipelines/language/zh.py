@@ -14,6 +14,10 @@ from sleepmem.pipelines.language.base import Mood, Owner, Reading, Time
 
 FIRST_PERSON = frozenset({"我", "我们", "咱", "咱们", "本人"})
 THIRD_PERSON = frozenset({"他", "她", "他们", "她们", "它"})
+SECOND_PERSON = frozenset({"你", "你们", "您"})
+# What a clause asks of its listener: "你应该用中文回答" is the speaker's wish.
+MODALS = frozenset({"应该", "要", "可以", "能", "得", "请", "别", "必须", "需要", "记得"})
+DEMONSTRATIVES = frozenset({"这", "那", "这个", "那个", "这些", "那些"})
 PERSON_NOUNS = frozenset({
     "妈", "妈妈", "母亲", "爸", "爸爸", "父亲", "爸妈", "父母", "哥", "哥哥", "姐", "姐姐", "弟",
     "弟弟", "妹", "妹妹", "儿子", "女儿", "孩子", "老婆", "老公", "妻子", "丈夫", "太太", "先生",
@@ -190,6 +194,12 @@ def _owner(words: list[tuple[str, str]]) -> tuple[Owner, str]:
                 break  # the subject comes before the first verb
             if word in THIRD_PERSON:
                 return Owner.OTHER, ""  # 他/她: someone else, not named here
+            if word in SECOND_PERSON:
+                # "你真有才华" says something of the listener; "你应该…" asks them.
+                asks = any(w in MODALS for w, _ in clause[i + 1:i + 3])
+                return (Owner.SPEAKER, "") if asks else (Owner.OTHER, "")
+            if word in DEMONSTRATIVES and not set(tokens) & FIRST_PERSON:
+                return Owner.OTHER, ""  # "这真是一段疯狂的旅程": the thing talked of
             if word in PERSON_NOUNS:
                 return Owner.OTHER, word
             if i == 0 and flag == "nr" and len(clause) > 1 and clause[1][1].startswith("v"):

@@ -26,6 +26,15 @@ TABLE = [
     ("en", "My sister lives in Rome.", Owner.OTHER, Mood.STATEMENT, Time.LASTING, False,
      False, "rome"),
     ("zh", "我哥哥搬到成都了。", Owner.OTHER, Mood.STATEMENT, Time.LASTING, False, True, "成都"),
+    # what is said of the listener, or of the thing talked of, is not the speaker's
+    ("en", "You are so talented.", Owner.OTHER, Mood.STATEMENT, Time.LASTING, False, False,
+     None),
+    ("zh", "你真有才华。", Owner.OTHER, Mood.STATEMENT, None, False, None, None),
+    ("en", "It's a wild ride.", Owner.OTHER, Mood.STATEMENT, Time.LASTING, False, False, None),
+    ("zh", "这真是一段疯狂的旅程。", Owner.OTHER, Mood.STATEMENT, None, False, None, None),
+    # what the speaker asks of the listener is the speaker's
+    ("en", "You should answer in Chinese.", Owner.SPEAKER, Mood.STATEMENT, None, False, None, None),
+    ("zh", "你应该用中文回答。", Owner.SPEAKER, Mood.STATEMENT, None, False, None, None),
     # negation
     ("en", "I don't eat meat anymore.", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, True,
      True, "meat"),
