@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,6 +18,7 @@ from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
 from sleepmem.api import (
     conflicts,
+    freshness,
     health,
     ingest,
     inspect,
@@ -53,7 +54,7 @@ log = get_logger("sleepmem.api")
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
     health.router, ingest.router, search.router, jobs.router, memories.router, metrics.router,
-    inspect.router, ui.router, working.router, conflicts.router,
+    inspect.router, ui.router, working.router, conflicts.router, freshness.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
@@ -182,15 +183,28 @@ async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
 async def _request_error(_request: Request, exc: RequestValidationError) -> Response:
     problems = []
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
         # The message of the rule only: pydantic's own messages never hold the input, and
         # the "input" and "ctx" entries (which do) are dropped.
-        problems.append({"field": ".".join(loc) or "body", "message": str(err.get("msg", ""))
-                         .removeprefix("Value error, ")})
+        message = str(err.get("msg", "")).removeprefix("Value error, ")
+        loc = [p for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        if err.get("type") == "json_invalid":
+            # Its location is a character offset into the body, not a field.
+            at = f" at character {loc[0]}" if loc else ""
+            problems.append({"field": "body", "message": f"must be JSON: {message}{at}"})
+            continue
+        problems.append({"field": field_name(loc), "message": message})
     body = {"error": problems[0], "errors": problems} if problems else {
         "error": {"field": "body", "message": "invalid request"}
     }
     return Response(orjson.dumps(body), status_code=422, media_type="application/json")
+
+
+def field_name(loc: Sequence[int | str]) -> str:
+    """``events[2].content``: names joined by dots, list positions in brackets."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out or "body"
 
 
 async def _http_error(_request: Request, exc: StarletteHTTPException) -> Response:
