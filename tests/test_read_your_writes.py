@@ -4,15 +4,20 @@ that arrives while its scope is being consolidated runs next, at once."""
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
+from support import embedded_server
 
+from sleepmem.client import AsyncClient, Client
+from sleepmem.core.errors import ValidationError
 from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import drain_all
 from sleepmem.freshness import check, last_position, request_consolidation, wait
@@ -30,6 +35,7 @@ from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import EventView, Extraction
 from sleepmem.resources import Resources
+from sleepmem.runtime import Runtime
 from sleepmem.schedules.triggers import due_scopes
 from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_consolidation
@@ -261,3 +267,88 @@ class TestSessionEndDuringAConsolidation:
         gate.go.set()
         first.join(30)
         assert sent.get(timeout=1) == OWNER
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    # The scheduler's tick a minute apart: only the waits' own asks consolidate in time.
+    with embedded_server(tmp_path_factory.mktemp("ryw"), tick_seconds=60.0) as runtime:
+        yield runtime
+
+
+def client(server: Runtime, user: str, session: str = "s1") -> Client:
+    return Client(data_dir=server.settings.data_dir, tenant="default", agent="bot",
+                  user=user, session=session)
+
+
+class TestOverHttp:
+    def test_flush_returns_once_what_was_emitted_is_searchable(self, server: Runtime) -> None:
+        with client(server, "cleo") as mem:
+            sent = mem.emit(role="user", content="I prefer an aisle seat.")
+            state = mem.flush(position=sent.position, timeout=30)
+            assert state.done and state.reached == sent.position and state.pending == 0
+            found = [c.statement for c in mem.search("seat preference", k=3).flat()]
+            assert any("aisle seat" in s for s in found), found
+
+    def test_search_with_min_position_waits_for_the_event_and_says_it_is_fresh(
+        self, server: Runtime
+    ) -> None:
+        with client(server, "dora") as mem:
+            sent = mem.emit(role="user", content="I am allergic to peanuts.")
+            result = mem.search("allergy", k=3, min_position=sent.position, wait=30)
+            assert result.fresh is True and result.reached == sent.position
+            assert any("peanut" in c.statement for c in result.flat())
+
+    def test_context_with_min_position_answers_with_the_event_in_memory(
+        self, server: Runtime
+    ) -> None:
+        with client(server, "emil") as mem:
+            sent = mem.emit(role="user", content="I live in Lisbon.")
+            ctx = mem.context("where do I live?", budget_tokens=200,
+                              min_position=sent.position, wait=30)
+            assert ctx.fresh is True and "Lisbon" in ctx.text
+
+    def test_a_wait_of_zero_answers_at_once_and_says_it_is_not_fresh(
+        self, server: Runtime
+    ) -> None:
+        with client(server, "finn") as mem:
+            sent = mem.emit(role="user", content="I prefer tea to coffee.")
+            result = mem.search("drinks", k=3, min_position=sent.position, wait=0)
+            assert result.fresh is False
+            assert result.reached is not None
+            assert position_key(result.reached) < position_key(sent.position)
+            assert mem.flush(timeout=30).done  # and nothing was lost by asking early
+
+    def test_end_session_with_wait_returns_once_the_session_is_in_memory(
+        self, server: Runtime
+    ) -> None:
+        async def run() -> list[str]:
+            async with AsyncClient(data_dir=server.settings.data_dir, tenant="default",
+                                   agent="bot", user="gina", session="s1") as mem:
+                await mem.emit(role="user", content="My favourite colour is green.")
+                await mem.end_session(wait=True)
+                return [c.statement for c in (await mem.search("colour", k=3)).flat()]
+
+        assert any("green" in s for s in asyncio.run(run()))
+
+    def test_a_position_that_is_not_one_is_refused_naming_its_field(
+        self, server: Runtime
+    ) -> None:
+        with client(server, "hana") as mem:
+            with pytest.raises(ValidationError) as err:
+                mem.search("anything", min_position="latest", wait=1)
+            assert err.value.field == "min_position"
+            with pytest.raises(ValidationError) as err:
+                mem.flush(position="latest", timeout=1)
+            assert err.value.field == "position"
+
+    def test_the_ingest_answer_carries_the_position(self, server: Runtime) -> None:
+        with client(server, "ivan") as mem:
+            key = mem.target.key
+        response = httpx.post(f"{server.api_url}/v1/events", headers={
+            "Authorization": f"Bearer {key}"}, json=[
+            {"tenant": "default", "agent": "bot", "user": "ivan", "content": "one"},
+            {"tenant": "default", "agent": "bot", "user": "ivan", "content": "two"}])
+        body = response.json()
+        assert response.status_code == 202 and len(body["ids"]) == 2
+        position_key(body["position"])
