@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -30,6 +30,7 @@ from sleepmem.api import (
     working,
 )
 from sleepmem.api.auth import KeyRing
+from sleepmem.api.errors import request_problems
 from sleepmem.api.limits import BodyLimit
 from sleepmem.api.state import ApiState
 from sleepmem.api.tracing import TracingMiddleware
@@ -181,30 +182,11 @@ async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
 
 
 async def _request_error(_request: Request, exc: RequestValidationError) -> Response:
-    problems = []
-    for err in exc.errors():
-        # The message of the rule only: pydantic's own messages never hold the input, and
-        # the "input" and "ctx" entries (which do) are dropped.
-        message = str(err.get("msg", "")).removeprefix("Value error, ")
-        loc = [p for p in err.get("loc", ()) if p not in ("body", "query", "path")]
-        if err.get("type") == "json_invalid":
-            # Its location is a character offset into the body, not a field.
-            at = f" at character {loc[0]}" if loc else ""
-            problems.append({"field": "body", "message": f"must be JSON: {message}{at}"})
-            continue
-        problems.append({"field": field_name(loc), "message": message})
+    problems = request_problems(exc)
     body = {"error": problems[0], "errors": problems} if problems else {
         "error": {"field": "body", "message": "invalid request"}
     }
     return Response(orjson.dumps(body), status_code=422, media_type="application/json")
-
-
-def field_name(loc: Sequence[int | str]) -> str:
-    """``events[2].content``: names joined by dots, list positions in brackets."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
-    return out or "body"
 
 
 async def _http_error(_request: Request, exc: StarletteHTTPException) -> Response:

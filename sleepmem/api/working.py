@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sleepmem.adapters.redis.checkpoints import AsyncCheckpointStore
 from sleepmem.api.auth import CallerTenant
+from sleepmem.api.errors import request_problems
 from sleepmem.api.freshness import wait_fresh
 from sleepmem.api.state import api_state
 from sleepmem.context import ContextBuilder
@@ -57,11 +58,9 @@ class _Route(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                err = exc.errors()[0]
-                loc = [str(p) for p in err.get("loc", ())]
-                if loc and loc[0] in ("body", "query", "path"):
-                    loc = loc[1:]  # where FastAPI found it, not part of the field's name
-                raise ValidationError(".".join(loc) or "body", str(err.get("msg"))) from None
+                problems = request_problems(exc) or [{"field": "body",
+                                                      "message": "invalid request"}]
+                raise ValidationError(problems[0]["field"], problems[0]["message"]) from None
 
         return run
 
