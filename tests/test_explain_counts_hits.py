@@ -7,9 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlmodel import Session, select
 
 from sleepmem.api.app import create_app
 from sleepmem.evals.harness import ingest
+from sleepmem.models import Memory
 from sleepmem.resources import Resources
 from sleepmem.services import refresh_job
 
@@ -44,23 +46,17 @@ def access_count(body: dict[str, object]) -> int:
 
 
 class TestExplainCountsHits:
-    def test_a_memory_just_returned_by_a_search_is_explained_as_retrieved(
-        self, http: TestClient
-    ) -> None:
-        memory_id = found_id(http)
-        body = explained(http, memory_id)
-        assert "never retrieved yet" not in str(body["why"])
-        assert "last used" in str(body["why"])
-        assert access_count(body) == 1
-
-    def test_before_any_search_it_is_never_retrieved(
+    def test_a_memory_is_retrieved_from_the_moment_a_search_returns_it(
         self, http: TestClient, resources: Resources
     ) -> None:
-        memory_id = found_id(http)
-        resources.hits.flush()
-        resources.redis.delete(resources.keys.hits)  # as if that search never happened
-        body = explained(http, memory_id)
-        assert "never retrieved yet" in str(body["why"]) and access_count(body) == 0
+        with Session(resources.engine) as s:
+            (memory_id,) = s.exec(select(Memory.id)).all()
+        before = explained(http, memory_id)
+        assert "never retrieved yet" in str(before["why"]) and access_count(before) == 0
+        assert found_id(http) == memory_id
+        after = explained(http, memory_id)
+        assert "never retrieved yet" not in str(after["why"])
+        assert "last used" in str(after["why"]) and access_count(after) == 1
 
     def test_a_hit_the_refresh_applied_is_counted_once(
         self, http: TestClient, resources: Resources
