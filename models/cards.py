@@ -100,6 +100,10 @@ def card_sides(card: MemoryCard | ConflictGroup) -> list[MemoryCard]:
 class SearchResult(BaseModel):
     cards: list[MemoryCard | ConflictGroup]
     tokens: int = 0
+    # Set when the search named a min_position: whether memory held every event of the
+    # scope up to it when the answer was made, and the position it had reached.
+    fresh: bool | None = None
+    reached: str | None = None
 
     def flat(self) -> list[MemoryCard]:
         return [m for c in self.cards for m in card_sides(c)]

@@ -142,6 +142,8 @@ class EndSessionRequest(BaseModel):
 
 class EventsAccepted(BaseModel):
     ids: list[str] = Field(description="event ids appended to the event log")
+    position: str | None = Field(default=None, description=(
+        "the stream position of the last one: flush or min_position wait for it"))
     checkpoint_version: int | None = Field(
         default=None, description="the checkpoint version the events carry as provenance"
     )
@@ -156,6 +158,10 @@ class ContextRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4096, description="the turn's user message")
     budget_tokens: int = Field(ge=16, le=200_000, description="cl100k tokens for both parts")
     k: int | None = Field(default=None, ge=1, le=100, description="relevant memories wanted")
+    min_position: str | None = Field(default=None, description=(
+        "answer with every event of the scope up to this stream position (what an emit "
+        "answered) in memory: waits up to wait_s, then answers with fresh=false"))
+    wait_s: float = Field(default=10.0, ge=0, le=120, description="the bound on that wait")
 
     @field_validator("query", mode="after")
     @classmethod
@@ -197,6 +203,10 @@ class ContextResult(BaseModel):
     budget_tokens: int
     dropped: int = Field(description="items left out for the budget")
     tokenizer: str
+    fresh: bool | None = Field(default=None, description=(
+        "with min_position: whether memory held every event up to it"))
+    reached: str | None = Field(default=None, description=(
+        "with min_position: every event of the scope up to here was in memory"))
 
     @property
     def text(self) -> str:

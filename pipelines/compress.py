@@ -19,6 +19,10 @@ from sleepmem.pipelines.types import Candidate, Op
 PROFILE = "profile"
 SUMMARY_OF_SESSION = "session_summary"
 
+# How a session's small talk is summarised: a head, then its turns joined.
+SMALL_TALK_HEAD = "Small talk in session"
+SMALL_TALK_JOIN = " / "
+
 
 @dataclass(frozen=True, slots=True)
 class CompressPolicy:
@@ -104,10 +108,10 @@ def _session_summaries(
         if len(parts) < policy.min_session_fragments:
             continue
         parts.sort(key=lambda m: (m.valid_from, m.id))
-        body = " / ".join(_clause(m.statement) for m in parts)
+        body = SMALL_TALK_JOIN.join(_clause(m.statement) for m in parts)
         cand = Candidate(
             type="summary",
-            statement=f"Small talk in session {session}: {body}"[: policy.max_statement_chars],
+            statement=f"{SMALL_TALK_HEAD} {session}: {body}"[: policy.max_statement_chars],
             provenance=[e for m in parts for e in m.provenance],
             valid_from=max(m.valid_from for m in parts),
             scope=_scope_of(parts[0]),
@@ -121,6 +125,13 @@ def _session_summaries(
         )
         summary = resolver.apply_merge(cand, old=None, op=Op.COMPRESS, members=None)
         out.archive_after_index[summary.id] = [m.id for m in parts]
+
+
+def small_talk_parts(statement: str) -> list[str]:
+    """The turns a small-talk summary joined (its own words), or the statement itself."""
+    if not statement.startswith(SMALL_TALK_HEAD):
+        return [statement]
+    return statement.partition(": ")[2].split(SMALL_TALK_JOIN)
 
 
 def _clause(statement: str) -> str:

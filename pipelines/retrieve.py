@@ -28,10 +28,13 @@ from sleepmem.models import (
     Trust,
     card_sides,
 )
+from sleepmem.pipelines.compress import small_talk_parts
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.decompose import parts as decompose
 from sleepmem.pipelines.entities.route import people_named
 from sleepmem.pipelines.entities.spot import without_people
+from sleepmem.pipelines.extract.statements import is_only_small_talk
+from sleepmem.pipelines.extract.text import split_sentences
 from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
@@ -52,6 +55,18 @@ _WORD_CARRIERS = frozenset({"event", "summary"})
 # statements do too; on the lexical side that word would only favour paraphrased
 # statements over the user's own words, so queries drop it.
 QUERY_STOP_IDS = frozenset(token_id(t) for t in {*tokens("user users 用户"), "户"})
+
+# Small talk (memories the write gate marked ``details["chitchat"]`` whose every sentence
+# is greetings, thanks, acknowledgements or weather and nothing besides, and the session
+# summaries made of it)
+# holds nothing a question about the user or the world could need: it is an answer only
+# when the query is about the conversation itself. Fused relevance is relative to the
+# query's best candidate, so small talk stays only when it is at least this share of the
+# best match, i.e. among what the query is most about; anything less is filler that the
+# recency and importance terms would otherwise rank into a short result ("bye" answering
+# an allergy question). A turn the gate marked that also says something ("Rainy weekend.
+# I read Dune.") is not small talk here.
+SMALL_TALK_MIN_SHARE = 0.5
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
@@ -312,6 +327,7 @@ def search(
         fuse_into(fused, speaker_route)
         if trace is not None:
             trace.routes.append(speaker_route)
+    rows = _without_stray_small_talk(rows, fused)
     scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
     found_by = {mid: fused[mid].routes for mid in rows}
 
@@ -467,6 +483,22 @@ def _as_user(query: str, names: list[str]) -> str:
             query = re.sub(rf"\b{re.escape(name)}(?:'s)?\b", "the user", query,
                            flags=re.IGNORECASE)
     return query
+
+
+def _without_stray_small_talk(rows: dict[str, Memory],
+                              fused: Mapping[str, Fused]) -> dict[str, Memory]:
+    """``rows`` less the small talk the query is not about (SMALL_TALK_MIN_SHARE)."""
+    idle = {mid for mid, m in rows.items() if _small_talk(m)}
+    if not idle:
+        return rows
+    floor = SMALL_TALK_MIN_SHARE * max(fused[mid].score for mid in rows)
+    return {mid: m for mid, m in rows.items() if mid not in idle or fused[mid].score >= floor}
+
+
+def _small_talk(m: Memory) -> bool:
+    return bool(m.details.get("chitchat")) and all(
+        is_only_small_talk(sentence)
+        for part in small_talk_parts(m.statement) for sentence in split_sentences(part))
 
 
 def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:

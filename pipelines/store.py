@@ -14,7 +14,15 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete, select, update
 
-from sleepmem.models import CURRENT_STATUSES, Audit, IndexState, Memory, RawEvent, ScopeState
+from sleepmem.models import (
+    CURRENT_STATUSES,
+    Audit,
+    EventKind,
+    IndexState,
+    Memory,
+    RawEvent,
+    ScopeState,
+)
 from sleepmem.pipelines import PIPELINE_VERSION
 
 
@@ -98,12 +106,15 @@ def mark_consolidated(
 
 
 def reset_scope_state(session: Session, *, scope_key: str, now: datetime) -> None:
-    """After a consolidation: pending is what arrived meanwhile, not zero."""
-    remaining = len(pending_events(session, scope_key=scope_key))
+    """After a consolidation: pending is what arrived meanwhile, not zero, and a session
+    end among it still makes the scope due (clearing it left those events to the idle
+    timer)."""
+    remaining = pending_events(session, scope_key=scope_key)
+    ended = any(r.kind == EventKind.session_end.value for r in remaining)
     session.exec(
         update(ScopeState)
         .where(col(ScopeState.scope_key) == scope_key)
-        .values(pending_count=remaining, session_end=False, last_consolidated_at=now)
+        .values(pending_count=len(remaining), session_end=ended, last_consolidated_at=now)
     )
 
 

@@ -34,6 +34,7 @@ from sleepmem.core.errors import (
 )
 from sleepmem.core.localkey import read_local_key
 from sleepmem.models import LEVELS, Scope, SearchResult
+from sleepmem.models.positions import EventId, EventIds, Freshness, latest
 from sleepmem.models.views import ConflictResolution, JobView, MemoryPage, MemoryView
 from sleepmem.models.working import (
     Checkpoint,
@@ -45,6 +46,7 @@ from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
 from sleepmem.pipelines.lifecycle.explain import Explanation
 
 DEFAULT_URL = "http://127.0.0.1:8787"
+WAIT_S = 30.0  # the default bound of a flush or a min_position wait
 BATCH = 1000  # the server's default SLEEPMEM_BATCH_MAX_EVENTS
 
 
@@ -58,6 +60,12 @@ class Call:
     params: Any = None
     parse: Any = None  # a pydantic model / TypeAdapter, or None for raw JSON
     headers: dict[str, str] | None = None
+    # Seconds to wait for the answer, when the call itself waits server-side (flush).
+    timeout: float | None = None
+
+    def options(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {"timeout": self.timeout} if self.timeout is not None else {}
+        return {"json": self.json, "params": self.params, "headers": self.headers, **extra}
 
 
 @dataclass(slots=True)
@@ -155,6 +163,20 @@ def _error(response: httpx.Response) -> SleepmemError:
     return SleepmemError(f"HTTP {status}: {message}")
 
 
+def _accepted(answers: Sequence[Mapping[str, Any]]) -> EventIds:
+    """The ids of every accepted batch, and the position of the last append."""
+    ids = [str(i) for a in answers for i in a["ids"]]
+    return EventIds(ids, latest(*(str(a.get("position") or "") for a in answers)))
+
+
+def _waited(state: Freshness) -> None:
+    if not state.done:
+        raise TransientError(
+            f"the session is not in memory yet after {state.waited_s:g} s (reached "
+            f"{state.reached} of {state.position}, {state.pending} events pending); "
+            "call flush() again or pass a longer timeout")
+
+
 def _read(call: Call, response: httpx.Response) -> Any:
     if response.status_code >= 400:
         raise _error(response)
@@ -188,23 +210,37 @@ class _Calls:
             raise ValidationError("session", "name the session to end (session=...)")
         return Call("POST", "/v1/events", json=_event(self.target, event))
 
+    def _flush(self, scope: Any, position: str | None, timeout: float) -> Call:
+        body = {"scope": _scope(self.target, scope), "position": position,
+                "timeout_s": timeout}
+        # The server answers by timeout_s at the latest; the margin is for the trip.
+        return Call("POST", "/v1/flush", json=body, parse=Freshness, timeout=timeout + 10)
+
     def _maintenance(self, name: str) -> Call:
         admin = self.target.admin_key
         headers = {"Authorization": f"Bearer {admin}"} if admin else None
         return Call("POST", f"/v1/jobs/{name}/run", headers=headers)
 
     def _search(self, query: str, scope: Any, k: int, types: Sequence[str] | None,
-                as_of: datetime | str | None, max_tokens: int | None, tail: bool) -> Call:
+                as_of: datetime | str | None, max_tokens: int | None, tail: bool,
+                min_position: str | None = None, wait: float = WAIT_S) -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
                 "types": list(types) if types else None, "max_tokens": max_tokens,
                 "tail": tail,
                 "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
-        return Call("POST", "/v1/search", json=body, parse=SearchResult)
+        if min_position is None:
+            return Call("POST", "/v1/search", json=body, parse=SearchResult)
+        body |= {"min_position": min_position, "wait_s": wait}
+        return Call("POST", "/v1/search", json=body, parse=SearchResult, timeout=wait + 10)
 
-    def _context(self, query: str, scope: Any, budget_tokens: int, k: int) -> Call:
+    def _context(self, query: str, scope: Any, budget_tokens: int, k: int,
+                 min_position: str | None = None, wait: float = WAIT_S) -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
                 "budget_tokens": budget_tokens}
-        return Call("POST", "/v1/context", json=body, parse=ContextResult)
+        if min_position is None:
+            return Call("POST", "/v1/context", json=body, parse=ContextResult)
+        body |= {"min_position": min_position, "wait_s": wait}
+        return Call("POST", "/v1/context", json=body, parse=ContextResult, timeout=wait + 10)
 
     def _list(self, scope: Any, type: str | Sequence[str] | None,
               status: str | Sequence[str] | None, limit: int, cursor: str | None) -> Call:
@@ -292,8 +328,7 @@ class Client(_Calls):
 
     def _send(self, call: Call) -> Any:
         try:
-            response = self._http.request(call.method, call.path, json=call.json,
-                                          params=call.params, headers=call.headers)
+            response = self._http.request(call.method, call.path, **call.options())
         except httpx.HTTPError as exc:
             raise TransientError(f"sleepmem server at {self.target.url} unreachable ({exc}); "
                                  "start it with `sleepmem serve` or set SLEEPMEM_API_URL"
@@ -301,21 +336,36 @@ class Client(_Calls):
         return _read(call, response)
 
     # -- writing -----------------------------------------------------------------------
-    def emit(self, event: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
-        """Append one event (``content``, ``kind``, ``role``, scope levels); its id."""
+    def emit(self, event: Mapping[str, Any] | None = None, /, **fields: Any) -> EventId:
+        """Append one event (``content``, ``kind``, ``role``, scope levels); its id, whose
+        ``.position`` is where it sits in the event log (for :meth:`flush`)."""
         ids = self.emit_many([{**(event or {}), **fields}])
-        return ids[0]
+        return EventId(ids[0], ids.position)
 
-    def emit_many(self, events: Iterable[Mapping[str, Any]]) -> builtins.list[str]:
-        """Append a batch (all or nothing per 1,000); the ids in order."""
-        out: builtins.list[str] = []
-        for call in self._emit_calls(events):
-            out += self._send(call)["ids"]
-        return out
+    def emit_many(self, events: Iterable[Mapping[str, Any]]) -> EventIds:
+        """Append a batch (all or nothing per 1,000); the ids in order, and ``.position``,
+        the stream position of the last one."""
+        return _accepted([self._send(call) for call in self._emit_calls(events)])
 
-    def end_session(self, session: str | None = None) -> str:
-        """Tell the server the session is over: it consolidates at once."""
-        return str(self._send(self._end_session(session))["ids"][0])
+    def end_session(self, session: str | None = None, *, wait: bool = False,
+                    timeout: float = WAIT_S) -> EventId:
+        """Tell the server the session is over: it consolidates at once. ``wait=True``
+        returns only once the session is in memory (searchable); TransientError when that
+        takes longer than ``timeout`` seconds."""
+        answer = self._send(self._end_session(session))
+        ended = EventId(str(answer["ids"][0]), str(answer.get("position") or ""))
+        if wait:
+            _waited(self.flush(position=ended.position or None, timeout=timeout))
+        return ended
+
+    def flush(self, scope: Scope | Mapping[str, Any] | None = None, *,
+              position: str | None = None, timeout: float = WAIT_S) -> Freshness:
+        """Wait until every event of the scope up to ``position`` (default: everything
+        appended so far) is consolidated and indexed, asking the server to consolidate
+        now; or until ``timeout`` seconds pass. ``.done`` says which; ``.reached`` how far
+        memory got."""
+        state: Freshness = self._send(self._flush(scope, position, timeout))
+        return state
 
     # -- reading -----------------------------------------------------------------------
     def put_checkpoint(self, state: CheckpointState | Mapping[str, Any], *, base_version: int,
@@ -343,18 +393,24 @@ class Client(_Calls):
 
     def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *, k: int = 5,
                types: Sequence[str] | None = None, as_of: datetime | str | None = None,
-               max_tokens: int | None = None, tail: bool = True) -> SearchResult:
-        """``tail=False``: k whole cards, without the last card of one-line memories."""
+               max_tokens: int | None = None, tail: bool = True,
+               min_position: str | None = None, wait: float = WAIT_S) -> SearchResult:
+        """``tail=False``: k whole cards, without the last card of one-line memories.
+        ``min_position`` (what an emit answered): first wait up to ``wait`` seconds for
+        every event of the scope up to it to be in memory; ``.fresh`` says whether it was."""
         result: SearchResult = self._send(self._search(query, scope, k, types, as_of,
-                                                       max_tokens, tail))
+                                                       max_tokens, tail, min_position, wait))
         return result
 
     def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
-                budget_tokens: int = 800, k: int = 10) -> ContextResult:
+                budget_tokens: int = 800, k: int = 10, min_position: str | None = None,
+                wait: float = WAIT_S) -> ContextResult:
         """What memory knows for this turn, within ``budget_tokens``: a stable prefix
         (identity, standing preferences, procedures) and the part relevant to ``query``
-        (with the session's checkpoint when the scope names a session); ``.text`` is both."""
-        result: ContextResult = self._send(self._context(query, scope, budget_tokens, k))
+        (with the session's checkpoint when the scope names a session); ``.text`` is both.
+        ``min_position`` and ``wait`` as for :meth:`search`."""
+        result: ContextResult = self._send(self._context(query, scope, budget_tokens, k,
+                                                         min_position, wait))
         return result
 
     def get(self, memory_id: str) -> MemoryView:
@@ -475,25 +531,34 @@ class AsyncClient(_Calls):
 
     async def _send(self, call: Call) -> Any:
         try:
-            response = await self._http.request(call.method, call.path, json=call.json,
-                                                params=call.params, headers=call.headers)
+            response = await self._http.request(call.method, call.path, **call.options())
         except httpx.HTTPError as exc:
             raise TransientError(f"sleepmem server at {self.target.url} unreachable ({exc}); "
                                  "start it with `sleepmem serve` or set SLEEPMEM_API_URL"
                                  ) from exc
         return _read(call, response)
 
-    async def emit(self, event: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
-        return (await self.emit_many([{**(event or {}), **fields}]))[0]
+    async def emit(self, event: Mapping[str, Any] | None = None, /, **fields: Any) -> EventId:
+        ids = await self.emit_many([{**(event or {}), **fields}])
+        return EventId(ids[0], ids.position)
 
-    async def emit_many(self, events: Iterable[Mapping[str, Any]]) -> builtins.list[str]:
-        out: builtins.list[str] = []
-        for call in self._emit_calls(events):
-            out += (await self._send(call))["ids"]
-        return out
+    async def emit_many(self, events: Iterable[Mapping[str, Any]]) -> EventIds:
+        return _accepted([await self._send(call) for call in self._emit_calls(events)])
 
-    async def end_session(self, session: str | None = None) -> str:
-        return str((await self._send(self._end_session(session)))["ids"][0])
+    async def end_session(self, session: str | None = None, *, wait: bool = False,
+                          timeout: float = WAIT_S) -> EventId:
+        """See :meth:`Client.end_session`."""
+        answer = await self._send(self._end_session(session))
+        ended = EventId(str(answer["ids"][0]), str(answer.get("position") or ""))
+        if wait:
+            _waited(await self.flush(position=ended.position or None, timeout=timeout))
+        return ended
+
+    async def flush(self, scope: Scope | Mapping[str, Any] | None = None, *,
+                    position: str | None = None, timeout: float = WAIT_S) -> Freshness:
+        """See :meth:`Client.flush`."""
+        state: Freshness = await self._send(self._flush(scope, position, timeout))
+        return state
 
     async def put_checkpoint(self, state: CheckpointState | Mapping[str, Any], *,
                              base_version: int,
@@ -518,14 +583,17 @@ class AsyncClient(_Calls):
     async def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                      k: int = 5, types: Sequence[str] | None = None,
                      as_of: datetime | str | None = None,
-                     max_tokens: int | None = None, tail: bool = True) -> SearchResult:
-        result: SearchResult = await self._send(self._search(query, scope, k, types, as_of,
-                                                             max_tokens, tail))
+                     max_tokens: int | None = None, tail: bool = True,
+                     min_position: str | None = None, wait: float = WAIT_S) -> SearchResult:
+        result: SearchResult = await self._send(self._search(
+            query, scope, k, types, as_of, max_tokens, tail, min_position, wait))
         return result
 
     async def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
-                      budget_tokens: int = 800, k: int = 10) -> ContextResult:
-        result: ContextResult = await self._send(self._context(query, scope, budget_tokens, k))
+                      budget_tokens: int = 800, k: int = 10, min_position: str | None = None,
+                      wait: float = WAIT_S) -> ContextResult:
+        result: ContextResult = await self._send(self._context(
+            query, scope, budget_tokens, k, min_position, wait))
         return result
 
     async def get(self, memory_id: str) -> MemoryView:

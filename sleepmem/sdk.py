@@ -45,6 +45,7 @@ from sleepmem.ingest.validation import (
 )
 from sleepmem.models import LEVELS, Scope, SearchResult
 from sleepmem.models.events import Event
+from sleepmem.models.positions import EventId, EventIds, latest
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 
@@ -141,18 +142,20 @@ class MemoryClient:
                     f"events[{i}].tenant: this client may only write tenant {self.tenant!r}"
                 )
 
-    def emit(self, event: Event | Mapping[str, Any] | None = None, /, **fields: Any) -> str:
-        """Append one event; returns its ``event_id`` (generated when not given)."""
+    def emit(self, event: Event | Mapping[str, Any] | None = None, /, **fields: Any) -> EventId:
+        """Append one event; returns its ``event_id`` (generated when not given), whose
+        ``.position`` is where it sits in the event log."""
         if event is not None and fields:
             raise ValidationError("event", "pass an Event or keyword fields, not both")
         item = event if event is not None else fields
         checked = validate_event(item, limits=self.limits, defaults=self.defaults)
         self._check_tenant([checked])
-        stream.append(self._redis, self.keys, [checked])
-        return checked["event_id"]
+        (position,) = stream.append(self._redis, self.keys, [checked])
+        return EventId(checked["event_id"], position)
 
-    def emit_many(self, events: Iterable[Event | Mapping[str, Any]]) -> list[str]:
-        """Append a batch, one script call per 250. All validated first: one bad, none written."""
+    def emit_many(self, events: Iterable[Event | Mapping[str, Any]]) -> EventIds:
+        """Append a batch, one script call per 250. All validated first: one bad, none written.
+        The ids, in order; ``.position`` is the stream position of the last one."""
         # Encoding allocates as much as validating: no collector passes over the caller's
         # heap until the batch is out (see gc_paused).
         with gc_paused():
@@ -160,9 +163,8 @@ class MemoryClient:
                 events, limits=self.limits, defaults=self.defaults, max_events=self.max_batch
             )
             self._check_tenant(checked)
-            if checked:
-                stream.append(self._redis, self.keys, checked)
-        return [e["event_id"] for e in checked]
+            positions = stream.append(self._redis, self.keys, checked) if checked else []
+        return EventIds([e["event_id"] for e in checked], latest(*positions))
 
     def search(
         self,

@@ -43,6 +43,7 @@ from sleepmem.core.metrics import (
     SWEEP_RESULTS,
 )
 from sleepmem.core.settings import Settings
+from sleepmem.freshness import Send, after_release
 from sleepmem.models import (
     CURRENT_STATUSES,
     LEVELS,
@@ -104,8 +105,12 @@ def run_consolidation(
     pipeline: ConsolidatePipeline,
     task_id: str = "",
     worker: str = "",
+    requeue: Send | None = None,
 ) -> ConsolidationReport:
-    """Consolidate one scope now; raises LeaseHeldError if another worker is on it."""
+    """Consolidate one scope now; raises LeaseHeldError if another worker is on it.
+
+    ``requeue`` queues the next consolidation of the scope: given, it is called once the
+    lease is released if a session end (or an ask) arrived during this run."""
     try:
         scope = Scope.parse_key(scope_key, field="scope_key")
     except ValidationError:
@@ -115,10 +120,27 @@ def run_consolidation(
     fields = {"tenant": scope.tenant, "scope": scope_digest(scope_key)}
     # Every line the run writes (pipeline stages, LLM calls, library lines) carries them.
     with structlog.contextvars.bound_contextvars(**fields):
-        return _consolidate(
+        report = _consolidate(
             resources, scope_key=scope_key, pipeline=pipeline, task_id=task_id,
             worker=worker, fields=fields,
         )
+        if requeue is not None:
+            _next_run(resources, scope_key=scope_key, requeue=requeue, fields=fields)
+        return report
+
+
+def _next_run(resources: Resources, *, scope_key: str, requeue: Send,
+              fields: dict[str, str]) -> None:
+    """What arrived during a run runs next, as soon as its lease is free, instead of waiting
+    for the idle timer: the scheduler's tick skipped the scope while the run held it."""
+    try:
+        sent = after_release(resources, scope_key=scope_key, send=requeue)
+    except (SleepmemError, redis_lib.RedisError, sa.exc.SQLAlchemyError) as exc:
+        # Not lost: the scope stays due in scope_state, and the next tick queues it.
+        log.warning("consolidate_next_deferred", error=type(exc).__name__, **fields)
+        return
+    if sent:
+        log.info("consolidate_next_queued", **fields)
 
 
 def _consolidate(

@@ -32,6 +32,7 @@ from sleepmem.core.redaction import redact_json
 from sleepmem.ingest.validation import limits_for, validate_events
 from sleepmem.models import CheckpointStatus, Scope, SessionCheckpoint
 from sleepmem.models.events import EventKind, Role
+from sleepmem.models.positions import EventIds, latest
 from sleepmem.models.working import (
     Checkpoint,
     CheckpointHistory,
@@ -263,7 +264,7 @@ class WorkingMemory:
             events.append(event)
         ids = self._emit(events)
         log.info("context_evicted", tenant=where.tenant, events=len(ids))
-        return EventsAccepted(ids=ids)
+        return EventsAccepted(ids=ids, position=ids.position)
 
     def end_session(self, request: EndSessionRequest | Mapping[str, Any]) -> EventsAccepted:
         """Freeze the checkpoint and hand its final state to consolidation as events.
@@ -296,15 +297,15 @@ class WorkingMemory:
         ids = self._emit(events)
         log.info("session_ended", tenant=where.tenant, scope=digest,
                  checkpoint_version=version or None, events=len(ids))
-        return EventsAccepted(ids=ids, checkpoint_version=version or None)
+        return EventsAccepted(ids=ids, position=ids.position,
+                              checkpoint_version=version or None)
 
-    def _emit(self, events: Sequence[Mapping[str, Any]]) -> list[str]:
+    def _emit(self, events: Sequence[Mapping[str, Any]]) -> EventIds:
         settings = self.res.settings
         checked = validate_events(events, limits=limits_for(settings),
                                   max_events=settings.batch_max_events)
-        if checked:
-            stream.append(self.res.redis, self.res.keys, checked)
-        return [e["event_id"] for e in checked]
+        positions = stream.append(self.res.redis, self.res.keys, checked) if checked else []
+        return EventIds([e["event_id"] for e in checked], latest(*positions))
 
 
 def _checkpoint(doc: bytes, ended: str | None) -> Checkpoint:

@@ -30,6 +30,8 @@ def register(app: Celery, *, pipeline: ConsolidatePipeline) -> None:
                 pipeline=pipeline,
                 task_id=str(self.request.id or ""),
                 worker=str(self.request.hostname or ""),
+                # A session end that arrived during this run is consolidated next, at once.
+                requeue=lambda key: self.app.send_task(names.CONSOLIDATE, args=[key]),
             )
         except TransientError as exc:
             raise self.retry(exc=exc, countdown=retry.countdown(self.request.retries)) from exc

@@ -148,3 +148,29 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def embedded_server(tmp: Path, **over: Any) -> Iterator[Any]:
+    """A started ``Runtime`` (API on a loopback port, worker, drain, scheduler) over the
+    machine's Redis in a namespace of its own, SQLite in ``tmp``; its keys go afterwards."""
+    import redis as redis_lib
+
+    from sleepmem.core.settings import Settings
+    from sleepmem.runtime import Runtime
+
+    namespace = f"smtest-{uuid.uuid4().hex[:10]}"
+    values: dict[str, Any] = dict(
+        data_dir=tmp / "data", redis_url=REDIS_URL, database_url=f"sqlite:///{tmp / 'db.sqlite'}",
+        namespace=namespace, embedder="hashing", host="127.0.0.1", port=0,
+        log_level="WARNING", _env_file=None,
+    )
+    runtime = Runtime(Settings(**(values | over))).start()
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
+        client = redis_lib.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter(match=f"{namespace}:*", count=1000):
+            client.delete(key)
+        client.close()

@@ -120,7 +120,9 @@ class TestIngest:
         body: Any = events if shape == "list" else {"events": events}
         resp = http.post("/v1/events", json=body, headers=bearer(ACME_KEY))
         assert resp.status_code == 202
-        assert resp.json() == {"ids": [f"e{i}" for i in range(5)]}
+        (last, _fields), = redis.xrevrange(keys.events, count=1)
+        # The position of the last append: what a flush or min_position waits for.
+        assert resp.json() == {"ids": [f"e{i}" for i in range(5)], "position": last.decode()}
         assert stream_ids(redis, keys) == [f"e{i}" for i in range(5)]
 
     def test_secrets_are_redacted_before_the_xadd(

@@ -1,20 +1,32 @@
-"""The README's working-memory agent loop runs as written, against the real API."""
+"""The README runs as written: its first Client example prints what it just taught, and
+its working-memory agent loop checkpoints every step, against the real API."""
 
 from __future__ import annotations
 
 import re
 import types
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+from support import embedded_server
 
 from sleepmem.api.app import create_app
 from sleepmem.resources import Resources
+from sleepmem.runtime import Runtime
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def first_client_example() -> str:
+    text = README.read_text()
+    match = re.search(r"```python\n(from sleepmem import Client\n.*?)```", text, re.S)
+    assert match, "the README has no Client example"
+    return match.group(1)
 
 
 def loop_source() -> str:
@@ -71,3 +83,27 @@ def test_the_readme_agent_loop_checkpoints_every_step_and_ends_the_session(
     assert final["version"] == len(steps)  # one write per step, the first creates v1
     assert final["ended_at"] is not None
     assert "Completed, do not repeat: search:fri" in prompts[1]
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
+    """``sleepmem serve`` as a new user runs it: the client finds it through its data dir.
+    The scheduler's tick is a minute apart, so only the client's own wait can have made
+    the memory searchable in time."""
+    for name in ("SLEEPMEM_API_URL", "SLEEPMEM_API_KEY", "SLEEPMEM_TENANT", "SLEEPMEM_AGENT",
+                 "SLEEPMEM_USER", "SLEEPMEM_PROJECT", "SLEEPMEM_SESSION"):
+        monkeypatch.delenv(name, raising=False)
+    with embedded_server(tmp_path, tick_seconds=60.0) as runtime:
+        monkeypatch.setenv("SLEEPMEM_DATA_DIR", str(runtime.settings.data_dir))
+        yield runtime
+
+
+def test_the_readme_client_example_prints_the_preference_it_just_taught(
+    server: Runtime,
+) -> None:
+    source = first_client_example()
+    assert "sleep(" not in source
+    printed: list[Any] = []
+    exec(compile(source, str(README), "exec"), {"print": printed.append})
+    (statements,) = printed
+    assert any("window seat" in s for s in statements), statements

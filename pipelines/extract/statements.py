@@ -69,6 +69,21 @@ def is_small_talk(sentence: str) -> bool:
     return bool(CHITCHAT.search(s)) and not _first_person(rest, _zh(rest))
 
 
+_WORDS = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+# "Ann: bye": the speaker label passages and episodes carry is not something said.
+_SPEAKER_LABEL = re.compile(r"^[^\W\d_][\w .'-]{0,40}[:：]\s*")
+
+
+def is_only_small_talk(sentence: str) -> bool:
+    """Small talk and nothing besides: once its greeting, thanks, acknowledgement and
+    weather phrases are taken out, at most one word is left ("Rainy weekend.", "bye").
+    Stricter than :func:`is_small_talk`, which a sentence that mentions the weather on the
+    way to saying something ("two rainy days in Edinburgh") also passes."""
+    rest = _GREETING_LEAD.sub("", _SPEAKER_LABEL.sub("", sentence.strip(), count=1), count=1)
+    rest = ACK.sub(" ", CHITCHAT.sub(" ", rest).strip())
+    return len(_WORDS.findall(rest)) <= 1
+
+
 # -- one-off requests ----------------------------------------------------------------------------
 
 ONE_OFF_ANY_EN = re.compile(

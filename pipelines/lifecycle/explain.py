@@ -8,6 +8,7 @@ not found (its audit rows hold only ids and a hash, which is all explain can say
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
@@ -88,8 +89,11 @@ class Explanation(BaseModel):
 
 
 def explain(
-    *, engine: Engine, memory_id: str, settings: Settings, now: datetime
+    *, engine: Engine, memory_id: str, settings: Settings, now: datetime,
+    recent_hits: Sequence[datetime] = (),
 ) -> Explanation:
+    """``recent_hits``: when searches returned the memory since the importance refresh last
+    applied hits to SQL; they count as retrievals here, as they will once applied."""
     now = aware(now)
     with Session(engine) as session:
         mem = session.get(Memory, memory_id)
@@ -100,6 +104,10 @@ def explain(
         event_ids = sorted({e for v in versions for e in v.provenance})
         events = sorted(repo.events_by_ids(session, tenant=mem.tenant, ids=event_ids),
                         key=lambda r: (aware(r.at), r.event_id))
+    if recent_hits:
+        # Detached now (the session is closed): what is set here is never written back.
+        mem.access_count += len(recent_hits)
+        mem.last_access = max(aware(mem.last_access), *(aware(t) for t in recent_hits))
     surv, until = _survival(mem, settings, now)
     return Explanation(
         memory_id=mem.id, lineage=mem.lineage, scope_key=mem.scope_key, tenant=mem.tenant,

@@ -18,6 +18,7 @@ from sleepmem import __version__
 from sleepmem.adapters.redis.appender import GroupAppender
 from sleepmem.api import (
     conflicts,
+    freshness,
     health,
     ingest,
     inspect,
@@ -29,6 +30,7 @@ from sleepmem.api import (
     working,
 )
 from sleepmem.api.auth import KeyRing
+from sleepmem.api.errors import request_problems
 from sleepmem.api.limits import BodyLimit
 from sleepmem.api.state import ApiState
 from sleepmem.api.tracing import TracingMiddleware
@@ -53,7 +55,7 @@ log = get_logger("sleepmem.api")
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
     health.router, ingest.router, search.router, jobs.router, memories.router, metrics.router,
-    inspect.router, ui.router, working.router, conflicts.router,
+    inspect.router, ui.router, working.router, conflicts.router, freshness.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (
@@ -180,13 +182,7 @@ async def _sleepmem_error(request: Request, exc: SleepmemError) -> Response:
 
 
 async def _request_error(_request: Request, exc: RequestValidationError) -> Response:
-    problems = []
-    for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
-        # The message of the rule only: pydantic's own messages never hold the input, and
-        # the "input" and "ctx" entries (which do) are dropped.
-        problems.append({"field": ".".join(loc) or "body", "message": str(err.get("msg", ""))
-                         .removeprefix("Value error, ")})
+    problems = request_problems(exc)
     body = {"error": problems[0], "errors": problems} if problems else {
         "error": {"field": "body", "message": "invalid request"}
     }

@@ -15,6 +15,7 @@ from sleepmem.core.logs import get_logger
 from sleepmem.core.metrics import EVENTS_ACCEPTED
 from sleepmem.ingest.validation import validate_event, validate_events
 from sleepmem.models.events import Event
+from sleepmem.models.positions import latest
 
 log = get_logger("sleepmem.api.ingest")
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -81,7 +82,12 @@ def _error(description: str) -> dict[str, Any]:
                 "application/json": {
                     "schema": {
                         "type": "object",
-                        "properties": {"ids": {"type": "array", "items": {"type": "string"}}},
+                        "properties": {
+                            "ids": {"type": "array", "items": {"type": "string"}},
+                            "position": {"type": ["string", "null"], "description": (
+                                "stream position of the last event: POST /v1/flush, or "
+                                "min_position on search and context, wait for it")},
+                        },
                     }
                 }
             },
@@ -111,8 +117,9 @@ async def post_events(request: Request, tenant: CallerTenant) -> Response:
     else:
         events = [validate_event(data, limits=state.limits)]
     KeyRing.check_tenant(tenant, events)
+    positions: list[str] = []
     if events:
-        await state.appender.append(events)
+        positions = await state.appender.append(events)
         EVENTS_ACCEPTED.inc(len(events))
     ids = [e["event_id"] for e in events]
     log.info(
@@ -121,4 +128,7 @@ async def post_events(request: Request, tenant: CallerTenant) -> Response:
         events=len(ids),
         ms=round((time.perf_counter() - started) * 1000, 3),
     )
-    return Response(orjson.dumps({"ids": ids}), status_code=202, media_type="application/json")
+    # The position of the last append: flush and min_position wait for it.
+    position = latest(*positions) if positions else None
+    return Response(orjson.dumps({"ids": ids, "position": position}), status_code=202,
+                    media_type="application/json")

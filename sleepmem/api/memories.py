@@ -10,10 +10,13 @@ which store, counts and a content hash, never content.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from sleepmem import services
+from sleepmem.adapters.redis.hits import unapplied_hits
 from sleepmem.api.auth import CallerTenant
 from sleepmem.api.errors import ERROR_RESPONSES
 from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
@@ -116,8 +119,13 @@ async def history(memory_id: str, request: Request, tenant: CallerTenant) -> lis
 
 
 def _explain(res: Resources, memory_id: str) -> Explanation:
+    # A search this process just answered may still have its hits queued for Redis; the
+    # refresh applies them to SQL later: both count, so a memory just found is "retrieved".
+    res.hits.flush(timeout=2.0)
+    recent = [datetime.fromtimestamp(at, UTC)
+              for at in unapplied_hits(res.redis, res.keys, memory_id)]
     return explain(engine=res.engine, memory_id=memory_id, settings=res.settings,
-                   now=res.ports().clock())
+                   now=res.ports().clock(), recent_hits=recent)
 
 
 def _erase(res: Resources, *, tenant: str, scope_key: str | None = None,

@@ -11,7 +11,9 @@ from starlette.concurrency import run_in_threadpool
 
 from sleepmem.api.auth import CallerTenant
 from sleepmem.api.errors import ERROR_RESPONSES
+from sleepmem.api.freshness import DEFAULT_WAIT_S, wait_fresh
 from sleepmem.core.errors import ForbiddenError
+from sleepmem.freshness import WAIT_MAX_S, checked_position, checked_timeout
 from sleepmem.models import SearchResult
 from sleepmem.reader import Reader, build_request
 
@@ -33,6 +35,10 @@ class SearchBody(BaseModel):
     tail: bool = Field(default=True, description=(
         "past the first half of k, the next memories one line each in one last card; "
         "false returns k whole cards"))
+    min_position: str | None = Field(default=None, description=(
+        "answer with every event of the scope up to this stream position (what an emit "
+        "answered) in memory: waits up to wait_s, then answers with fresh=false"))
+    wait_s: float = Field(default=DEFAULT_WAIT_S, description=f"0..{WAIT_MAX_S:g} seconds")
 
 
 @router.post("/search", response_model=SearchResult, summary="Search memory in a scope")
@@ -49,6 +55,13 @@ async def search(body: SearchBody, request: Request, tenant: CallerTenant) -> Se
     )
     if tenant is not None and req.scope.tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only read tenant {tenant!r}")
+    state = None
+    if body.min_position is not None:
+        state = await wait_fresh(request, req.scope, checked_position(
+            body.min_position, field="min_position"), checked_timeout(body.wait_s, field="wait_s"))
     reader = Reader(request.app.state.resources)
     # The embedded index and the embedder are blocking calls: keep them off the loop.
-    return await run_in_threadpool(reader.search, req)
+    result = await run_in_threadpool(reader.search, req)
+    if state is not None:
+        result = result.model_copy(update={"fresh": state.done, "reached": state.reached})
+    return result

@@ -26,11 +26,14 @@ from starlette.concurrency import run_in_threadpool
 
 from sleepmem.adapters.redis.checkpoints import AsyncCheckpointStore
 from sleepmem.api.auth import CallerTenant
+from sleepmem.api.errors import request_problems
+from sleepmem.api.freshness import wait_fresh
 from sleepmem.api.state import api_state
 from sleepmem.context import ContextBuilder
 from sleepmem.core.errors import ForbiddenError, ValidationError
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import get_logger
+from sleepmem.freshness import checked_position
 from sleepmem.models import Scope
 from sleepmem.models.working import (
     Checkpoint,
@@ -55,11 +58,9 @@ class _Route(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                err = exc.errors()[0]
-                loc = [str(p) for p in err.get("loc", ())]
-                if loc and loc[0] in ("body", "query", "path"):
-                    loc = loc[1:]  # where FastAPI found it, not part of the field's name
-                raise ValidationError(".".join(loc) or "body", str(err.get("msg"))) from None
+                problems = request_problems(exc) or [{"field": "body",
+                                                      "message": "invalid request"}]
+                raise ValidationError(problems[0]["field"], problems[0]["message"]) from None
 
         return run
 
@@ -249,4 +250,9 @@ async def context(body: ContextRequest, request: Request, tenant: CallerTenant) 
         builder = request.app.state.context_builder = ContextBuilder(
             request.app.state.resources, working=_working(request)
         )
-    return await run_in_threadpool(builder.build, body)
+    if body.min_position is None:
+        return await run_in_threadpool(builder.build, body)
+    state = await wait_fresh(request, body.scope, checked_position(
+        body.min_position, field="min_position"), body.wait_s)
+    result = await run_in_threadpool(builder.build, body)
+    return result.model_copy(update={"fresh": state.done, "reached": state.reached})

@@ -26,6 +26,20 @@ def bench_consolidate(
     typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+@bench_app.command("session-end")
+def bench_session_end(
+    first: int = typer.Option(1200, help="events of the session being consolidated"),
+    second: int = typer.Option(24, help="events of the session ended during that run"),
+    as_json: bool = typer.Option(True, "--json/--no-json", help="print one JSON object"),
+) -> None:
+    """Delay from a consolidation's end to the session ended during it consolidated too."""
+    from sleepmem.bench.session_end import run_session_end_bench
+
+    configure_logging(level="WARNING")  # stdout carries the one JSON object alone
+    result = run_session_end_bench(first=first, second=second)
+    typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
 @bench_app.command("extract")
 def bench_extract(
     events: int = typer.Option(3000, help="chat turns to extract from"),

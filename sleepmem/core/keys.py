@@ -57,6 +57,11 @@ class Keys:
         """Set while a consolidation of the scope is queued, to coalesce triggers."""
         return f"{self.namespace}:queued:consolidate:{scope_digest(scope_key)}"
 
+    def again(self, scope_key: str) -> str:
+        """Set when a consolidation of the scope was asked for while one was queued or
+        running: the running one sends the next as soon as its lease frees."""
+        return f"{self.namespace}:again:consolidate:{scope_digest(scope_key)}"
+
     def job_lease(self, job_id: str) -> str:
         return f"{self.namespace}:lease:job:{job_id}"
 

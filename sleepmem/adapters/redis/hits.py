@@ -38,6 +38,8 @@ MAX_HITS_STREAM = 1_000_000
 MAX_PENDING = 10_000
 WRITE_BATCH = 256
 EPOCH_MAX_AGE_S = 1.0
+# How far back an explanation looks for hits not applied yet: refresh applies them hourly.
+HITS_SCAN = 100_000
 
 log = get_logger("sleepmem.hits")
 
@@ -194,6 +196,18 @@ def read_hits(
     for entry_id, fields in client.xrange(keys.hits, min=start, max="+", count=count):
         ids = fields.get(b"ids", b"").decode()
         out.append((entry_id.decode(), [i for i in ids.split(",") if i], float(fields[b"at"])))
+    return out
+
+
+def unapplied_hits(client: redis.Redis, keys: Keys, memory_id: str, *,
+                   scan: int = HITS_SCAN) -> list[float]:
+    """When ``memory_id`` was returned by searches whose hits the refresh has not applied to
+    SQL yet (epoch seconds, newest first), among the newest ``scan`` entries: the stream
+    holds only what the last refresh left, so this is what SQL does not know yet."""
+    out: list[float] = []
+    for _entry, fields in client.xrevrange(keys.hits, max="+", min="-", count=scan):
+        if memory_id in fields.get(b"ids", b"").decode().split(","):
+            out.append(float(fields[b"at"]))
     return out
 
 
