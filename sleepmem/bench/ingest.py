@@ -232,8 +232,9 @@ def _http(
 ) -> dict[str, Any]:
     with _server(settings, url, tmp, tenant) as base:
         # Warm-up, not timed: a fresh server's first thousands of requests include its
-        # first full GC passes over the import-time heap (50-100 ms each, measured).
-        asyncio.run(_http_single(base, tenant, HTTP_WARMUP, clients))
+        # first full GC passes over the import-time heap (50-100 ms each, measured). A run
+        # too small to be measured (a smoke test) gets a warm-up of its own size.
+        asyncio.run(_http_single(base, tenant, min(HTTP_WARMUP, max(n, clients + 1)), clients))
         # The load generator must not time itself: this process's heap is large by now, and
         # one full collection here stalls all 16 clients at once (tens of ms, measured).
         with gc_paused():
