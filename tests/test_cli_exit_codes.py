@@ -3,6 +3,7 @@ API's status table: bad input 2, not found 3, refused credentials 4, try again l
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -191,6 +192,22 @@ class TestDestructiveCommandsCheckBeforeTheyAsk:
     ) -> None:
         result = CliRunner().invoke(app, ["reconsolidate", "--scope", "garbage"], env=env)
         assert result.exit_code == 2, result.output
+        assert not (tmp_path / "data").exists()
+
+
+class TestABadSettingIsOneLine:
+    def test_malformed_json_in_a_setting_names_the_variable_in_one_line(
+        self, tmp_path: Path
+    ) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleepmem", "sweep"],
+            env={**os.environ, "SLEEPMEM_API_KEYS": "{not json",
+                 "SLEEPMEM_DATA_DIR": str(tmp_path / "data")},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith("error: SLEEPMEM_API_KEYS: ")
         assert not (tmp_path / "data").exists()
 
 
