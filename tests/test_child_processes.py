@@ -73,6 +73,29 @@ class TestTheEmbeddedRedisDiesWithItsOwner:
                 owner.kill()
                 owner.wait()
 
+    def test_a_sigkilled_sleepmem_serve_leaves_no_redis_server(self, tmp_path: Path) -> None:
+        env = {**os.environ, "SLEEPMEM_DATA_DIR": str(tmp_path / "data"),
+               "SLEEPMEM_HOST": "127.0.0.1", "SLEEPMEM_PORT": "0",
+               "SLEEPMEM_EMBEDDER": "hashing"}
+        for name in ("SLEEPMEM_REDIS_URL", "SLEEPMEM_DATABASE_URL", "SLEEPMEM_API_URL"):
+            env.pop(name, None)
+        serve = subprocess.Popen([sys.executable, "-m", "sleepmem", "serve"], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def redis_children() -> list[psutil.Process]:
+                return [c for c in psutil.Process(serve.pid).children()
+                        if "redis-server" in c.name()]
+
+            assert wait_until(lambda: bool(redis_children()), timeout=90)
+            pids = [c.pid for c in redis_children()]
+            os.kill(serve.pid, signal.SIGKILL)
+            serve.wait(10)
+            assert wait_until(lambda: all(gone(pid) for pid in pids)), pids
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+                serve.wait()
+
     def test_stop_ends_the_server_it_started_and_a_reused_one_is_left_running(
         self, tmp_path: Path
     ) -> None:
