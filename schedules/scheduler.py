@@ -10,6 +10,7 @@ codebase, so nothing is sent that no worker could run.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -165,6 +166,10 @@ class Scheduler:
             j.task for j in lifecycle_jobs(self.settings) if j.task not in available
         )
         self._caught_up = False
+        # A tick longer than the interval is normal under load: the next one steps aside
+        # (a DEBUG line) instead of hitting APScheduler's instance limit, whose warning
+        # would print on every slow tick.
+        self._ticking = threading.Lock()
         self._aps = BackgroundScheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(2)},
@@ -182,6 +187,7 @@ class Scheduler:
             self.run_tick,
             IntervalTrigger(seconds=tick_s, timezone=UTC),
             id="tick",
+            max_instances=2,  # the second only sees the first running and returns
             misfire_grace_time=max(1, int(tick_s)),
             next_run_time=datetime.now(UTC),
         )
@@ -211,6 +217,15 @@ class Scheduler:
         log.info("scheduler_stopped", identity=self.elector.identity)
 
     def run_tick(self) -> TickReport | None:
+        if not self._ticking.acquire(blocking=False):
+            log.debug("tick_skipped", reason="the previous tick is still running")
+            return None
+        try:
+            return self._tick()
+        finally:
+            self._ticking.release()
+
+    def _tick(self) -> TickReport | None:
         if not self.elector.is_leader:
             self._caught_up = False
             return None

@@ -3,10 +3,13 @@ API's status table: bad input 2, not found 3, refused credentials 4, try again l
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -83,6 +86,129 @@ class TestCommandsExitByTheTable:
         )
         assert result.exit_code == 75, result.output
         assert "unreachable" in result.output
+
+
+class HealthyServer(ThreadingHTTPServer):
+    """A real HTTP server that answers every GET with 200 and counts the requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.requests.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+@pytest.fixture
+def other_server() -> Iterator[HealthyServer]:
+    server = HealthyServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+SCOPE = "t=acme/a=bot/u=ann/p=/s="
+# Every command that acts on a store: each one must stop at a configured API that is down.
+STORE_COMMANDS = [
+    ["forget", "--scope", SCOPE, "--yes"],
+    ["forget", "--memory", "m1", "--yes"],
+    ["sweep"],
+    ["refresh"],
+    ["jobs"],
+    ["explain", "m1"],
+    ["reconsolidate", "--scope", SCOPE],
+    ["consolidate", "--scope", SCOPE],
+    ["emit", "hello", "--tenant", "acme", "--user", "ann"],
+]
+
+
+class TestAConfiguredApiThatDoesNotAnswer:
+    @pytest.mark.parametrize("command", STORE_COMMANDS, ids=lambda c: " ".join(c[:2]))
+    def test_stops_the_command_with_75_naming_the_url_and_touches_no_other_store(
+        self, command: list[str], env: dict[str, str], tmp_path: Path,
+        other_server: HealthyServer,
+    ) -> None:
+        dead = closed_port_url()
+        # The server on the configured host and port answers: the old fallback target.
+        result = CliRunner().invoke(app, command, env={
+            **env, "SLEEPMEM_API_URL": dead, "SLEEPMEM_HOST": "127.0.0.1",
+            "SLEEPMEM_PORT": str(other_server.port)})
+        assert result.exit_code == 75, result.output
+        assert dead in result.output and "SLEEPMEM_API_URL" in result.output
+        assert other_server.requests == []
+        assert not (tmp_path / "data").exists()
+        assert not (tmp_path / "sleepmem.db").exists()
+
+
+class TestNoStoreAtAll:
+    @pytest.fixture
+    def bare_env(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str | None]:
+        """No server, no configured database, the default data directory in an empty cwd."""
+        monkeypatch.chdir(tmp_path)
+        return {"SLEEPMEM_DATA_DIR": None, "SLEEPMEM_DATABASE_URL": None,
+                "SLEEPMEM_API_URL": None, "SLEEPMEM_REDIS_URL": REDIS_URL,
+                "SLEEPMEM_HOST": "127.0.0.1", "SLEEPMEM_PORT": closed_port_url().rsplit(":")[-1]}
+
+    @pytest.mark.parametrize("command", [c for c in STORE_COMMANDS if c[0] != "emit"],
+                             ids=lambda c: " ".join(c[:2]))
+    def test_a_command_says_there_is_none_and_creates_nothing(
+        self, command: list[str], bare_env: dict[str, str | None], tmp_path: Path
+    ) -> None:
+        result = CliRunner().invoke(app, command, env=bare_env)
+        assert result.exit_code == 3, result.output
+        assert "no sleepmem store" in result.output
+        assert list(tmp_path.iterdir()) == []
+
+
+class TestDestructiveCommandsCheckBeforeTheyAsk:
+    @pytest.mark.parametrize("args", [["--scope", "garbage"], ["--scope", "u=ann/t=acme"],
+                                      ["--memory", " "]])
+    def test_a_bad_argument_is_refused_before_the_confirmation(
+        self, args: list[str], env: dict[str, str], tmp_path: Path
+    ) -> None:
+        result = CliRunner().invoke(app, ["forget", *args], env=env, input="y\n")
+        assert result.exit_code == 2, result.output
+        assert "Erase" not in result.output
+        assert not (tmp_path / "data").exists()
+
+    def test_reconsolidate_refuses_a_bad_scope_before_opening_a_store(
+        self, env: dict[str, str], tmp_path: Path
+    ) -> None:
+        result = CliRunner().invoke(app, ["reconsolidate", "--scope", "garbage"], env=env)
+        assert result.exit_code == 2, result.output
+        assert not (tmp_path / "data").exists()
+
+
+class TestABadSettingIsOneLine:
+    def test_malformed_json_in_a_setting_names_the_variable_in_one_line(
+        self, tmp_path: Path
+    ) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleepmem", "sweep"],
+            env={**os.environ, "SLEEPMEM_API_KEYS": "{not json",
+                 "SLEEPMEM_DATA_DIR": str(tmp_path / "data")},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith("error: SLEEPMEM_API_KEYS: ")
+        assert not (tmp_path / "data").exists()
 
 
 class TestPythonDashM:

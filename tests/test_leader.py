@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -372,3 +373,29 @@ class TestLeaderDeath:
         assert resources.redis.get(resources.keys.scheduler_leader) is None  # released on stop
         assert resources.redis.llen(fires) == fired_by_leader  # the dead one fired no more
         assert names.DRAIN in standby_sent.names()  # the new leader ticks
+
+
+class TestASlowTick:
+    def test_a_tick_longer_than_the_interval_makes_the_next_step_aside_without_a_warning(
+        self, resources: Resources, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        running: list[int] = []
+        overlap: list[int] = []
+
+        class Slow(Scheduler):
+            def _tick(self) -> None:  # type: ignore[override]
+                running.append(1)
+                overlap.append(len(running))
+                time.sleep(0.35)  # 3.5 intervals of 0.1 s
+                running.pop()
+
+        slow = Slow(resources=resources, send=Recorder(resources), elector=elector(resources),
+                    available=ALL_TASKS)
+        with caplog.at_level(logging.WARNING, logger="apscheduler"):
+            slow.start()
+            try:
+                assert wait_for(lambda: len(overlap) >= 3, timeout=20)
+            finally:
+                slow.stop()
+        assert max(overlap) == 1
+        assert not [r for r in caplog.records if r.name.startswith("apscheduler")]

@@ -4,20 +4,26 @@ says nothing while idle at INFO."""
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+import pytest
+import structlog
 from support import wait_for
 
 from sleepmem.core.keys import scope_digest
+from sleepmem.core.logs import configure_logging
 from sleepmem.models import Scope
 
 TENANT, AGENT, USER = "acme", "concierge", "ann"
@@ -117,3 +123,25 @@ class TestAServeProcessLogsJsonOnly:
         assert all(line.get("scope") == run["scope"] for line in during)
         # The content never reaches a log line.
         assert "Lisbon" not in out.read_text(encoding="utf-8")
+
+
+class TestLibraryLoggersAreQuietUnlessDebug:
+    @pytest.fixture(autouse=True)
+    def logging_as_it_was(self) -> Iterator[None]:
+        saved = structlog.get_config()
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        yield
+        structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+    @pytest.mark.parametrize("library", ["httpx", "httpcore.http11", "openai"])
+    def test_a_request_line_is_dropped_at_info_and_shown_at_debug(self, library: str) -> None:
+        for level, shown in (("INFO", False), ("DEBUG", True)):
+            out = io.StringIO()
+            configure_logging(level=level, json=True, stream=out)
+            logging.getLogger(library).info("HTTP Request: POST /v1/search")
+            logging.getLogger("sleepmem.search").info("search_done")
+            assert ("HTTP Request" in out.getvalue()) is shown
+            assert "search_done" in out.getvalue()

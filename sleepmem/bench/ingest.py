@@ -33,6 +33,7 @@ from sleepmem.adapters.redis.stream import FIELD, encode, ensure_group
 from sleepmem.adapters.sql import make_engine
 from sleepmem.bench.scratch import scratch_database
 from sleepmem.client import Client
+from sleepmem.core.children import spawn_owned, stop_child
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.evals.metrics import percentile
@@ -73,7 +74,8 @@ def run_ingest_bench(
     pg_url: str | None = None,
 ) -> dict[str, Any]:
     """Run every part and return one flat dict (the JSON the CLI prints)."""
-    url = settings.redis_url or redis_urls(settings)[0]
+    # Embedded mode: the bench starts the data directory's server, so it stops it too.
+    url, _broker, embedded = redis_urls(settings)
     run_id = uuid.uuid4().hex[:8]
     namespace = f"{settings.namespace}-bench-{run_id}"
     tenant = f"bench-{run_id}"
@@ -99,6 +101,8 @@ def run_ingest_bench(
         for key in raw.scan_iter(match=f"{namespace}*", count=1000):
             raw.delete(key)
         raw.close()
+        if embedded is not None:
+            embedded.stop()
     out["floors"] = _floors(out)
     return out
 
@@ -199,7 +203,7 @@ def _server(settings: Settings, url: str, data_dir: Path, tenant: str) -> Iterat
         "SLEEPMEM_PORT": str(port),
     }
     cmd = [sys.executable, "-c", "from sleepmem.cli import app; app()", "api"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = spawn_owned(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -214,12 +218,7 @@ def _server(settings: Settings, url: str, data_dir: Path, tenant: str) -> Iterat
             time.sleep(0.1)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc)
 
 
 def _http(
@@ -233,8 +232,9 @@ def _http(
 ) -> dict[str, Any]:
     with _server(settings, url, tmp, tenant) as base:
         # Warm-up, not timed: a fresh server's first thousands of requests include its
-        # first full GC passes over the import-time heap (50-100 ms each, measured).
-        asyncio.run(_http_single(base, tenant, HTTP_WARMUP, clients))
+        # first full GC passes over the import-time heap (50-100 ms each, measured). A run
+        # too small to be measured (a smoke test) gets a warm-up of its own size.
+        asyncio.run(_http_single(base, tenant, min(HTTP_WARMUP, max(n, clients + 1)), clients))
         # The load generator must not time itself: this process's heap is large by now, and
         # one full collection here stalls all 16 clients at once (tens of ms, measured).
         with gc_paused():

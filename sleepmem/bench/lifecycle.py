@@ -66,10 +66,25 @@ def _scope_key(n: int) -> tuple[str, str, str, str]:
     return tenant, "bench", user, f"t={tenant}/a=bench/u={user}/p=/s="
 
 
+def _column_defaults() -> dict[str, Any]:
+    """Each column's scalar default (None for a nullable one without): the fill sets only
+    what the sweep reads, so a column added later (``pinned``) gets its model default
+    instead of failing the bulk insert."""
+    out: dict[str, Any] = {}
+    for column in Memory.__table__.columns:  # type: ignore[attr-defined]
+        default = column.default
+        if default is not None and default.is_scalar:
+            out[column.name] = default.arg
+        elif column.nullable:
+            out[column.name] = None
+    return out
+
+
 def _rows(plan: FillPlan, settings: Settings) -> Iterator[list[tuple[Any, ...]]]:
     rng = random.Random(plan.seed)
     big = int(plan.memories * _BIG_SCOPE_SHARE)
     columns = [c.name for c in Memory.__table__.columns]  # type: ignore[attr-defined]
+    defaults = _column_defaults()
     for start in range(0, plan.memories, _FILL_CHUNK):
         out: list[tuple[Any, ...]] = []
         for i in range(start, min(plan.memories, start + _FILL_CHUNK)):
@@ -86,6 +101,7 @@ def _rows(plan: FillPlan, settings: Settings) -> Iterator[list[tuple[Any, ...]]]
                 archived_at = BENCH_NOW - timedelta(seconds=rng.uniform(0, 60 * DAY))
             mid = uuid.UUID(int=rng.getrandbits(128)).hex
             values = {
+                **defaults,
                 "id": mid, "lineage": mid, "tenant": tenant, "agent": agent, "user": user,
                 "project": "", "session": "", "scope_key": key, "type": mtype,
                 "subject": "user", "attribute": f"a{i % 97}",

@@ -17,7 +17,10 @@ from sleepmem.core.metricsdir import prepare_multiprocess_dir, wants_worker_metr
 if wants_worker_metrics(sys.argv[1:]):
     prepare_multiprocess_dir()
 
-from sleepmem.cli.app import app, bench_app, eval_app, exit_code
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_settings import SettingsError
+
+from sleepmem.cli.app import app, bench_app, config_error_line, eval_app, exit_code
 from sleepmem.core.errors import SleepmemError
 
 for _module in pkgutil.iter_modules(__path__):
@@ -33,6 +36,12 @@ def main() -> None:
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exit_code(exc))
+    except (SettingsError, PydanticValidationError) as exc:
+        # Settings read outside load_settings (a command's own Settings()): still one line.
+        if isinstance(exc, PydanticValidationError) and exc.title != "Settings":
+            raise
+        typer.echo(f"error: {config_error_line(exc)}", err=True)
+        sys.exit(2)
 
 
 __all__ = ["app", "bench_app", "eval_app", "main"]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import typer
 from pydantic import ValidationError as PydanticValidationError
+from pydantic_settings import SettingsError
 
 from sleepmem.core.errors import (
     AuthError,
@@ -51,8 +54,15 @@ def fail(exc: SleepmemError) -> typer.Exit:
     return typer.Exit(exit_code(exc))
 
 
-def config_error_line(exc: SleepmemError | PydanticValidationError) -> str:
+def config_error_line(exc: SleepmemError | PydanticValidationError | SettingsError) -> str:
     """One line naming the variable and what is wrong with it, never a traceback."""
+    if isinstance(exc, SettingsError):
+        # pydantic-settings names the field only in its message ('error parsing value for
+        # field "api_keys" from source …'); the reason is the JSON error it chains.
+        named = re.search(r'field "([^"]+)"', str(exc))
+        name = f"{ENV_PREFIX}{named.group(1).upper()}" if named else f"a {ENV_PREFIX}* setting"
+        reason = exc.__cause__ or exc
+        return f"{name}: cannot be read as JSON ({reason})"
     if isinstance(exc, PydanticValidationError):
         parts = []
         for err in exc.errors():
@@ -71,7 +81,7 @@ def load_settings(log_level: str | None = None, *, role: str | None = None) -> S
         settings = Settings()
         if role is not None:
             settings.require_stores(role)
-    except (SleepmemError, PydanticValidationError) as exc:
+    except (SleepmemError, PydanticValidationError, SettingsError) as exc:
         typer.echo(f"error: {config_error_line(exc)}", err=True)
         raise typer.Exit(2) from None
     configure_logging(level=log_level or settings.log_level, json=settings.log_json)

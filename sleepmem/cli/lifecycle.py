@@ -29,7 +29,7 @@ from rich.table import Table
 
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.cli.app import app, bench_app, fail, load_settings
-from sleepmem.cli.remote import running_server
+from sleepmem.cli.remote import require_local_store, running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.models import Scope
@@ -55,8 +55,14 @@ console = Console()
 
 @contextmanager
 def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
-    """The process's stores; any sleepmem error becomes a message and an exit code."""
-    res = build_resources(load_settings(log_level))
+    """The process's stores, when they exist (none is created to be acted on); any
+    sleepmem error becomes a message and an exit code."""
+    settings = load_settings(log_level)
+    try:
+        require_local_store(settings)
+    except SleepmemError as exc:
+        raise fail(exc) from exc
+    res = build_resources(settings)
     try:
         yield res
     except SleepmemError as exc:
@@ -67,8 +73,12 @@ def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
 
 @contextmanager
 def _remote(tenant: str | None = None) -> Iterator[Any]:
-    """The running server's client (None when no server answers); errors become exits."""
-    client = running_server(load_settings("WARNING"), tenant=tenant)
+    """The running server's client (None when no server answers); errors become exits,
+    a configured server that does not answer among them."""
+    try:
+        client = running_server(load_settings("WARNING"), tenant=tenant)
+    except SleepmemError as exc:
+        raise fail(exc) from exc
     try:
         yield client
     except SleepmemError as exc:
@@ -155,12 +165,17 @@ def reconsolidate(
     if dry_run and apply:
         typer.echo("error: --dry-run and --apply exclude each other", err=True)
         raise typer.Exit(2)
+    try:
+        Scope.parse_key(scope, field="scope", canonical=False)
+        since_time = _parse_time(since)
+    except SleepmemError as exc:
+        raise fail(exc) from exc
     with _remote(_tenant_of(scope)) as server:
         if server is not None:
             if resume:
                 raise ValidationError("resume", "resuming a job needs the stores of this "
                                       "process: stop `sleepmem serve` first")
-            done = _remote_reconsolidate(server, scope, _parse_time(since), apply, as_json)
+            done = _remote_reconsolidate(server, scope, since_time, apply, as_json)
     if server is not None:
         if as_json:
             _echo_json(done.model_dump(mode="json"))
@@ -169,7 +184,7 @@ def reconsolidate(
         return
     with _resources() as res:
         row = recon.create_job(engine=res.engine, scope_key=scope, now=datetime.now(UTC),
-                               since=_parse_time(since), apply=apply, job_id=job)
+                               since=since_time, apply=apply, job_id=job)
         with Progress(
             TextColumn("[bold]replay[/]"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]:>8.0f} events/s"), TimeElapsedColumn(),
@@ -290,18 +305,25 @@ def forget(
     if (scope is None) == (memory is None):
         typer.echo("error: give exactly one of --scope or --memory", err=True)
         raise typer.Exit(2)
+    # Everything that can be checked is checked before the question: a typo must not be
+    # confirmed first and refused after.
+    try:
+        tenant = Scope.parse_key(scope, field="scope").tenant if scope is not None else None
+        if memory is not None and not memory.strip():
+            raise ValidationError("memory", "give a memory id, not an empty string")
+    except SleepmemError as exc:
+        raise fail(exc) from exc
     target = f"scope {scope}" if scope else f"memory {memory}"
-    if not yes and not typer.confirm(f"Erase {target} from every store? This cannot be undone"):
-        raise typer.Exit(1)
-    with _remote(_tenant_of(scope) if scope else None) as server:
+    with _remote(tenant) as server:
+        if server is None:
+            _require_store()
+        _confirm(f"Erase {target} from every store? This cannot be undone", yes)
         if server is not None:
             receipt = server.forget(memory, scope=scope)
             _echo_json(receipt.model_dump(mode="json"))
             return
     with _resources() as res:
-        if scope is not None:
-            tenant = Scope.parse_key(scope).tenant
-        else:
+        if tenant is None:
             tenant = explain_memory(engine=res.engine, memory_id=str(memory),
                                     settings=res.settings, now=datetime.now(UTC)).tenant
         row = create_erase_job(res, tenant=tenant, scope_key=scope, memory_id=memory)
@@ -310,6 +332,18 @@ def forget(
         typer.echo(f"error: {done.error}", err=True)
         raise typer.Exit(1)
     _echo_json(done.result)
+
+
+def _require_store() -> None:
+    try:
+        require_local_store(load_settings("WARNING"))
+    except SleepmemError as exc:
+        raise fail(exc) from exc
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if not yes and not typer.confirm(question):
+        raise typer.Exit(1)
 
 
 @app.command()

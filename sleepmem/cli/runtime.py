@@ -11,7 +11,7 @@ import orjson
 import typer
 
 from sleepmem.cli.app import app, fail, load_settings
-from sleepmem.cli.remote import running_server
+from sleepmem.cli.remote import require_local_store, running_server
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
@@ -158,7 +158,12 @@ def consolidate(
     except SleepmemError as exc:
         raise fail(exc) from exc
     settings = load_settings()
-    server = running_server(settings, tenant=parsed.tenant)
+    try:
+        server = running_server(settings, tenant=parsed.tenant)
+        if server is None:
+            require_local_store(settings)
+    except SleepmemError as exc:
+        raise fail(exc) from exc
     if server is not None:
         # The running server holds the stores: it consolidates, under the same lease.
         try:

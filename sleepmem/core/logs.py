@@ -28,6 +28,18 @@ _ROUTINE_LOGGERS = (
     "celery.worker.consumer.connection",
     "celery.worker.consumer.mingle",
     "alembic.runtime.migration",  # sleepmem.migrate logs the upgrade it ran, in one line
+    # Client libraries log every request at INFO (httpx) or DEBUG: a line per search in
+    # the host application's log. Shown with SLEEPMEM_LOG_LEVEL=debug only.
+    "httpx",
+    "httpcore",
+    "urllib3",
+    "openai",
+    "qdrant_client",
+    "asyncio",
+    "multipart",
+    "filelock",
+    "huggingface_hub",
+    "jieba",
 )
 _HANDLER_MARK = "_sleepmem_handler"
 

@@ -272,8 +272,13 @@ class Settings(BaseSettings):
         return self.redis_url is None
 
     @property
+    def local_database(self) -> Path:
+        """The SQLite file used when no database URL is configured."""
+        return self.data_dir / "sleepmem.db"
+
+    @property
     def sql_url(self) -> str:
-        return self.database_url or f"sqlite:///{(self.data_dir / 'sleepmem.db').resolve()}"
+        return self.database_url or f"sqlite:///{self.local_database.resolve()}"
 
     @property
     def vector_backend(self) -> str:
