@@ -241,8 +241,9 @@ async def resolve_ids(client: AsyncClient, token: str, where: dict[str, str]) ->
 
 async def end(client: AsyncClient, session: str, where: dict[str, str]) -> str:
     """Append the session-end event of ``session`` in ``where``; its event id."""
-    return str(await client.emit(kind="session_end", role="system", content="",
-                                 session=session, **where))
+    # Not str(): once emit answers its stream position, flush waits on it (see settled).
+    return await client.emit(kind="session_end", role="system", content="",
+                                 session=session, **where)
 
 
 async def settled(client: AsyncClient, ended: str, where: dict[str, str],
