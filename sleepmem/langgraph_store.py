@@ -13,6 +13,8 @@ sleepmem is a consolidating memory, not a key-value table, and the store says so
   as ``{"content": statement, "type": …, "memory_id": …}``; ``None`` before consolidation.
 - ``search(ns, query=…)`` is sleepmem's ranked search; without a query, the scope's list.
 - ``delete(ns, key)`` (or ``put(…, None)``) erases those memories from every store.
+- ``list_namespaces(prefix=…, suffix=…, max_depth=…)`` lists the namespaces that hold
+  memories of the tenant, matched, cut and paged as ``BaseStore`` documents.
 
 Install with the extra: ``pip install 'sleepmem[langgraph]'``.
 """
@@ -32,6 +34,7 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
+    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -72,6 +75,24 @@ def _text(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value), ensure_ascii=False, sort_keys=True)
 
 
+def _namespace_of(m: MemoryView) -> tuple[str, ...]:
+    """The namespace a memory's scope is: its levels below the tenant, up to the last set."""
+    levels = [getattr(m, level) for level in NAMESPACE_LEVELS]
+    while levels and not levels[-1]:
+        levels.pop()
+    return tuple(levels)
+
+
+def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """``BaseStore``'s prefix/suffix match; ``"*"`` stands for any one level."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    ends = namespace[:len(path)] if condition.match_type == "prefix" else \
+        namespace[len(namespace) - len(path):]
+    return all(p in ("*", n) for p, n in zip(path, ends, strict=True))
+
+
 def _value(m: MemoryView) -> dict[str, Any]:
     return {"content": m.statement, "type": m.type, "memory_id": m.id, "trust": m.trust}
 
@@ -109,8 +130,7 @@ class SleepmemStore(BaseStore):
         if isinstance(op, SearchOp):
             return self._search(op)
         if isinstance(op, ListNamespacesOp):
-            raise ValidationError(
-                "list_namespaces", "not supported: list a scope's memories with Client.list")
+            return self._namespaces(op)
         raise ValidationError("op", f"unknown store operation {type(op).__name__}")
 
     def _tenant(self) -> str:
@@ -125,11 +145,23 @@ class SleepmemStore(BaseStore):
                  "meta": {"langgraph_key": key[:200]}}
         self.client.emit(event)
 
-    def _memories(self, namespace: tuple[str, ...]) -> list[MemoryView]:
+    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        """The namespaces that hold memories of the tenant, as ``BaseStore`` lists them:
+        matched by every condition, cut to ``max_depth``, sorted, then paged."""
+        found: set[tuple[str, ...]] = set()
+        for m in self._memories(None):
+            namespace = _namespace_of(m)
+            if namespace and all(_matches(c, namespace) for c in op.match_conditions or ()):
+                found.add(namespace[:op.max_depth] if op.max_depth is not None else namespace)
+        return sorted(found)[op.offset:op.offset + op.limit]
+
+    def _memories(self, namespace: tuple[str, ...] | None) -> list[MemoryView]:
+        """A namespace's memories (and those under it); with None, the whole tenant's."""
+        where = scope_for(namespace) if namespace is not None else None
         out: list[MemoryView] = []
         cursor: str | None = None
         while True:
-            page = self.client.list(scope_for(namespace), limit=PAGE, cursor=cursor)
+            page = self.client.list(where, limit=PAGE, cursor=cursor)
             out += page.items
             if page.next_cursor is None:
                 return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
+from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import langgraph  # noqa: F401  (the [langgraph] extra, installed by scripts/bootstrap)
@@ -14,12 +15,15 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
+from test_client import running_server
 
 from sleepmem.checkpointer import SleepmemSaver
+from sleepmem.client import Client
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import Scope
 from sleepmem.resources import Resources, build_resources
+from sleepmem.runtime import Runtime
 from sleepmem.working import WorkingMemory
 
 OWNER = {"tenant": "acme", "agent": "travel", "user": "ann"}
@@ -127,3 +131,32 @@ def test_ending_a_thread_hands_its_messages_to_consolidation(
     assert events[-1]["kind"] == "session_end"
     assert ended.checkpoint_version is not None
     assert not any("hunter2x9" in c for c in contents)
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    with running_server(tmp_path_factory.mktemp("lg-saver")) as runtime:
+        yield runtime
+
+
+def test_a_saver_over_the_http_client_resumes_a_thread_in_another_saver(remote: Runtime) -> None:
+    """Nothing server-side in this process: each saver only holds a Client to the server."""
+    ran: Counter[str] = Counter()
+    owner = {"agent": "travel", "user": "ann"}
+    thread = {"configurable": {"thread_id": "lg-remote-1"}}
+    with Client(remote.api_url, data_dir=remote.settings.data_dir) as first_client:
+        first = build_graph(SleepmemSaver(first_client, scope=owner), ran)
+        out = first.invoke({"messages": [HumanMessage("Book me the 9:14 to Vienna")]}, thread)
+        assert "__interrupt__" in out
+    with Client(remote.api_url, data_dir=remote.settings.data_dir) as second_client:
+        saver = SleepmemSaver(second_client, scope=owner)
+        second = build_graph(saver, ran)
+        assert second.get_state(thread).next == ("approve",)
+        out = second.invoke(Command(resume="yes"), thread)
+        assert out["done"] == ["search", "approved:yes", "pay"]
+        assert ran == Counter({"search": 1, "approve": 1, "pay": 1})
+        stored = second_client.get_checkpoint({**owner, "session": "lg-remote-1"})
+        assert stored.version >= 4
+        assert "hunter2x9" not in stored.model_dump_json()
+        ended = saver.end_thread("lg-remote-1", outcome="booked")
+        assert ended.ids and ended.checkpoint_version == stored.version

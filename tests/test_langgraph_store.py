@@ -88,6 +88,22 @@ class TestLangGraphStore:
 
         asyncio.run(run())
 
+    def test_list_namespaces_names_the_scopes_holding_memory_matched_cut_and_paged(
+        self, store: SleepmemStore
+    ) -> None:
+        store.put(("scout", "bo"), "camp", {"content": "I am camping in Norway."})
+        store.consolidate(("scout", "bo"))
+        assert wait_for(lambda: ("scout", "bo") in store.list_namespaces(), timeout=30)
+        every = store.list_namespaces()
+        assert ("bot", "ann") in every and every == sorted(every)
+        assert store.list_namespaces(prefix=("scout",)) == [("scout", "bo")]
+        assert store.list_namespaces(prefix=("*", "bo")) == [("scout", "bo")]
+        assert ("bot", "ann") in store.list_namespaces(suffix=("ann",))
+        assert ("scout", "bo") not in store.list_namespaces(suffix=("ann",))
+        tops = store.list_namespaces(max_depth=1)
+        assert {("bot",), ("scout",)} <= set(tops) and len(tops) == len(set(tops))
+        assert store.list_namespaces(limit=1, offset=1) == every[1:2]
+
     def test_a_namespace_deeper_than_a_scope_is_refused(self, store: SleepmemStore) -> None:
         with pytest.raises(InvalidNamespaceError, match="agent, user"):
             store.put(("a", "b", "c", "d", "e"), "k", {"content": "x"})

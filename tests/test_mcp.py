@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from support import mcp_over_stdio, wait_for
-from test_client import SCOPE, running_server
+from support import mcp_over_stdio
+from test_client import running_server
 
-from sleepmem.client import Client
 from sleepmem.runtime import Runtime
+
+DEAD_URL = "http://127.0.0.1:9"  # discard: nothing listens
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +35,11 @@ def text(result: Any) -> str:
 
 
 async def exercise(mcp: McpClient, runtime: Runtime, word: str) -> None:
-    """remember → (sleep time) → recall → explain → resource → forget, through MCP."""
+    """remember → end_session(wait) → recall → explain and forget by the ids shown, through
+    MCP alone."""
     tools = {t.name for t in (await mcp.list_tools()).tools}
-    assert {"remember", "recall", "forget", "explain", "save_checkpoint", "checkpoint"} <= tools
+    assert {"remember", "end_session", "recall", "forget", "explain", "save_checkpoint",
+            "checkpoint"} <= tools
     task = {"session": f"task-{word}", "agent": "bot", "user": "ann"}
     saved = json.loads(text(await mcp.call_tool("save_checkpoint", {
         **task, "base_version": 0,
@@ -41,28 +47,37 @@ async def exercise(mcp: McpClient, runtime: Runtime, word: str) -> None:
     assert saved["version"] == 1
     read = json.loads(text(await mcp.call_tool("checkpoint", task)))
     assert read["version"] == 1 and read["state"]["completed"][0]["key"] == "visa"
+    owner = {"agent": "bot", "user": "ann"}
     event_id = text(await mcp.call_tool("remember", {
-        "content": f"My favourite city is {word}.", "session": f"mcp-{word}",
-        "agent": "bot", "user": "ann"}))
+        "content": f"My favourite city is {word}.", "session": f"mcp-{word}", **owner}))
     assert len(event_id) >= 16
-    with Client(data_dir=runtime.settings.data_dir, **SCOPE) as mem:
-        mem.end_session(f"mcp-{word}")
-
-        def stored() -> bool:
-            return any(word in m.statement for m in mem.list(SCOPE, limit=500).items)
-
-        assert await asyncio.to_thread(wait_for, stored, 30)
-        target = next(m for m in mem.list(SCOPE, limit=500).items if word in m.statement)
-    recalled = text(await mcp.call_tool("recall", {"query": "favourite city",
-                                                   "agent": "bot", "user": "ann"}))
-    assert word in recalled
-    why = text(await mcp.call_tool("explain", {"memory_id": target.id}))
+    ended = text(await mcp.call_tool("end_session", {"session": f"mcp-{word}", "wait": True,
+                                                     **owner}))
+    assert "recallable now" in ended
+    recalled = text(await mcp.call_tool("recall", {"query": "favourite city", **owner}))
+    line = next(ln for ln in recalled.splitlines() if word in ln)
+    ref = re.search(r"\[#\w+\]", line)
+    assert ref is not None, recalled
+    why = text(await mcp.call_tool("explain", {"memory_id": ref.group(0), **owner}))
     assert word in why
+    full_id = why.splitlines()[0].removeprefix("memory ")
+    assert full_id.startswith(ref.group(0)[2:-1])
+    # The event id `remember` showed names the memory it became.
+    assert text(await mcp.call_tool("explain", {"memory_id": event_id, **owner})) == why
     resource = await mcp.read_resource("sleepmem://memories/bot/ann")
     listed = json.loads(resource.contents[0].text)
-    assert target.id in {m["id"] for m in listed}
-    receipt = json.loads(text(await mcp.call_tool("forget", {"memory_id": target.id})))
-    assert receipt["memory_id"] == target.id
+    assert full_id in {m["id"] for m in listed}
+    receipt = json.loads(text(await mcp.call_tool("forget", {"memory_id": ref.group(0)[1:-1],
+                                                             **owner})))
+    assert receipt["memory_id"] == full_id
+    gone = await mcp.call_tool("explain", {"memory_id": full_id, **owner})
+    assert gone.is_error and full_id in error_text(gone)
+    unknown = await mcp.call_tool("forget", {"memory_id": "#zzzzzz", **owner})
+    assert unknown.is_error and "no current memory '#zzzzzz'" in error_text(unknown)
+
+
+def error_text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
 
 
 class TestMcpOverStdio:
@@ -98,3 +113,42 @@ class TestMcpOverHttp:
                                                          "method": "tools/list"})
         assert resp.status_code == 401
         assert "SLEEPMEM_API_KEY" in resp.json()["error"]["message"]
+
+
+class TestMcpSaysWhatIsWrong:
+    def test_a_tool_reports_a_server_that_is_down_as_its_error_text(self) -> None:
+        from sleepmem.client import AsyncClient
+        from sleepmem.mcpserver import build_server
+
+        async def client_for(_ctx: Any) -> AsyncClient:
+            return AsyncClient(DEAD_URL, "sm_unused", tenant="default")
+
+        async def run() -> None:
+            async with McpClient(build_server(client_for, agent="bot", user="ann")) as mcp:
+                result = await mcp.call_tool("recall", {"query": "anything"})
+            assert result.is_error
+            assert f"sleepmem server at {DEAD_URL} unreachable" in error_text(result)
+
+        asyncio.run(run())
+
+    def test_sleepmem_mcp_refuses_to_start_without_a_server_in_one_line(
+        self, tmp_path: Path
+    ) -> None:
+        params = mcp_over_stdio(tmp_path)
+        env = {**(params.env or {}), "SLEEPMEM_API_URL": DEAD_URL, "SLEEPMEM_API_KEY": "sm_x"}
+        done = subprocess.run([params.command, *params.args], env=env, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert done.returncode == 75
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and DEAD_URL in lines[0], done.stderr
+
+    def test_sleepmem_mcp_refuses_a_key_the_server_does_not_accept(
+        self, server: Runtime, tmp_path: Path
+    ) -> None:
+        params = mcp_over_stdio(tmp_path)
+        env = {**(params.env or {}), "SLEEPMEM_API_URL": server.api_url,
+               "SLEEPMEM_API_KEY": "sm_not_a_key"}
+        done = subprocess.run([params.command, *params.args], env=env, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert done.returncode == 4
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -18,7 +18,7 @@ def mcp(
     agent: Annotated[str, typer.Option(envvar="SLEEPMEM_AGENT", help="Default agent")] = "",
     user: Annotated[str, typer.Option(envvar="SLEEPMEM_USER", help="Default user")] = "",
 ) -> None:
-    """MCP on stdin/stdout: tools remember, recall, forget, explain; a resource per scope.
+    """MCP on stdin/stdout: remember, end_session, recall, forget, explain; a resource per scope.
 
     Every call goes to the running server over HTTP with this key (install sleepmem[mcp])."""
     try:
