@@ -427,3 +427,26 @@ class TestCardNumbersNeedContext:
     )  # fmt: skip
     def test_card_numbers_in_card_context_or_network_shape_go(self, text: str) -> None:
         assert "[REDACTED:card_number]" in redact(text).text
+
+
+class TestATurnOfSeveralMessages:
+    """A credential asked for in one message claims the value sent in the next."""
+
+    @pytest.mark.parametrize(
+        ("messages", "secret"),
+        [
+            (["what is the wifi password?", "bluejay42, all lower case"], "bluejay42"),
+            (["the pin for the door", "it is 4471"], "4471"),
+            (["密码是什么？", "我生日 19900307"], "19900307"),
+        ],
+    )
+    def test_the_next_message_loses_the_value(self, messages: list[str], secret: str) -> None:
+        assert secret not in " ".join(redaction.redact_turn(messages))
+
+    def test_a_value_given_in_its_own_message_claims_nothing_further(self) -> None:
+        out = redaction.redact_turn(["my password is hunter22", "the table seats 1234 people"])
+        assert out == ["my password is [REDACTED:password]", "the table seats 1234 people"]
+
+    def test_messages_without_a_credential_noun_are_kept(self) -> None:
+        messages = ["the key to success?", "practice 10000 hours"]
+        assert redaction.redact_turn(messages) == messages

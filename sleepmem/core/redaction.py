@@ -806,6 +806,25 @@ def redact_texts(texts: Sequence[str]) -> list[str]:
     return out
 
 
+def redact_turn(messages: Sequence[str]) -> list[str]:
+    """``redact_text`` over the messages of one turn, where a credential noun in one message
+    also claims the value sent in the next ("what's the wifi password?" / "bluejay42").
+    """
+    texts = list(messages)
+    for i in range(len(texts) - 1):
+        first, second = messages[i], texts[i + 1]
+        if not _any_in(_INTENT_WORDS, first.lower()):
+            continue
+        cut = len(first) + 1
+        for start, end, cls in credentials.claimed_values(f"{first}\n{second}"):
+            if start >= cut:  # the noun's value is in the next message, not its own
+                texts[i + 1] = (
+                    second[: start - cut] + mark(_INTENT_KINDS[cls]) + second[end - cut :]
+                )
+            break
+    return [redact_text(t) for t in texts]
+
+
 def redact(text: str) -> RedactionResult:
     """Replace every secret in ``text``; ``kinds`` names what was found, once per secret.
 
