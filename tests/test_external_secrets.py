@@ -9,12 +9,13 @@ outside git, and its tests skip when it is absent. LoCoMo's turns are the benign
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from sleepmem.bench import external_secrets
-from sleepmem.bench.secrets import locomo_turns
+from sleepmem.bench.secrets import leaked, locomo_turns
 from sleepmem.core.redaction import redact
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +27,15 @@ LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev8.json"
 FLOOR = 0.01  # the done-when: fewer than 1% missed, fewer than 1% benign changed
 
 
+def _long_random(token: str) -> bool:
+    return (
+        len(token) >= 24
+        and sum(c.isdigit() for c in token) >= 3
+        and re.fullmatch(r"[0-9a-fA-F\-]+", token) is None
+        and re.fullmatch(r"[A-Za-z0-9_\-+/=~.]+", token) is not None
+    )
+
+
 class TestGeneratedProviderSecrets:
     def test_every_split_misses_fewer_than_one_in_a_hundred(self) -> None:
         samples = external_secrets.load(SYNTHETIC)
@@ -33,6 +43,16 @@ class TestGeneratedProviderSecrets:
         scored = external_secrets.score(samples)
         for split in ("seen", "heldout"):
             assert scored[split]["missed_rate"] < FLOOR, scored["missed_examples"]
+
+    def test_without_a_label_long_random_tokens_still_go(self) -> None:
+        # The shape alone: no key name, only prose around it. Hex runs are left out (ids and
+        # hashes are kept by design); of the rest, 166 of 170 go today.
+        secrets = [s.secret for s in external_secrets.load(SYNTHETIC) if s.secret]
+        tokens = [s for s in secrets if _long_random(s)]
+        missed = [
+            s for s in tokens if leaked(s, redact(f"here it is: {s} (keep it)").text.encode())
+        ]
+        assert len(tokens) > 150 and len(missed) / len(tokens) < 0.05, missed
 
     def test_the_held_out_providers_are_a_real_part_of_it(self) -> None:
         samples = external_secrets.load(SYNTHETIC)

@@ -66,7 +66,7 @@ def score(samples: Iterable[Sample]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for split, c in sorted(counts.items()):
         out[split] = {
-            **c,
+            **{key: c[key] for key in ("secrets", "missed", "fp_samples", "fp_changed")},
             "missed_rate": round(c["missed"] / max(1, c["secrets"]), 4),
             "fp_rate": round(c["fp_changed"] / max(1, c["fp_samples"]), 4),
         }

@@ -324,16 +324,16 @@ _DIGIT_GROUP = re.compile(r"\d+")
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \-]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 _IBAN_GROUP = re.compile(r"[A-Z0-9]+")
 # A bare token of letters, digits and base64 symbols: a secret if it is random enough.
-# "~" and "." may sit inside one (Azure client secrets: "QtT8Q~9C-_Ij~Rou…Wh.DQ3k…").
+# "~", "." and "=" may sit inside one (Azure client secrets: "QtT8Q~9C-_Ij~Rou…Wh.DQ3k…").
 _ENTROPY_TOKEN = re.compile(
     r"(?<![A-Za-z0-9+/_\-=~.])[A-Za-z0-9+/_\-~]"
-    r"(?:[A-Za-z0-9+/_\-]|[~.](?=[A-Za-z0-9]))+={0,2}(?![A-Za-z0-9+/_\-=~])"
+    r"(?:[A-Za-z0-9+/_\-]|[~.=](?=[A-Za-z0-9]))+={0,2}(?![A-Za-z0-9+/_\-=~])"
 )
 # Hex runs, with or without uuid dashes, are ids and hashes far more often than secrets.
 _HEX_ID = re.compile(r"[0-9a-fA-F\-]+")
 # Single-case tokens (gitleaks' providers issue many) carry less entropy per character.
 _ONE_CASE_MIN_RUN = 24
-_SEGMENT = re.compile(r"[^/.]{20,}")
+_SEGMENT = re.compile(r"[^/.=]{20,}")
 _ONE_CASE_ENTROPY_MIN = 3.5
 _ENTROPY_MIN = 3.8
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
@@ -420,6 +420,7 @@ def _random_enough(token: str) -> bool:
         or _HEX_ID.fullmatch(token)
         or "/" in token
         or "." in token
+        or "=" in token
     ):
         return False
     return _entropy()(token) >= _ONE_CASE_ENTROPY_MIN
@@ -704,7 +705,7 @@ class _Finder:
             token = m.group(0)
             if _random_enough(token.rstrip("=")):
                 self.spans.append((*m.span(), "secret"))
-            elif "/" in token or "." in token:
+            elif "/" in token or "." in token or "=" in token:
                 # A URL or a path: a random segment of it ("hooks…/services/<token>").
                 for part in _SEGMENT.finditer(token):
                     if _random_enough(part.group(0)):
