@@ -363,6 +363,7 @@ class TestCredentialIntent:
             "The key to success is 10000 hours of practice",
             "I forgot my password again, so I called them at 9:30",
             "a token of thanks from the 3 of us",
+            "Keys, passwords, card numbers and one-time codes never reach disk",
         ],
     )
     def test_talk_about_credentials_is_kept(self, text: str) -> None:

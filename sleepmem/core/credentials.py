@@ -151,6 +151,10 @@ def _strip(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+# Words joined by hyphens or apostrophes ("one-time", "John's"): prose, not a password.
+_PLAIN_WORDS = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
+
+
 def _clause_ends(text: str, end: int) -> bool:
     rest = text[end:].lstrip(" \t\"'`”’)")
     return not rest or rest[0] in ".,;!?\n，。；！？"
@@ -162,7 +166,7 @@ def _password_shaped(word: str) -> bool:
         return False
     if word.isdigit():
         return True
-    if _DATE_OR_TIME.match(word):
+    if _DATE_OR_TIME.match(word) or _PLAIN_WORDS.fullmatch(word):
         return False
     return any(c.isdigit() for c in word) or any(not c.isalnum() for c in word)
 
