@@ -215,9 +215,22 @@ class _EveryTextTrips:
         return [(0, 0, 0)]
 
 
-_FRAGMENTS = [text for text, _secret, _kind in SECRETS] + HARMLESS + [
-    "Passcode", "pin 4821", "SG.", "AKIA", "eyJ", "://", " ", "。", "İ", "1234 5678 9012 3456",
-]
+_FRAGMENTS = (
+    [text for text, _secret, _kind in SECRETS]
+    + HARMLESS
+    + [
+        "Passcode",
+        "pin 4821",
+        "SG.",
+        "AKIA",
+        "eyJ",
+        "://",
+        " ",
+        "。",
+        "İ",
+        "1234 5678 9012 3456",
+    ]
+)
 
 
 class TestTheTriggerScanOnlySkipsWork:
@@ -225,9 +238,7 @@ class TestTheTriggerScanOnlySkipsWork:
 
     @settings(max_examples=400, deadline=None)
     @given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=4), st.text(max_size=20))
-    def test_redaction_is_the_same_with_and_without_it(
-        self, parts: list[str], noise: str
-    ) -> None:
+    def test_redaction_is_the_same_with_and_without_it(self, parts: list[str], noise: str) -> None:
         text = noise.join(parts)
         scanned = redact(text)
         with pytest.MonkeyPatch.context() as patch:
@@ -262,11 +273,7 @@ class TestRedactText:
         assert redaction.redact_text(text) == redact(text).text
 
     @settings(max_examples=200, deadline=None)
-    @given(
-        st.lists(
-            st.lists(st.sampled_from(_FRAGMENTS), max_size=3).map(" ".join), max_size=6
-        )
-    )
+    @given(st.lists(st.lists(st.sampled_from(_FRAGMENTS), max_size=3).map(" ".join), max_size=6))
     def test_many_texts_at_once_give_what_each_alone_gives(self, texts: list[str]) -> None:
         # One trigger scan over the texts joined by line breaks, mapped back to each text.
         assert redaction.redact_texts(texts) == [redact(t).text for t in texts]
@@ -325,3 +332,122 @@ class TestIdsAreNotSecrets:
 
         for text in ("my pin1234", "2FA code 839201", "验证码123456", "the code is 483920"):
             assert "[REDACTED:one_time_code]" in redact(text).text
+
+
+class TestCredentialIntent:
+    """A value said to be a password, PIN, token, key or seed goes, whatever the wording."""
+
+    @pytest.mark.parametrize(
+        ("text", "secret"),
+        [
+            ("my netflix pw is hunter22", "hunter22"),
+            ("the pin for the door is 4471", "4471"),
+            ("passwords: bluejay42", "bluejay42"),
+            ("密码是我生日 19900307", "19900307"),
+            ("wifi password? sure: bluejay42", "bluejay42"),
+            ("My password is on the note. It is Tr0ub4dor", "Tr0ub4dor"),
+            ("the pass: sunshine", "sunshine"),
+            ("the token for ci is abcd1234efgh5678", "abcd1234efgh5678"),
+            ("Password for the NAS, in case you need it, lamp-77-green", "lamp-77-green"),
+            ("门禁的密码：换成了 880512 了", "880512"),
+        ],
+    )
+    def test_the_value_a_credential_noun_claims_goes(self, text: str, secret: str) -> None:
+        assert secret not in redact(text).text
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "passwords are hashed with argon2",
+            "I will pass on the 2023 trip",
+            "The key to success is 10000 hours of practice",
+            "I forgot my password again, so I called them at 9:30",
+            "a token of thanks from the 3 of us",
+            "Keys, passwords, card numbers and one-time codes never reach disk",
+        ],
+    )
+    def test_talk_about_credentials_is_kept(self, text: str) -> None:
+        assert redact(text).text == text
+
+    def test_a_seed_phrase_goes_whole(self) -> None:
+        words = "abandon ability able about above absent absorb abstract absurd abuse access acid"
+        out = redact(f"my seed phrase is {words}").text
+        assert "absorb" not in out and "abandon" not in out
+
+
+class TestSecretNamesInAnyCaseStyle:
+    @pytest.mark.parametrize(
+        "key",
+        ["dbPassword", "db_password", "db-password", "db.password", "DB_PASSWORD", "clientSecret",
+         "X-Api-Key", "sessionToken", "signing.key", "数据库密码"],
+    )  # fmt: skip
+    def test_a_scalar_under_a_secret_name_goes(self, key: str) -> None:
+        assert redact_json({key: "x1"}) == {key: "[REDACTED:secret]"}
+
+    @pytest.mark.parametrize(
+        "key", ["passwordPolicy", "tokens", "token_count", "primaryKey", "userName", "monkey"]
+    )
+    def test_names_about_secrets_are_kept(self, key: str) -> None:
+        assert redact_json({key: 12}) == {key: 12}
+
+    @pytest.mark.parametrize(
+        "text",
+        ['clientSecret := "s3cr3t-value"', "export DB_PASSWORD=s3cr3t-value",
+         "--api-key=s3cr3t-value", "deploy --password s3cr3t-value now",
+         "-ClientSecret 's3cr3t-value'",
+         "curl --user kevin:'s3cr3t-value' https://example.org"],
+    )  # fmt: skip
+    def test_assignments_and_flags_give_their_value_away(self, text: str) -> None:
+        assert "s3cr3t-value" not in redact(text).text
+
+    def test_an_argv_list_loses_the_value_after_a_secret_flag(self) -> None:
+        argv = ["deploy", "--password", "hunter2", "--token=abc123", "--verbose", "on"]
+        out = redact_json(argv)
+        assert "hunter2" not in out and "abc123" not in str(out)
+        assert out[-2:] == ["--verbose", "on"]
+
+
+class TestCardNumbersNeedContext:
+    """One random digit run in ten passes Luhn: context decides, not the digit count."""
+
+    def test_order_ids_that_pass_luhn_are_kept(self) -> None:
+        import random
+
+        rng = random.Random(41)
+        ids = [
+            "".join(rng.choice("0123456789") for _ in range(rng.randint(13, 19)))
+            for _ in range(1000)
+        ]
+        for template in ("order id {}", "tracking no. {}", "订单号 {}"):
+            assert [i for i in ids if redact(template.format(i)).kinds] == []
+
+    @pytest.mark.parametrize(
+        "text",
+        ["my card 4111 1111 1111 1111 exp 12/27", "I paid with 4111111111111111",
+         "visa 5555555555554444 for the order", "信用卡 6222021234567890128"],
+    )  # fmt: skip
+    def test_card_numbers_in_card_context_or_network_shape_go(self, text: str) -> None:
+        assert "[REDACTED:card_number]" in redact(text).text
+
+
+class TestATurnOfSeveralMessages:
+    """A credential asked for in one message claims the value sent in the next."""
+
+    @pytest.mark.parametrize(
+        ("messages", "secret"),
+        [
+            (["what is the wifi password?", "bluejay42, all lower case"], "bluejay42"),
+            (["the pin for the door", "it is 4471"], "4471"),
+            (["密码是什么？", "我生日 19900307"], "19900307"),
+        ],
+    )
+    def test_the_next_message_loses_the_value(self, messages: list[str], secret: str) -> None:
+        assert secret not in " ".join(redaction.redact_turn(messages))
+
+    def test_a_value_given_in_its_own_message_claims_nothing_further(self) -> None:
+        out = redaction.redact_turn(["my password is hunter22", "the table seats 1234 people"])
+        assert out == ["my password is [REDACTED:password]", "the table seats 1234 people"]
+
+    def test_messages_without_a_credential_noun_are_kept(self) -> None:
+        messages = ["the key to success?", "practice 10000 hours"]
+        assert redaction.redact_turn(messages) == messages

@@ -49,8 +49,13 @@ def emit(
     Next to a running server (of this data directory, or SLEEPMEM_API_URL) the events go
     through its API, as the other commands do; otherwise straight onto the Redis stream."""
     settings = load_settings(log_level="WARNING")
-    levels = {"tenant": tenant, "agent": agent, "user": user, "project": project,
-              "session": session}
+    levels = {
+        "tenant": tenant,
+        "agent": agent,
+        "user": user,
+        "project": project,
+        "session": session,
+    }
     try:
         if jsonl is not None:
             events = _read_jsonl(jsonl)
@@ -70,8 +75,9 @@ def emit(
                 given = {k: v for k, v in levels.items() if v}
                 ids = server.emit_many([{**given, **e} for e in events])
         else:
-            with MemoryClient(settings, tenant=tenant, agent=agent, user=user,
-                              project=project, session=session) as client:
+            with MemoryClient(
+                settings, tenant=tenant, agent=agent, user=user, project=project, session=session
+            ) as client:
                 ids = client.emit_many(events)
     except SleepmemError as exc:
         raise fail(exc) from exc
@@ -85,9 +91,7 @@ def bench_ingest(
     n: Annotated[int, typer.Option(min=1, help="Single emits timed (and raw XADDs).")] = 5000,
     batch_n: Annotated[int, typer.Option(min=1, help="Events through emit_many.")] = 50_000,
     http_n: Annotated[int, typer.Option(min=1, help="Single-event HTTP requests.")] = 4000,
-    http_batch_n: Annotated[
-        int, typer.Option(min=1, help="Events through HTTP batches.")
-    ] = 40_000,
+    http_batch_n: Annotated[int, typer.Option(min=1, help="Events through HTTP batches.")] = 40_000,
     http_clients: Annotated[int, typer.Option(min=1, help="Concurrent HTTP clients.")] = 16,
     drain_n: Annotated[int, typer.Option(min=1, help="Events emitted then drained.")] = 100_000,
     pg_url: Annotated[
@@ -135,11 +139,22 @@ def bench_secrets(
     locomo: Annotated[
         Path | None, typer.Option(help="A LoCoMo JSON file: its turns are the benign text.")
     ] = None,
+    external: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSON lines from scripts/gitleaks_corpus.py: secrets this project did not "
+            "write, scored per split and family."
+        ),
+    ] = None,
 ) -> None:
     """Redaction: secrets left per kind in a generated corpus, false positives on LoCoMo."""
     from sleepmem.bench.secrets import run_secret_bench
 
     result = run_secret_bench(per_kind=per_kind, seed=seed, locomo=locomo)
+    if external is not None:
+        from sleepmem.bench import external_secrets
+
+        result["external"] = external_secrets.score(external_secrets.load(external))
     if as_json:
         typer.echo(orjson.dumps(result).decode())
     else:

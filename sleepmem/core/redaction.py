@@ -35,6 +35,8 @@ from typing import Any, NamedTuple
 import ahocorasick_rs
 from stdnum import iban, luhn
 
+from sleepmem.core import credentials
+
 Accept = Callable[[str, re.Match[str]], bool]
 
 
@@ -322,9 +324,17 @@ _DIGIT_GROUP = re.compile(r"\d+")
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \-]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 _IBAN_GROUP = re.compile(r"[A-Z0-9]+")
 # A bare token of letters, digits and base64 symbols: a secret if it is random enough.
+# "~", "." and "=" may sit inside one (Azure client secrets: "QtT8Q~9C-_Ij~Rou…Wh.DQ3k…").
 _ENTROPY_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9+/_\-=])[A-Za-z0-9+/_\-]{20,}={0,2}(?![A-Za-z0-9+/_\-=])"
+    r"(?<![A-Za-z0-9+/_\-=~.])[A-Za-z0-9+/_\-~]"
+    r"(?:[A-Za-z0-9+/_\-]|[~.=](?=[A-Za-z0-9]))+={0,2}(?![A-Za-z0-9+/_\-=~])"
 )
+# Hex runs, with or without uuid dashes, are ids and hashes far more often than secrets.
+_HEX_ID = re.compile(r"[0-9a-fA-F\-]+")
+# Single-case tokens (gitleaks' providers issue many) carry less entropy per character.
+_ONE_CASE_MIN_RUN = 24
+_SEGMENT = re.compile(r"[^/.=]{20,}")
+_ONE_CASE_ENTROPY_MIN = 3.5
 _ENTROPY_MIN = 3.8
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
@@ -394,12 +404,26 @@ def _entropy() -> Callable[[str], float]:
 
 
 def _random_enough(token: str) -> bool:
+    if len(token) < _ENTROPY_MIN_RUN:
+        return False
     digits = sum(c.isdigit() for c in token)
     upper = sum(c.isupper() for c in token)
     lower = sum(c.islower() for c in token)
-    if digits < 2 or upper < 2 or lower < 2:
-        return False  # words, camelCase names, hex hashes and uuids
-    return _entropy()(token) >= _ENTROPY_MIN
+    if digits >= 2 and upper >= 2 and lower >= 2:
+        return _entropy()(token) >= _ENTROPY_MIN
+    # One case only: long, several digits and letters, not a hex id or hash, not a path or
+    # a dotted name; random enough by the same Shannon measure at a lower bar.
+    if (
+        len(token) < _ONE_CASE_MIN_RUN
+        or digits < 3
+        or upper + lower < 3
+        or _HEX_ID.fullmatch(token)
+        or "/" in token
+        or "." in token
+        or "=" in token
+    ):
+        return False
+    return _entropy()(token) >= _ONE_CASE_ENTROPY_MIN
 
 
 # Substring guards: a rule runs only if its trigger is present. Grouped by a character the
@@ -410,6 +434,11 @@ _KEY_WORDS = _words("key token secret 密钥 秘钥 令牌")
 _PASS_WORDS = _words("pass pwd pw pin 密码 口令 暗码")
 _HEADER_WORDS = _words("cookie authorization")
 _CARD_WORDS = _words("card 卡号 银行卡 信用卡 储蓄卡 借记卡")
+# Words whose presence lets the credential-intent readings run (credentials.py).
+_INTENT_WORDS = _words(
+    "pass pw pin key token secret seed mnemonic auth credential --user -u "
+    "密码 口令 密钥 秘钥 令牌 助记词 种子"
+)
 _CODE_WORDS = (*_words("code otp pin verif 2fa one-time 验证码 校验码 动态码 短信码"), "one time")
 # Every byte but ASCII digits: len(ascii.translate(None, this)) counts digits ~5x faster
 # than ten str.count calls.
@@ -438,6 +467,7 @@ _TRIGGERS = ahocorasick_rs.AhoCorasick(
             *("private key", "putty-user-key", "://", "eyj", "bearer", "basic", "sg."),
             # Prefixes of tokens the long-run test might miss for want of digits.
             *("accountkey", "sharedaccesskey", "sig=", "sq0", "npm_", "pypi-", "glpat"),
+            *_INTENT_WORDS,
         }
     )
 )
@@ -482,6 +512,59 @@ def _luhn_ok(digits: str) -> bool:
         return bool(luhn.is_valid(digits))
     except ValueError:  # a digit that is not 0-9 (full-width, Arabic-Indic...)
         return False
+
+
+# One in ten random digit runs passes Luhn: the checksum alone does not make a card. Words
+# before the number decide; without any, the number must also have a card network's
+# prefix and length (ISO/IEC 7812 issuer ranges).
+def _word_alternation(words: str, ideographs: str) -> re.Pattern[str]:
+    english = "|".join(words.split())
+    return re.compile(rf"(?<![a-z])(?:{english})(?![a-z])|" + "|".join(ideographs.split()))
+
+
+_CARD_CONTEXT = _word_alternation(
+    "card cards visa mastercard amex discover unionpay jcb diners maestro cc cvv expiry "
+    "expires exp",
+    "卡 刷卡 付款 支付",
+)
+_NOT_A_CARD = _word_alternation(
+    "order tracking invoice ref reference id booking confirmation shipment parcel ticket "
+    "transaction receipt serial sku isbn imei phone tel customer case no",
+    "订单 单号 运单 快递 编号 流水号",
+)
+_CARD_LOOKBACK = 40
+_NETWORKS: tuple[tuple[tuple[int, int], frozenset[int]], ...] = (
+    ((4, 4), frozenset({13, 16, 19})),  # Visa
+    ((51, 55), frozenset({16})),  # Mastercard
+    ((2221, 2720), frozenset({16})),  # Mastercard 2-series
+    ((34, 34), frozenset({15})),  # American Express
+    ((37, 37), frozenset({15})),
+    ((6011, 6011), frozenset({16, 17, 18, 19})),  # Discover
+    ((644, 649), frozenset({16, 17, 18, 19})),
+    ((65, 65), frozenset({16, 17, 18, 19})),
+    ((62, 62), frozenset({16, 17, 18, 19})),  # UnionPay
+    ((3528, 3589), frozenset({16, 17, 18, 19})),  # JCB
+    ((300, 305), frozenset({14})),  # Diners Club
+    ((36, 36), frozenset({14})),
+    ((38, 39), frozenset({14, 16})),
+)
+
+
+def _network_shaped(digits: str) -> bool:
+    for (low, high), lengths in _NETWORKS:
+        prefix = int(digits[: len(str(low))])
+        if low <= prefix <= high and len(digits) in lengths:
+            return True
+    return False
+
+
+def _card_in_context(low: str, start: int, digits: str) -> bool:
+    before = low[max(0, start - _CARD_LOOKBACK) : start]
+    if _CARD_CONTEXT.search(before):
+        return True
+    if _NOT_A_CARD.search(before):
+        return False
+    return _network_shaped(digits)
 
 
 def _basic_credentials(m: re.Match[str]) -> bool:
@@ -580,6 +663,16 @@ class _Finder:
                     end += 1
             self.spans.append((start, end, providers.kind(index, text[start:end])))
 
+    def intent(self) -> None:
+        """Values a credential noun, a secret-named key or a flag claims (credentials.py)."""
+        text = self.text
+        for start, end, cls in credentials.claimed_values(text):
+            self.spans.append((start, end, _INTENT_KINDS[cls]))
+        for start, end in credentials.assigned_values(text):
+            self.spans.append((start, end, "secret"))
+        for start, end in credentials.seed_phrases(text):
+            self.spans.append((start, end, "secret"))
+
     def cards(self) -> None:
         for m in _CARD.finditer(self.text):
             raw = m.group(0)
@@ -591,7 +684,8 @@ class _Finder:
                 if len(digits) < _CARD_MIN_DIGITS:
                     break
                 if len(digits) <= 19 and _luhn_ok(digits):
-                    self.spans.append((m.start(), m.start() + groups[-1].end(), "card_number"))
+                    if _card_in_context(self.low, m.start(), digits):
+                        self.spans.append((m.start(), m.start() + groups[-1].end(), "card_number"))
                     break
                 groups.pop()
 
@@ -608,8 +702,16 @@ class _Finder:
 
     def random_tokens(self) -> None:
         for m in _ENTROPY_TOKEN.finditer(self.text):
-            if _random_enough(m.group(0).rstrip("=")):
+            token = m.group(0)
+            if _random_enough(token.rstrip("=")):
                 self.spans.append((*m.span(), "secret"))
+            elif "/" in token or "." in token or "=" in token:
+                # A URL or a path: a random segment of it ("hooks…/services/<token>").
+                for part in _SEGMENT.finditer(token):
+                    if _random_enough(part.group(0)):
+                        self.spans.append(
+                            (m.start() + part.start(), m.start() + part.end(), "secret")
+                        )
 
     def result(self) -> RedactionResult:
         if not self.spans:
@@ -622,8 +724,10 @@ class _Finder:
             start, end, kind = self.spans[i]
             # A clause break after a value is the sentence's, not the secret's: keeping it
             # keeps "key is X, I use OpenAI" two clauses (the extractor reads the second).
-            while end > start and self.text[end - 1] in _CLAUSE_BREAKS and (
-                end == len(self.text) or self.text[end].isspace()
+            while (
+                end > start
+                and self.text[end - 1] in _CLAUSE_BREAKS
+                and (end == len(self.text) or self.text[end].isspace())
             ):
                 end -= 1
             if start >= end:
@@ -645,6 +749,7 @@ class _Finder:
 
 
 _CLAUSE_BREAKS = frozenset(",;，；、。")
+_INTENT_KINDS = {"password": "password", "pin": "password", "key": "api_key", "seed": "secret"}
 
 
 def _worth_scanning(text: str, low: str) -> bool:
@@ -700,6 +805,25 @@ def redact_texts(texts: Sequence[str]) -> list[str]:
             text = redact(text).text
         out.append(text)
     return out
+
+
+def redact_turn(messages: Sequence[str]) -> list[str]:
+    """``redact_text`` over the messages of one turn, where a credential noun in one message
+    also claims the value sent in the next ("what's the wifi password?" / "bluejay42").
+    """
+    texts = list(messages)
+    for i in range(len(texts) - 1):
+        first, second = messages[i], texts[i + 1]
+        if not _any_in(_INTENT_WORDS, first.lower()):
+            continue
+        cut = len(first) + 1
+        for start, end, cls in credentials.claimed_values(f"{first}\n{second}"):
+            if start >= cut:  # the noun's value is in the next message, not its own
+                texts[i + 1] = (
+                    second[: start - cut] + mark(_INTENT_KINDS[cls]) + second[end - cut :]
+                )
+            break
+    return [redact_text(t) for t in texts]
 
 
 def redact(text: str) -> RedactionResult:
@@ -762,6 +886,8 @@ def _redact_segment(text: str, low: str) -> RedactionResult:
         f.rule(_PASSWORD_BARE)
         f.rule(_ZH_PASSWORD_BARE)
         f.rule(_PASSWORD_SHORT)
+    if _any_in(_INTENT_WORDS, low):
+        f.intent()
     if _any_in(_HEADER_WORDS, low):
         f.rule(_HEADER)
         f.rule(_COOKIE_BARE)
@@ -820,7 +946,7 @@ _SECRET_KEY_NAME = re.compile(
 @functools.lru_cache(maxsize=4096)
 def _secret_key(key: str) -> bool:
     # Meta keys repeat from event to event: the regex runs once per distinct key.
-    return _SECRET_KEY_NAME.match(key) is not None
+    return _SECRET_KEY_NAME.match(key) is not None or credentials.names_a_secret(key)
 
 
 _SCALARS = (str, int, float)  # by exact type: a bool is not a secret
@@ -881,10 +1007,24 @@ def redact_json(obj: Any) -> Any:
         return obj if out is None else out
     if isinstance(obj, list | tuple):
         items = [redact_json(v) for v in obj]
+        # An argv: ["--password", "X"] gives X away as "--password X" would.
+        for i in range(len(items) - 1):
+            if _secret_flag(items[i]) and type(items[i + 1]) is str and items[i + 1]:
+                items[i + 1] = mark("secret")
         return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
     if isinstance(obj, str):  # a str subclass
         return redact(obj).text
     return obj
+
+
+def _secret_flag(item: Any) -> bool:
+    return (
+        type(item) is str
+        and item.startswith("-")
+        and "=" not in item
+        and len(item) <= 42
+        and _secret_key(item.lstrip("-"))
+    )
 
 
 def _clean_key(key: Any) -> Any:
