@@ -25,6 +25,8 @@ from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.auditkey import audit_key
 from sleepmem.core.errors import (
+    NO_JOB,
+    NO_MEMORY,
     LeaseHeldError,
     NotFoundError,
     SleepmemError,
@@ -42,6 +44,7 @@ from sleepmem.core.metrics import (
     STAGE_SECONDS,
     SWEEP_RESULTS,
 )
+from sleepmem.core.redaction import redact_text
 from sleepmem.core.settings import Settings
 from sleepmem.models import (
     CURRENT_STATUSES,
@@ -426,7 +429,7 @@ def _finish(
     with Session(res.engine, expire_on_commit=False) as session:
         job = session.get(Job, job_id)
         if job is None:
-            raise NotFoundError(f"no job {job_id}")
+            raise NotFoundError(NO_JOB)
         job.status, job.started_at, job.finished_at = status.value, started, datetime.now(UTC)
         for name, value in values.items():
             setattr(job, name, value)
@@ -546,7 +549,7 @@ def _visible_memory(session: Session, memory_id: str, tenant: str | None) -> Mem
     mem = session.get(Memory, memory_id)
     # Another tenant's id is reported missing, not forbidden: ids do not leak.
     if mem is None or (tenant is not None and mem.tenant != tenant):
-        raise NotFoundError(f"no memory {memory_id}")
+        raise NotFoundError(NO_MEMORY)
     return mem
 
 
@@ -629,7 +632,10 @@ def update_memory(
     importance: float | None = None, reason: str = "", worker: str = "api",
 ) -> MemoryView:
     """A person's edit: the old version is closed, a new one (trust 'human') appended."""
-    text = statement.strip()
+    # A person's words enter SQL, the audit and the index here, as an event's do at the
+    # drain: redacted once, at this boundary.
+    text = redact_text(statement.strip())
+    reason = redact_text(reason)
     if not text:
         raise ValidationError("statement", "must contain some text")
     now = res.ports().clock()
@@ -726,7 +732,7 @@ def memory_feedback(
     if verdict not in ("helpful", "wrong"):
         raise ValidationError("verdict", f"must be 'helpful' or 'wrong', got {verdict!r}")
     now = res.ports().clock()
-    suffix = f": {note}" if note else ""
+    suffix = f": {redact_text(note)}" if note else ""  # the note is kept in the audit
     with Session(res.engine, expire_on_commit=False) as session:
         mem = _visible_memory(session, memory_id, tenant)
         _current(mem)

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
-from sleepmem.core.errors import ConfigurationError, NotFoundError
+from sleepmem.core.errors import NO_MEMORY, ConfigurationError, NotFoundError
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import get_logger
 from sleepmem.models import (
@@ -205,7 +205,7 @@ def erase_memory(
                 .where(col(Memory.id) == memory_id)
             ).first()
         if row is None:
-            raise NotFoundError(f"no memory {memory_id}")
+            raise NotFoundError(NO_MEMORY)
         lineage, tenant, scope_key = row
         hasher = _Hasher()
         removed: dict[str, int] = {}
