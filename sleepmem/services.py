@@ -888,7 +888,7 @@ def resolve_conflict(
         chosen.needs_verification = False
         chosen.index_state = IndexState.pending.value
         _settle(session, conflict_set, kept=chosen, others=others, now=now, worker=worker,
-                reason=f"resolved by a person{': ' + reason if reason else ''}")
+                reason=f"resolved by a person{': ' + redact_text(reason) if reason else ''}")
         session.commit()
     _index_now(res, upsert=[], payload=[chosen, *others])
     log.info("conflict_resolved", tenant=chosen.tenant, conflict_set=conflict_set,
