@@ -178,3 +178,10 @@ class TestCheckpointsAndJobsRefuseWhatEventsRefuse:
                         json={**CHECKPOINT, "scope": {**SCOPE, "session": aws}})
         assert job.status_code == ckpt.status_code == 422, (job.text, ckpt.text)
         assert aws not in job.text + ckpt.text
+
+
+class TestTheContextAtItsLargestK:
+    def test_the_most_memories_a_context_may_ask_for_is_answered(self, http: TestClient) -> None:
+        body = {"scope": SCOPE, "query": "where does Ann live?", "budget_tokens": 512, "k": 100}
+        resp = http.post("/v1/context", json=body)
+        assert resp.status_code == 200, resp.text
