@@ -21,12 +21,15 @@ MEMORY_TYPES: tuple[str, ...] = (
 )
 
 
+SEARCH_K_MAX = 100  # results one search may return
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     query: str = Field(min_length=1, max_length=4096)
     scope: Scope
-    k: int = Field(default=5, ge=1, le=100)
+    k: int = Field(default=5, ge=1, le=SEARCH_K_MAX)
     types: tuple[MemoryTypeName, ...] | None = None
     as_of: datetime | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=100_000)

@@ -111,7 +111,8 @@ def _content_size(v: str, info: ValidationInfo) -> str:
     return check_content(v, _limits(info))
 
 
-def _aware(v: datetime) -> datetime:
+def aware_time(v: datetime) -> datetime:
+    """``v`` in UTC, or a ValueError when UTC cannot hold it (a field validator's rule)."""
     # A naive time is taken as UTC: agents mostly log in UTC and refusing would lose data.
     try:
         return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
@@ -155,7 +156,7 @@ def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
 # patterns, not Python validators: validation is most of the cost of an emit, and
 # sleepmem.ingest.validation turns a mismatch into the rule in words.
 Content = Annotated[str, AfterValidator(_content_size)]
-EventTime = Annotated[datetime, AfterValidator(_aware)]
+EventTime = Annotated[datetime, AfterValidator(aware_time)]
 Meta = Annotated[dict[str, Any], AfterValidator(_meta_size)]
 
 

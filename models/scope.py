@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Protocol, Self
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from sleepmem.core.errors import ValidationError
+from sleepmem.core.redaction import secret_in_ids
 
 IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 IDENT = re.compile(IDENT_PATTERN)
@@ -64,6 +65,19 @@ class Scope(BaseModel):
         name = getattr(info, "field_name", "scope")
         return check_ident(name, v, required=False)
 
+    @model_validator(mode="after")
+    def _no_secret(self) -> Self:
+        # Ids are stored and logged as they are (checkpoint rows, job rows, keys): one that
+        # holds a secret is refused, as an event's ids are, rather than redacted into another.
+        found = secret_in_ids((self.tenant, self.agent, self.user, self.project, self.session))
+        if found is not None:
+            level, kind = found
+            raise ValueError(
+                f"{LEVELS[level]} holds what looks like a secret ({kind}); ids are stored as "
+                "they are, so choose an id that is not a credential"
+            )
+        return self
+
     @property
     def key(self) -> str:
         """Canonical string of every level; the unit of consolidation drops the session."""
@@ -76,7 +90,12 @@ class Scope(BaseModel):
 
     @classmethod
     def from_key(cls, key: str) -> Scope:
-        parts = dict(p.split("=", 1) for p in key.split("/"))
+        pairs = [p.split("=", 1) for p in key.split("/")]
+        parts = dict(pairs)
+        if len(parts) != len(pairs):
+            # 't=acme/t=globex' would otherwise mean globex (the last level wins): a key
+            # that names a level twice is ambiguous, and erasure must never guess.
+            raise ValueError("a level is named more than once")
         return cls(**{lvl: parts.get(lvl[0], "") for lvl in LEVELS})
 
     @classmethod

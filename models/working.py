@@ -8,20 +8,39 @@ variables, recent tool results and verified facts. A write names the version it 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sleepmem.models.cards import ConflictGroup
-from sleepmem.models.events import Role
+from sleepmem.models.events import NUL_RULE, Role, aware_time
 from sleepmem.models.scope import Scope
+
+# Versions and times reach SQL: a version past a signed 64-bit column, or past what a JSON
+# client holds exactly, is refused at the edge rather than failing in the database.
+MAX_VERSION = 2**53 - 2
 
 
 def _aware(v: datetime | None) -> datetime | None:
-    if v is None:
-        return None
-    return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    # The same rule as an event's time: 0001-01-01T00:00:00+05:00 is before year 1 in UTC.
+    return None if v is None else aware_time(v)
+
+
+def _no_nul(value: Any) -> None:
+    """Refuse a NUL anywhere in a JSON value (keys included), as events do: PostgreSQL
+    cannot store it, and a checkpoint accepted with one could never be folded into the
+    event log at session end."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(NUL_RULE)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul(key)
+            _no_nul(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _no_nul(item)
 
 
 class CompletedStep(BaseModel):
@@ -67,6 +86,7 @@ class CheckpointState(BaseModel):
 
     @model_validator(mode="after")
     def _unique_keys(self) -> CheckpointState:
+        _no_nul(self.model_dump(mode="json"))
         seen: set[str] = set()
         for i, step in enumerate(self.completed):
             if step.key in seen:
@@ -101,7 +121,8 @@ class CheckpointPut(BaseModel):
     scope: Scope = Field(description="tenant, agent, user, project and session (required)")
     state: CheckpointState
     base_version: int = Field(
-        ge=0, description="the version this write replaces: 0 to create, else the current one"
+        ge=0, le=MAX_VERSION,
+        description="the version this write replaces: 0 to create, else the current one",
     )
 
 
@@ -116,6 +137,15 @@ class EvictedMessage(BaseModel):
     role: Role = Role.user
     content: str = Field(min_length=1)
     at: datetime | None = None
+
+    _at = field_validator("at", mode="after")(_aware)
+
+    @field_validator("content", mode="after")
+    @classmethod
+    def _content(cls, v: str) -> str:
+        _no_nul(v)
+        return v
+
     event_id: str | None = Field(
         default=None,
         description="the id it was emitted with, if it was: the drain keeps one row per id",
@@ -138,6 +168,12 @@ class EndSessionRequest(BaseModel):
 
     scope: Scope
     outcome: str = Field(default="", max_length=4000, description="how the task ended")
+
+    @field_validator("outcome", mode="after")
+    @classmethod
+    def _outcome(cls, v: str) -> str:
+        _no_nul(v)
+        return v
 
 
 class EventsAccepted(BaseModel):

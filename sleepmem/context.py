@@ -17,7 +17,7 @@ from sleepmem.core.errors import NotFoundError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.tokens import TOKENIZER, count_tokens
 from sleepmem.models import SearchRequest
-from sleepmem.models.cards import ConflictGroup, MemoryCard
+from sleepmem.models.cards import SEARCH_K_MAX, ConflictGroup, MemoryCard
 from sleepmem.models.working import Checkpoint, ContextRequest, ContextResult
 from sleepmem.pipelines.context import (
     digest,
@@ -74,8 +74,9 @@ class ContextBuilder:
         k = req.k or settings.context_k
         found = search(
             engine=res.engine, ports=ports,
-            request=SearchRequest(query=req.query, scope=scope, k=k + SEARCH_HEADROOM,
-                                  tail=False),
+            # The headroom never takes a search past its own limit (k=100 asked 105).
+            request=SearchRequest(query=req.query, scope=scope,
+                                  k=min(k + SEARCH_HEADROOM, SEARCH_K_MAX), tail=False),
             weights=rank_weights(res),
         )
         conflicts = open_conflicts(engine=res.engine, scope=scope, now=now,

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 from sqlmodel import Session
 
-from sleepmem.core.errors import NotFoundError, ValidationError
+from sleepmem.core.errors import NO_MEMORY, NotFoundError, ValidationError
 from sleepmem.core.metrics import SEARCH_SECONDS
 from sleepmem.models import Memory, Scope, SearchRequest, SearchResult
 from sleepmem.pipelines import found
@@ -74,7 +74,7 @@ def explain_query(
     with Session(resources.engine) as session:
         memory = session.get(Memory, memory_id)
     if memory is None:
-        raise NotFoundError(f"no memory {memory_id}")
+        raise NotFoundError(NO_MEMORY)
     scope = Scope.parse_key(memory.scope_key)
     request = build_request(query, scope=scope, k=k)
     _result, trace, now = Reader(resources).trace(request)

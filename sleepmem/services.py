@@ -18,13 +18,15 @@ import sqlalchemy as sa
 import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
 from sleepmem.adapters.redis.erase import rewrite_persistence
 from sleepmem.adapters.redis.hits import read_hits, trim_hits
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.auditkey import audit_key
 from sleepmem.core.errors import (
+    NO_JOB,
+    NO_MEMORY,
     LeaseHeldError,
     NotFoundError,
     SleepmemError,
@@ -42,6 +44,7 @@ from sleepmem.core.metrics import (
     STAGE_SECONDS,
     SWEEP_RESULTS,
 )
+from sleepmem.core.redaction import redact_text
 from sleepmem.core.settings import Settings
 from sleepmem.freshness import Send, after_release
 from sleepmem.models import (
@@ -405,12 +408,15 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
                 )
     except NotFoundError as exc:
         return _finish(res, job_id, JobStatus.failed, started, error=str(exc))
-    receipt.stores = reach_every_byte(res)
     named: dict[str, Any] = {}
     if receipt.memory_id is None and receipt.scope_key is not None:
-        # The job row outlives the erasure: it names the scope as the audit does.
+        # The job row outlives the erasure: it names the scope as the audit does. Renamed
+        # before the stores are rewritten, so its old version, which named the scope, is a
+        # dead row that the rewrite leaves behind.
         named = {"scope_key": receipt.scope_key,
                  "params": {**job.params, "scope": receipt.scope_key}}
+        _rename_job(res, job_id, named)
+    receipt.stores = reach_every_byte(res)
     return _finish(res, job_id, JobStatus.done, started,
                    result=receipt.model_dump(mode="json"), **named)
 
@@ -429,6 +435,8 @@ def reach_every_byte(res: Resources) -> dict[str, str]:
         with res.engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         stores["sql"] = "deleted, pages zeroed (secure_delete), WAL checkpointed"
+    elif res.engine.dialect.name == "postgresql":
+        stores["sql"] = purge_postgres(res.engine)
     stores |= {
         "audit": "kept: receipt id, tenant, memory ids, counts, a content hash and the scope "
                  "key with user, project and session as keyed hashes (HMAC-SHA256)",
@@ -442,13 +450,58 @@ def reach_every_byte(res: Resources) -> dict[str, str]:
     return stores
 
 
+def _rename_job(res: Resources, job_id: str, values: dict[str, Any]) -> None:
+    with Session(res.engine) as session:
+        job = session.get(Job, job_id)
+        if job is not None:
+            for name, value in values.items():
+                setattr(job, name, value)
+            session.add(job)
+            session.commit()
+
+
+def purge_postgres(engine: Engine) -> str:
+    """Make deleted rows leave PostgreSQL's files; the receipt's words for what was done.
+
+    A DELETE only marks tuples dead: their bytes stay in the table's pages (even after a
+    plain VACUUM) and in the WAL segments that logged them. VACUUM FULL rewrites every
+    table into new files without the dead tuples; two WAL switches, each followed by a
+    CHECKPOINT, move the redo point past every segment that held them, so PostgreSQL
+    removes or recycles those segments. A recycled segment keeps its old bytes until it is
+    overwritten: with ``wal_recycle = on`` (the default) the receipt says so, and the
+    operator sets ``wal_recycle = off`` for segments to be removed instead. CHECKPOINT and
+    pg_switch_wal need a superuser or the pg_checkpoint role / an EXECUTE grant; without
+    them the receipt names the step that was skipped.
+    """
+    done = ["deleted", "tables rewritten (VACUUM FULL)"]
+    tables = [t.name for t in SQLModel.metadata.sorted_tables]
+    with engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        for name in tables:
+            conn.exec_driver_sql(f'VACUUM FULL "{name}"')
+        try:
+            for _ in range(2):
+                conn.exec_driver_sql("SELECT pg_switch_wal()")
+                conn.exec_driver_sql("CHECKPOINT")
+            done.append("WAL switched and checkpointed twice")
+        except sa.exc.DBAPIError as exc:
+            log.warning("erase.wal_purge_refused", error=type(exc.orig).__name__)
+            return ", ".join(done) + "; WAL not switched (needs superuser or pg_checkpoint)"
+        recycle = conn.exec_driver_sql("SHOW wal_recycle").scalar()
+    if recycle == "on":
+        done.append("old segments recycled (wal_recycle=on: set it off to remove them)")
+    else:
+        done.append("old segments removed (wal_recycle=off)")
+    return ", ".join(done)
+
+
 def _finish(
     res: Resources, job_id: str, status: JobStatus, started: datetime, **values: Any
 ) -> Job:
     with Session(res.engine, expire_on_commit=False) as session:
         job = session.get(Job, job_id)
         if job is None:
-            raise NotFoundError(f"no job {job_id}")
+            raise NotFoundError(NO_JOB)
         job.status, job.started_at, job.finished_at = status.value, started, datetime.now(UTC)
         for name, value in values.items():
             setattr(job, name, value)
@@ -568,7 +621,7 @@ def _visible_memory(session: Session, memory_id: str, tenant: str | None) -> Mem
     mem = session.get(Memory, memory_id)
     # Another tenant's id is reported missing, not forbidden: ids do not leak.
     if mem is None or (tenant is not None and mem.tenant != tenant):
-        raise NotFoundError(f"no memory {memory_id}")
+        raise NotFoundError(NO_MEMORY)
     return mem
 
 
@@ -651,7 +704,10 @@ def update_memory(
     importance: float | None = None, reason: str = "", worker: str = "api",
 ) -> MemoryView:
     """A person's edit: the old version is closed, a new one (trust 'human') appended."""
-    text = statement.strip()
+    # A person's words enter SQL, the audit and the index here, as an event's do at the
+    # drain: redacted once, at this boundary.
+    text = redact_text(statement.strip())
+    reason = redact_text(reason)
     if not text:
         raise ValidationError("statement", "must contain some text")
     now = res.ports().clock()
@@ -748,7 +804,7 @@ def memory_feedback(
     if verdict not in ("helpful", "wrong"):
         raise ValidationError("verdict", f"must be 'helpful' or 'wrong', got {verdict!r}")
     now = res.ports().clock()
-    suffix = f": {note}" if note else ""
+    suffix = f": {redact_text(note)}" if note else ""  # the note is kept in the audit
     with Session(res.engine, expire_on_commit=False) as session:
         mem = _visible_memory(session, memory_id, tenant)
         _current(mem)
@@ -854,7 +910,7 @@ def resolve_conflict(
         chosen.needs_verification = False
         chosen.index_state = IndexState.pending.value
         _settle(session, conflict_set, kept=chosen, others=others, now=now, worker=worker,
-                reason=f"resolved by a person{': ' + reason if reason else ''}")
+                reason=f"resolved by a person{': ' + redact_text(reason) if reason else ''}")
         session.commit()
     _index_now(res, upsert=[], payload=[chosen, *others])
     log.info("conflict_resolved", tenant=chosen.tenant, conflict_set=conflict_set,

@@ -198,7 +198,7 @@ class WorkingMemory:
         if stored is None and self._reseed(where, digest):
             stored = self.store.get(digest)
         if stored is None:
-            raise NotFoundError(f"no checkpoint for session {where.session!r} in this scope")
+            raise NotFoundError("no checkpoint for this session in this scope")
         return stored
 
     def history(self, scope: Scope | Mapping[str, Any], *, limit: int = 20) -> CheckpointHistory:
@@ -224,7 +224,7 @@ class WorkingMemory:
                 )
                 versions += [_from_row(r) for r in session.execute(stmt).scalars()]
         if not versions:
-            raise NotFoundError(f"no checkpoint for session {where.session!r} in this scope")
+            raise NotFoundError("no checkpoint for this session in this scope")
         return CheckpointHistory(scope=where, versions=versions)
 
     def _reseed(self, where: Scope, digest: str) -> bool:

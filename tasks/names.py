@@ -20,6 +20,9 @@ QUEUE_DRAIN = "drain"
 QUEUE_CONSOLIDATE = "consolidate"
 QUEUE_MAINTENANCE = "maintenance"
 QUEUES: tuple[str, ...] = (QUEUE_DRAIN, QUEUE_CONSOLIDATE, QUEUE_MAINTENANCE)
+# Queues whose tasks read or write the vector index (consolidation, sweeps, erasure, jobs);
+# the drain only moves events from Redis to SQL.
+INDEX_QUEUES: frozenset[str] = frozenset({QUEUE_CONSOLIDATE, QUEUE_MAINTENANCE})
 
 # Anything not listed here runs on the maintenance queue (the app's default queue), so a
 # new lifecycle task needs no routing entry.

@@ -8,6 +8,7 @@ import orjson
 import pytest
 import redis as redis_lib
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 from sleepmem.api.app import create_app
 from sleepmem.core.settings import Settings
@@ -95,3 +96,92 @@ class TestOneErrorShapeWithoutEchoes:
         assert 400 <= resp.status_code < 500, resp.text
         assert _is_project_error(resp.json()), resp.text
         assert SECRET not in resp.text
+
+
+MEMORY_ID = "0123456789abcdef0123456789abcdef"
+CHECKPOINT = {"scope": {**SCOPE, "session": "s1"}, "state": {"goal": "ship"}, "base_version": 0}
+
+
+class TestAScopeNamesEachLevelOnce:
+    @pytest.mark.parametrize("method", ["get", "delete"])
+    def test_a_repeated_level_is_a_422_never_the_last_one(
+        self, http: TestClient, method: str
+    ) -> None:
+        resp = http.request(method, "/v1/memories", params={"scope": "t=acme/t=globex"})
+        assert resp.status_code == 422, resp.text
+        assert "more than once" in resp.json()["error"]["message"]
+
+
+class TestNoAnswerEchoesAnIdOrAPath:
+    @pytest.mark.parametrize(
+        ("method", "suffix"), [("get", ""), ("get", "/explain"), ("delete", ""),
+                               ("patch", ""), ("post", "/feedback")]
+    )
+    def test_a_404_does_not_repeat_the_memory_id(
+        self, http: TestClient, method: str, suffix: str
+    ) -> None:
+        body = {"statement": "x"} if method == "patch" else (
+            {"verdict": "wrong"} if suffix else None)
+        resp = http.request(method, f"/v1/memories/{MEMORY_ID}{suffix}", json=body)
+        assert resp.status_code == 404, resp.text
+        assert MEMORY_ID not in resp.text
+
+    def test_a_401_does_not_show_the_data_directory(
+        self, settings: Settings, redis: redis_lib.Redis
+    ) -> None:
+        cfg = settings.model_copy(update={"auth_enabled": True,
+                                          "api_keys": {"acme": SecretStr("k-acme-0123456789")}})
+        with TestClient(create_app(cfg)) as client:
+            resp = client.get("/v1/memories", params={"scope": "t=acme"})
+        assert resp.status_code == 401
+        assert str(settings.data_dir) not in resp.text
+        assert "local-key.json" in resp.text  # still says where the key lives
+
+
+class TestCheckpointsAndJobsRefuseWhatEventsRefuse:
+    def test_a_nul_in_a_checkpoint_variable_is_a_422(self, http: TestClient) -> None:
+        body = {**CHECKPOINT, "state": {"variables": {"k": "a\x00b"}}}
+        resp = http.put("/v1/checkpoints", json=body)
+        assert resp.status_code == 422, resp.text
+        assert "NUL" in resp.json()["error"]["message"]
+
+    def test_a_nul_in_an_outcome_or_an_evicted_message_is_a_422(self, http: TestClient) -> None:
+        scope = CHECKPOINT["scope"]
+        end = http.post("/v1/sessions/end", json={"scope": scope, "outcome": "a\x00"})
+        evict = http.post("/v1/sessions/evict",
+                          json={"scope": scope, "messages": [{"content": "a\x00"}]})
+        assert end.status_code == evict.status_code == 422, (end.text, evict.text)
+
+    def test_a_step_time_before_year_one_in_utc_is_a_422(self, http: TestClient) -> None:
+        step = {"key": "k", "at": "0001-01-01T00:00:00+05:00"}
+        resp = http.put("/v1/checkpoints",
+                        json={**CHECKPOINT, "state": {"completed": [step]}})
+        assert resp.status_code == 422, resp.text
+
+    def test_a_base_version_past_what_sql_holds_is_a_422(self, http: TestClient) -> None:
+        resp = http.put("/v1/checkpoints", json={**CHECKPOINT, "base_version": 2**70})
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"]["field"] == "base_version"
+
+    def test_a_reconsolidation_since_before_year_one_is_a_422(self, http: TestClient) -> None:
+        body = {"scope": SCOPE, "since": "0001-01-01T00:00:00+05:00"}
+        resp = http.post("/v1/jobs/reconsolidate", json=body)
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"]["field"] == "since"
+
+    def test_a_secret_as_an_idempotency_key_or_a_scope_id_is_refused(
+        self, http: TestClient
+    ) -> None:
+        aws = "AKIAQ3VX9MT2LPA8WZR5"
+        job = http.post("/v1/jobs/reconsolidate", json={"scope": SCOPE, "job_id": aws})
+        ckpt = http.put("/v1/checkpoints",
+                        json={**CHECKPOINT, "scope": {**SCOPE, "session": aws}})
+        assert job.status_code == ckpt.status_code == 422, (job.text, ckpt.text)
+        assert aws not in job.text + ckpt.text
+
+
+class TestTheContextAtItsLargestK:
+    def test_the_most_memories_a_context_may_ask_for_is_answered(self, http: TestClient) -> None:
+        body = {"scope": SCOPE, "query": "where does Ann live?", "budget_tokens": 512, "k": 100}
+        resp = http.post("/v1/context", json=body)
+        assert resp.status_code == 200, resp.text

@@ -109,7 +109,10 @@ class TestUnconfiguredServe:
             stranger.search("where does Ann live?")
         message = str(err.value)
         assert "Authorization: Bearer" in message and "SLEEPMEM_API_KEY" in message
-        assert str(key_file(server.settings.data_dir).resolve()) in message
+        # Where the key lives, relative to the data directory: an unauthenticated caller is
+        # never shown the server's absolute path.
+        assert f"<data dir>/{key_file(server.settings.data_dir).name}" in message
+        assert str(server.settings.data_dir.resolve()) not in message
 
     def test_a_second_start_on_the_same_data_directory_keeps_the_key(
         self, server: Runtime

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
-from sleepmem.core.errors import ConfigurationError, NotFoundError
+from sleepmem.core.errors import NO_MEMORY, ConfigurationError, NotFoundError
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import get_logger
 from sleepmem.models import (
@@ -205,7 +205,7 @@ def erase_memory(
                 .where(col(Memory.id) == memory_id)
             ).first()
         if row is None:
-            raise NotFoundError(f"no memory {memory_id}")
+            raise NotFoundError(NO_MEMORY)
         lineage, tenant, scope_key = row
         hasher = _Hasher()
         removed: dict[str, int] = {}
@@ -268,25 +268,40 @@ def _key_levels(scope_key: str) -> dict[str, str]:
     return {lvl: by_letter.get(lvl[0], "") for lvl in LEVELS}
 
 
+ERASED_REASON = "(dropped at erasure)"
+
+
+def event_pseudonym(tenant: str, event_id: str, *, key: bytes) -> str:
+    """A client's event id as the audit keeps it after an erasure: ids are the client's to
+    choose and may hold an address, so they go the way of the scope's ids."""
+    if event_id.startswith(PSEUDONYM_MARK):
+        return event_id
+    message = f"{tenant}/event={event_id}".encode()
+    return PSEUDONYM_MARK + hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
+
+
 def _pseudonymise_audit(conn: Connection, target: Scope, key: bytes) -> int:
-    """Audit rows of ``target`` and the scopes under it keep ids, ops and hashes; their
-    scope key now names the scope by its pseudonym."""
+    """Audit rows of ``target`` and the scopes under it keep ops, memory ids, counts and
+    hashes. Their scope key and the client event ids they name become keyed pseudonyms, and
+    their reason (a person's edit reason or feedback note may quote the user) is dropped."""
     n = 0
     with conn.begin():
         found = conn.execute(
-            sa.select(col(Audit.scope_key)).where(col(Audit.tenant) == target.tenant)
-            .distinct()
-        ).scalars().all()
-        for old in found:
+            sa.select(col(Audit.id), col(Audit.scope_key), col(Audit.reason),
+                      col(Audit.input_event_ids))
+            .where(col(Audit.tenant) == target.tenant)
+        ).all()
+        for row_id, old, reason, event_ids in found:
             if not covers(target, _key_levels(old)):
                 continue  # another scope, or already pseudonymous
-            new = pseudonym(old, key=key)
-            if new != old:
-                n += _rowcount(conn.execute(
-                    sa.update(Audit)
-                    .where(col(Audit.tenant) == target.tenant, col(Audit.scope_key) == old)
-                    .values(scope_key=new)
-                ))
+            n += _rowcount(conn.execute(
+                sa.update(Audit).where(col(Audit.id) == row_id).values(
+                    scope_key=pseudonym(old, key=key),
+                    reason=ERASED_REASON if reason else "",
+                    input_event_ids=[event_pseudonym(target.tenant, e, key=key)
+                                     for e in event_ids or []],
+                )
+            ))
     return n
 
 

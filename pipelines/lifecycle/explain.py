@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from sleepmem.core.errors import NotFoundError
+from sleepmem.core.errors import NO_MEMORY, NotFoundError
 from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, AuditMemory, Memory, MemoryStatus
 from sleepmem.pipelines import store as repo
@@ -141,9 +141,9 @@ def audits_naming(session: Session, ids: list[str]) -> list[Audit]:
 def _gone_message(session: Session, memory_id: str) -> str:
     for audit in reversed(audits_naming(session, [memory_id])):
         if audit.op in _ERASING_OPS:
-            return (f"memory {memory_id} was erased on {_day(audit.at)} ({audit.op}); "
+            return (f"this memory was erased on {_day(audit.at)} ({audit.op}); "
                     "the audit keeps only its id and a content hash")
-    return f"no memory {memory_id}"
+    return NO_MEMORY
 
 
 def _survival(

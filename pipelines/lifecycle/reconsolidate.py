@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from sleepmem.core.errors import NotFoundError, ValidationError
+from sleepmem.core.errors import NO_JOB, NotFoundError, ValidationError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.models import (
@@ -251,10 +251,16 @@ def run_job(
     ):
         return job
     started = time.perf_counter()
-    since = _since(job)
-    now = aware(ports.clock())
-    job = _update(engine, job_id, status=JobStatus.running.value, started_at=now, done=0,
-                  total=_count_events(engine, job.scope_key, since), rate=0.0, error="")
+    try:
+        since = _since(job)
+        now = aware(ports.clock())
+        job = _update(engine, job_id, status=JobStatus.running.value, started_at=now, done=0,
+                      total=_count_events(engine, job.scope_key, since), rate=0.0, error="")
+    except Exception as exc:
+        # A job that cannot even start (a stored `since` no clock can hold) ends failed,
+        # never left queued for a worker that will fail on it again.
+        _failed(engine, job_id, ports, exc)
+        raise
     progress = _Progress(engine, job, started, on_progress)
     try:
         shadow = replay(
@@ -284,8 +290,7 @@ def run_job(
                       finished_at=aware(ports.clock()),
                       result={"cancelled_after_events": progress.done})
     except Exception as exc:
-        _update(engine, job_id, status=JobStatus.failed.value, finished_at=aware(ports.clock()),
-                error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        _failed(engine, job_id, ports, exc)
         raise
     log.info("reconsolidate", job_id=job_id, tenant=job.tenant, status=job.status,
              events=progress.done, total=job.total, events_per_s=round(progress.rate(), 1),
@@ -602,6 +607,11 @@ def _apply(
 # -- rows ------------------------------------------------------------------------------
 
 
+def _failed(engine: Engine, job_id: str, ports: Ports, exc: Exception) -> None:
+    _update(engine, job_id, status=JobStatus.failed.value, finished_at=aware(ports.clock()),
+            error=f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
 def _since(job: Job) -> datetime | None:
     raw = job.params.get("since")
     return aware(datetime.fromisoformat(raw)) if raw else None
@@ -611,7 +621,7 @@ def _update(engine: Engine, job_id: str, **values: Any) -> Job:
     with Session(engine, expire_on_commit=False) as session:
         job = session.get(Job, job_id)
         if job is None:
-            raise NotFoundError(f"no job {job_id}")
+            raise NotFoundError(NO_JOB)
         for name, value in values.items():
             setattr(job, name, value)
         session.add(job)

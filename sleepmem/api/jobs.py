@@ -8,13 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from sleepmem.api.auth import CallerTenant, Operator
 from sleepmem.api.errors import ERROR_RESPONSES
 from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
+from sleepmem.core.redaction import contains_secret
 from sleepmem.models import Job, Scope
+from sleepmem.models.events import aware_time
 from sleepmem.models.views import JobView
 from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
@@ -41,6 +43,20 @@ class ReconsolidateBody(BaseModel):
         default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$",
         description="idempotency key: the same id returns the same job",
     )
+
+    @field_validator("since", mode="after")
+    @classmethod
+    def _since(cls, v: datetime | None) -> datetime | None:
+        # The rule events follow: a time UTC cannot hold is a 422 here, not a failed job.
+        return None if v is None else aware_time(v)
+
+    @field_validator("job_id", mode="after")
+    @classmethod
+    def _job_id(cls, v: str | None) -> str | None:
+        # The key is stored and listed as it is: one that looks like a credential is refused.
+        if v is not None and (kind := contains_secret(v)) is not None:
+            raise ValueError(f"looks like a secret ({kind}); use an id that is not a credential")
+        return v
 
 
 def job_view(job: Job) -> JobView:

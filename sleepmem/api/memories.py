@@ -19,7 +19,7 @@ from sleepmem import services
 from sleepmem.adapters.redis.hits import unapplied_hits
 from sleepmem.api.auth import CallerTenant
 from sleepmem.api.errors import ERROR_RESPONSES
-from sleepmem.core.errors import ForbiddenError, NotFoundError, ValidationError
+from sleepmem.core.errors import NO_MEMORY, ForbiddenError, NotFoundError, ValidationError
 from sleepmem.models import Scope
 from sleepmem.models.views import FeedbackBody, MemoryEdit, MemoryPage, MemoryView
 from sleepmem.pipelines.lifecycle.erase import DeletionReceipt
@@ -140,7 +140,7 @@ def _erase(res: Resources, *, tenant: str, scope_key: str | None = None,
 def _owned_memory(res: Resources, memory_id: str, tenant: str | None) -> Explanation:
     ex = _explain(res, memory_id)
     if tenant is not None and ex.tenant != tenant:
-        raise NotFoundError(f"no memory {memory_id}")  # ids of other tenants do not leak
+        raise NotFoundError(NO_MEMORY)  # ids of other tenants do not leak
     return ex
 
 

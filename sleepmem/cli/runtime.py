@@ -13,6 +13,7 @@ import typer
 from sleepmem.cli.app import app, fail, load_settings
 from sleepmem.cli.remote import require_local_store, running_server
 from sleepmem.core.errors import SleepmemError
+from sleepmem.core.indexowner import own_index, refuse_worker
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
@@ -32,10 +33,13 @@ def serve() -> None:
 
     settings = load_settings()
     try:
+        owner = own_index(settings, "serve")
         run(settings, announce=typer.echo)
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if owner is not None:
+        owner.release()
 
 
 def _distributed(role: str) -> Settings:
@@ -53,6 +57,8 @@ def api() -> None:
 
     try:
         setup = prepare_auth(_distributed("api"))
+        # Held for the process's life: a second api on the same embedded index is refused.
+        owner = own_index(setup.settings, "api")
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -68,6 +74,8 @@ def api() -> None:
         serve_api(app, host=settings.host, port=settings.port)
     finally:
         resources.shutdown()
+        if owner is not None:
+            owner.release()
 
 
 @app.command()
@@ -91,6 +99,11 @@ def worker(
     unknown = set(queues.split(",")) - set(names.QUEUES)
     if unknown:
         raise typer.BadParameter(f"unknown queues {sorted(unknown)}; known: {names.QUEUES}")
+    try:
+        refuse_worker(settings, names.INDEX_QUEUES.intersection(queues.split(",")))
+    except SleepmemError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     argv = [
         "--quiet",  # no ASCII banner: the process's output stays one JSON object per line
         "worker",

@@ -30,7 +30,15 @@ class ForbiddenError(SleepmemError):
 
 
 class NotFoundError(SleepmemError):
-    """The named memory, job or scope does not exist (HTTP 404)."""
+    """The named memory, job or scope does not exist (HTTP 404).
+
+    Its message never repeats the id that was asked for: a 404 answers whoever sent the id,
+    and an id may carry what its writer put in it.
+    """
+
+
+NO_MEMORY = "no such memory (memory ids are per tenant; check the id)"
+NO_JOB = "no such job (job ids are per tenant; check the id)"
 
 
 class ConflictError(SleepmemError):

@@ -121,7 +121,9 @@ def publish_local_key(setup: AuthSetup, url: str) -> LocalKey | None:
 
 def auth_hint(settings: Settings) -> str:
     """What a 401/403 tells the caller to set."""
-    where = key_file(settings.data_dir).resolve()
+    # The answer goes to a caller who has not authenticated: it names the file relative to
+    # the data directory, never the server's absolute path.
+    where = f"<data dir>/{key_file(settings.data_dir).name}"
     return (
         "send 'Authorization: Bearer <key>'; the CLI and sleepmem.Client read the key from "
         f"SLEEPMEM_API_KEY, else from {where} (written by `sleepmem serve` on a loopback "

@@ -70,5 +70,6 @@ class TestLineage:
 
 class TestMissing:
     def test_an_unknown_id_is_not_found(self, engine: Engine, settings: Settings) -> None:
-        with pytest.raises(NotFoundError, match="no memory"):
+        with pytest.raises(NotFoundError, match="no such memory") as err:
             explain(engine=engine, memory_id="0" * 32, settings=settings, now=T0)
+        assert "0" * 32 not in str(err.value)  # a 404 does not repeat the id it was asked

@@ -9,6 +9,7 @@ import pytest
 import redis as redis_lib
 from lifecycle_support import T0, Clock, current, ingest, say
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import StatementError
 from sqlmodel import Session, col, select
 
 from sleepmem.adapters.vectors.edge import EdgeIndex
@@ -215,3 +216,24 @@ class TestWhatAPersonDecidedIsHeld:
         now = {m.id: m for m in current(engine, scope_key)}
         assert editor.id in now and now[editor.id].statement == editor.statement
         assert [m.id for m in now.values() if "Neovim" in m.statement] == [editor.id]
+
+
+class TestAJobThatCannotRunEndsFailed:
+    def test_a_stored_since_no_clock_can_hold_fails_the_job_never_leaving_it_queued(
+        self, engine: Engine, ports: Ports, settings: Settings, clock: Clock
+    ) -> None:
+        key = "t=acme/a=bot/u=ann/p=/s="
+        job = create_job(engine=engine, scope_key=key, now=clock.now)
+        with Session(engine) as s:
+            row = s.get(Job, job.id)
+            assert row is not None
+            # Written by a client older than the API's check: before year 1 once in UTC.
+            row.params = {**row.params, "since": "0001-01-01T00:00:00+05:00"}
+            s.add(row)
+            s.commit()
+        with pytest.raises((OverflowError, StatementError)):
+            run_job(engine=engine, ports=ports, settings=settings, job_id=job.id)
+        with Session(engine) as s:
+            failed = s.get(Job, job.id)
+        assert failed is not None and failed.status == "failed"
+        assert "Error" in failed.error and failed.finished_at is not None
