@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import get_logger
@@ -77,6 +77,7 @@ from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 
 log = get_logger("sleepmem.evals.longmemeval")
+T = TypeVar("T")
 
 TENANT = "longmemeval"
 AGENT = "eval"
@@ -294,7 +295,7 @@ def _summary(rows: list[dict[str, float]], budgets: Sequence[int]) -> dict[str, 
     return out
 
 
-def spread(items: list[Item], limit: int | None) -> list[Item]:
+def spread(items: list[T], limit: int | None) -> list[T]:
     """``limit`` items evenly spaced over the list: the file is sorted by question type, so
     a quick run sees every type instead of only the first one."""
     if limit is None or limit >= len(items):
