@@ -198,8 +198,28 @@ class TestRunOnTinySlices:
         # Twelve turns, top 5: each evidence turn is a first-hand fact, so consolidation
         # keeps it and search ranks it above the eight unrelated turns.
         assert report["recall_at_5"] == 1.0
-        assert 0.0 < report["baseline_recall_at_5"] <= 1.0
+        # Every system at every budget and k, each baseline in no more tokens than
+        # sleepmem's answer, which stays near the budget it was given.
+        systems = {"sleepmem", "bm25_turns", "bm25_lines", "hybrid_turns", "hybrid_lines"}
+        assert set(report["systems"]) == systems
+        assert list(report["at_tokens"]) == ["500", "1000", "1500", "2000"]
+        assert list(report["at_k"]) == ["5", "10", "25"]
+        for table in [*report["at_tokens"].values(), *report["at_k"].values()]:
+            assert set(table) == systems
+            own = table["sleepmem"]
+            assert own["tokens"] > 0
+            for name in systems - {"sleepmem"}:
+                assert 0 < table[name]["tokens"] <= own["tokens"]
+                assert 0.0 <= table[name]["recall"] <= 1.0
+        assert report["at_k"]["5"]["sleepmem"]["recall"] == report["recall_at_5"]
+        # Twelve short turns fit in 500 tokens: at a budget the search reads every one,
+        # and a line is never longer than its turn, so the lines baselines read them all.
+        at_500 = report["at_tokens"]["500"]
+        assert at_500["sleepmem"]["turns"] == 12
+        assert at_500["bm25_lines"]["turns"] == at_500["hybrid_lines"]["turns"] == 12
+        assert report["at_tokens"]["500"]["sleepmem"]["tokens"] <= 500 * 1.2
         assert set(report["by_category"]) == {"1", "4"}
+        assert set(report["by_category"]["4"]["at_tokens"]["500"]) == systems
         text = "\n".join(t.document for t in load(toy_file)[0].turns)
         assert report["full_context_tokens"] == count_tokens(text)
         assert 0 < report["tokens_per_query"] < report["full_context_tokens"] * 2
@@ -223,7 +243,20 @@ class TestRunOnTinySlices:
         assert report["questions"] == 12
         assert report["events"] == len(events_of(load(REAL)[0]))
         assert report["recall_at_5"] <= report["recall_at_10"] <= report["recall_at_25"]
-        assert report["baseline_recall_at_5"] <= report["baseline_recall_at_10"]
+        at_k = report["at_k"]
+        assert at_k["5"]["sleepmem"]["tokens"] < at_k["25"]["sleepmem"]["tokens"]
+        # Packed into sleepmem's own tokens, a baseline spends them but never more.
+        for k in ("5", "10", "25"):
+            for name in ("bm25_turns", "hybrid_lines"):
+                assert 0.5 * at_k[k]["sleepmem"]["tokens"] < at_k[k][name]["tokens"]
+                assert at_k[k][name]["tokens"] <= at_k[k]["sleepmem"]["tokens"]
+        # A bigger budget reads more, for sleepmem and for the baselines.
+        small, large = report["at_tokens"]["500"], report["at_tokens"]["2000"]
+        for name in small:
+            assert small[name]["turns"] < large[name]["turns"]
+            assert small[name]["recall"] <= large[name]["recall"]
+        # One line per turn holds more turns than whole turns in the same tokens.
+        assert small["hybrid_lines"]["turns"] > small["hybrid_turns"]["turns"]
         assert report["recall_at_25"] > 0.0
         assert report["full_context_tokens"] > 10_000
         # Each evidence turn the top 10 missed is placed exactly once, and a question
@@ -262,11 +295,13 @@ class TestCommandLine:
             "SLEEPMEM_LOG_LEVEL": "WARNING",
         }
         result = CliRunner().invoke(
-            app, ["eval", "locomo", "--data", str(toy_file), "--json"], env=env
+            app, ["eval", "locomo", "--data", str(toy_file), "--json", "--budget", "700",
+                  "--budget", "1400"], env=env
         )
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout[result.stdout.index("{") :])
         assert report["questions"] == 3
+        assert list(report["at_tokens"]) == ["700", "1400"]
         assert report["recall_at_5"] == 1.0
 
     def test_a_missing_data_file_is_refused_before_anything_runs(self, tmp_path: Path) -> None:

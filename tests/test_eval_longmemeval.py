@@ -195,6 +195,29 @@ class TestRunOnTinySlices:
         # sessions that share words with the question ("my dog", "move").
         assert report["ndcg_any_at_5"] == 1.0
         assert [q["ndcg_any_at_5"] for q in report["per_question"]] == [1.0, 1.0]
+        assert report["hybrid_recall_all_at_5"] == 1.0
+        # At each budget, every system; a baseline never spends more than sleepmem did.
+        systems = {"sleepmem", "bm25_turns", "bm25_lines", "hybrid_turns", "hybrid_lines"}
+        assert list(report["at_tokens"]) == ["500", "1000", "1500", "2000"]
+        for table in report["at_tokens"].values():
+            assert set(table) == systems
+            for name in systems - {"sleepmem"}:
+                assert table[name]["tokens"] <= table["sleepmem"]["tokens"]
+                assert table[name]["sessions"] >= 1
+            assert 0.0 <= table["sleepmem"]["ndcg_any"] <= 1.0
+        # Eight short turns fit in 500 tokens: whatever reads them all reaches every
+        # answer session.
+        assert report["at_tokens"]["500"]["sleepmem"]["recall_all"] == 1.0
+        assert report["at_tokens"]["500"]["bm25_lines"]["recall_all"] == 1.0
+        # What the scopes cost.
+        scale = report["scale"]
+        assert scale["ingest_seconds"] > 0 and scale["events_per_s"] > 0
+        assert scale["peak_rss_mb"] > 50
+        assert 0 < scale["disk_mb"]["index"] <= scale["disk_mb"]["total"]
+        assert {k: v["searches"] for k, v in scale["search_ms"].items()} == {
+            "k=50": 2, "budget": 2 * 4
+        }
+        assert all(0 < v["p50"] <= v["p95"] for v in scale["search_ms"].values())
         assert set(report["by_type"]) == {"single-session-user"}
         for key in ("recall_all_at_5", "ndcg_any_at_5", "recall_all_at_10", "ndcg_any_at_10"):
             assert 0.0 <= report[key] <= 1.0
@@ -237,4 +260,35 @@ class TestRunOnTinySlices:
         assert report["memories"] > 0
         assert report["recall_all_at_5"] <= report["recall_all_at_10"]
         assert report["baseline_recall_all_at_5"] <= report["baseline_recall_all_at_10"]
+        assert report["hybrid_recall_all_at_5"] <= report["hybrid_recall_all_at_10"]
         assert report["sessions_reached"] > 0
+        # Long assistant turns: packed whole, a baseline still spends most of the tokens.
+        at = report["at_tokens"]
+        for b in ("500", "2000"):
+            assert 0.5 * at[b]["sleepmem"]["tokens"] < at[b]["hybrid_turns"]["tokens"]
+        assert at["500"]["hybrid_lines"]["sessions"] <= at["2000"]["hybrid_lines"]["sessions"]
+
+
+class TestCommandLine:
+    def test_eval_longmemeval_runs_the_number_of_questions_asked_and_says_so(
+        self, toy_file: Path, namespace: str
+    ) -> None:
+        from typer.testing import CliRunner
+
+        from sleepmem.cli import app
+
+        env = {
+            "SLEEPMEM_EMBEDDER": "hashing",
+            "SLEEPMEM_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "SLEEPMEM_NAMESPACE": namespace,
+            "SLEEPMEM_LOG_LEVEL": "WARNING",
+        }
+        result = CliRunner().invoke(
+            app, ["eval", "longmemeval", "--data", str(toy_file), "--questions", "1",
+                  "--budget", "300"], env=env,
+        )
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout[result.stdout.index("{") :])
+        assert report["questions"] == 1
+        assert report["events"] == 6
+        assert list(report["at_tokens"]) == ["300"]

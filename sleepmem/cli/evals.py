@@ -23,6 +23,11 @@ DataFile = Annotated[
     typer.Option("--data", exists=True, dir_okay=False, readable=True, help="benchmark file"),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object (the default)")]
+Budgets = Annotated[
+    list[int] | None,
+    typer.Option("--budget", min=1, help="a token budget to score at (repeatable; default "
+                                         "500, 1000, 1500 and 2000)"),
+]
 
 
 def _settings() -> Settings:
@@ -47,10 +52,13 @@ def locomo(
     tail: Annotated[bool, typer.Option(
         help="past the first half of k, the next memories one line each in a last card "
              "(as search answers by default); --no-tail scores k whole cards")] = True,
+    budget: Budgets = None,
 ) -> None:
-    """LoCoMo evidence recall@5/10/25, tokens per query, the turn-level baseline, the routes
-    each hit is owed to and where each miss sat (no memory, no route, or its rank)."""
+    """LoCoMo evidence recall at token budgets and @5/10/25 against BM25 and hybrid raw-turn
+    baselines in the same tokens, the routes each hit is owed to and where each miss sat
+    (no memory, no route, or its rank)."""
     # deferred: bench and eval tooling loads only for its own command
+    from sleepmem.evals.baselines import DEFAULT_BUDGETS
     from sleepmem.evals.locomo import run_locomo
 
     try:
@@ -60,6 +68,7 @@ def locomo(
             limit_conversations=limit_conversations,
             limit_questions=limit_questions,
             tail=tail,
+            budgets=budget or DEFAULT_BUDGETS,
         )
     except SleepmemError as exc:
         raise fail(exc) from None
@@ -109,18 +118,25 @@ def extraction(
 def longmemeval(
     data: DataFile,
     as_json: AsJson = True,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="N questions spread over the file")
+    questions: Annotated[
+        int | None, typer.Option("--questions", "--limit", min=1,
+                                 help="N questions spread over the file")
     ] = None,
     per_question: Annotated[bool, typer.Option(help="add each question's metrics")] = False,
+    budget: Budgets = None,
 ) -> None:
-    """LongMemEval session recall_all / ndcg_any @5/@10, and the flat BM25 baseline."""
+    """LongMemEval session recall_all / ndcg_any at token budgets against BM25 and hybrid
+    raw-turn baselines in the same tokens, and @5/@10 against flat BM25 over sessions; with
+    ingest time, events/s, peak memory, disk size and search p50/p95. Runs on LongMemEval_S
+    or the larger haystacks of scripts/build_longmemeval_m.py."""
     # deferred: bench and eval tooling loads only for its own command
+    from sleepmem.evals.baselines import DEFAULT_BUDGETS
     from sleepmem.evals.longmemeval import run_longmemeval
 
     try:
         report = run_longmemeval(
-            data, settings=_settings(), limit=limit, per_question=per_question
+            data, settings=_settings(), limit=questions, per_question=per_question,
+            budgets=budget or DEFAULT_BUDGETS,
         )
     except SleepmemError as exc:
         raise fail(exc) from None

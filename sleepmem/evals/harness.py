@@ -9,6 +9,7 @@ process and on a temporary data directory that is removed afterwards.
 from __future__ import annotations
 
 import functools
+import resource
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -134,3 +135,36 @@ def count_tokens(text: str) -> int:
 
 def tokenizer_name() -> str:
     return "cl100k_base"
+
+
+def reset_peak_rss() -> None:
+    """Start the process's peak-memory mark afresh (Linux: ``clear_refs`` 5 resets
+    VmHWM), so :func:`peak_rss_mb` measures from here; elsewhere the mark stays the
+    process's lifetime peak."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory in MB since :func:`reset_peak_rss` (VmHWM), or
+    since it started where that cannot be reset."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    # No /proc: the lifetime peak (ru_maxrss, KB on Linux and the BSDs).
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def disk_usage(data_dir: Path) -> dict[str, int]:
+    """Bytes on disk under ``data_dir``: the vector index's folder, and everything (the
+    index, SQLite, an embedded Redis)."""
+    def size(root: Path) -> int:
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+    index = sum(size(data_dir / name) for name in ("index", "qdrant") if (data_dir / name).is_dir())
+    return {"index": index, "total": size(data_dir) if data_dir.is_dir() else 0}

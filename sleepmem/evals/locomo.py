@@ -21,8 +21,12 @@ Each evidence turn the top 10 cards miss is looked up in the same search, traced
 route proposed (recall), or by a candidate ranked too low (ranking), with the quartiles of
 those ranks, so the report says which part of the system a miss is owed to.
 
-In the same run, the baseline is plain turn-level dense retrieval with the same embedder
-(each turn one document, cosine top k, no consolidation) over the same texts.
+Every answer is measured in cl100k tokens, and in the same run each raw-turn baseline
+(:mod:`sleepmem.evals.baselines`: BM25 or BM25 + dense by RRF, each turn whole or as its
+best sentence) is packed into that answer's own tokens, question by question: the
+comparison is recall per token, not per k. The headline is recall at fixed token budgets
+(a search asking for the most entries within ``max_tokens``); recall@k stays, with the
+mean tokens and distinct turns each answer holds beside it.
 """
 
 from __future__ import annotations
@@ -36,12 +40,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from sqlmodel import Session, col, select
 
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
+from sleepmem.evals.baselines import (
+    BASELINES,
+    BUDGET_K,
+    DEFAULT_BUDGETS,
+    NAMES,
+    SYSTEM,
+    Baselines,
+    RawTurns,
+)
 from sleepmem.evals.harness import (
     count_memories,
     count_tokens,
@@ -226,11 +238,23 @@ def _entry_text(card: MemoryCard | ConflictGroup) -> str:
     return card.statement
 
 
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What one answer reads: its evidence recall, cl100k tokens and distinct turns."""
+
+    recall: float
+    tokens: int
+    turns: int
+
+
 @dataclass(slots=True)
 class QuestionResult:
     category: int
-    recall: dict[int, float]
-    baseline: dict[int, float]
+    # Per k of a search for k entries, and per token budget: sleepmem's answer (SYSTEM)
+    # and every baseline packed into that answer's own tokens.
+    at_k: dict[int, dict[str, Shown]]
+    at_tokens: dict[int, dict[str, Shown]]
+    # What the top TOKENS_AT cards cost, and the turns each card carries.
     tokens: int
     turns_per_card: float
     ms: float = 0.0
@@ -270,68 +294,107 @@ def _misses(reader: Reader, request: SearchRequest, missing: set[str],
     return where_missed(sorted(missing), carriers, ranked)
 
 
+def _search(reader: Reader, request: SearchRequest) -> tuple[list[MemoryCard | ConflictGroup],
+                                                            float]:
+    t0 = time.perf_counter()
+    cards = reader.search(request).cards
+    return cards, (time.perf_counter() - t0) * 1000
+
+
 def _score_conversation(
     res: Resources, conv: Conversation, questions: list[Question], ks: Sequence[int],
-    *, tail: bool = True,
+    *, tail: bool = True, budgets: Sequence[int] = DEFAULT_BUDGETS,
 ) -> list[QuestionResult]:
+    if not questions:
+        return []
     reader = Reader(res)
     by_event = {conv.event_id(t.dia_id): t.dia_id for t in conv.turns}
-    deepest = max(ks)
-    # Baseline: every turn one document, the same embedder, cosine top k.
-    embedder = res.embedder
-    docs = embedder.embed([t.document for t in conv.turns], kind="document")
-    queries = embedder.embed([q.question for q in questions], kind="query")
-    order = np.argsort(-(queries @ docs.T), axis=1, kind="stable")[:, :deepest]
+    raw = RawTurns.build([t.document for t in conv.turns], res.embedder)
+    queries = res.embedder.embed([q.question for q in questions], kind="query")
     carriers = _carriers(res, conv.scope, by_event)
     out: list[QuestionResult] = []
     for qi, q in enumerate(questions):
+        evidence = set(q.evidence)
+        base = Baselines.of(raw, q.question, queries[qi], count_tokens)
+
+        def turns_of(cards: list[MemoryCard | ConflictGroup]) -> list[list[str]]:
+            return [[by_event[e] for e in _entry_provenance(c) if e in by_event]
+                    for c in cards]
+
+        def versus(cards: list[MemoryCard | ConflictGroup],
+                   base: Baselines = base, evidence: set[str] = evidence) -> dict[str, Shown]:
+            """sleepmem's answer, and each baseline in that answer's own tokens."""
+            reached = {d for ts in turns_of(cards) for d in ts}
+            own = Shown(evidence_recall(reached, evidence),
+                        sum(count_tokens(_entry_text(c)) for c in cards), len(reached))
+            out = {SYSTEM: own}
+            for name in NAMES:
+                packed = base.packed(name, own.tokens)
+                dia = [conv.turns[i].dia_id for i in packed.turns]
+                out[name] = Shown(evidence_recall(dia, evidence), packed.tokens, len(dia))
+            return out
+
         # One search per k, as a caller asking for k entries would: past the first half
         # of k, a result's last card reads the next memories one line each, so the top 5
         # of a search for 25 is not the search for 5.
-        results: dict[int, list[list[str]]] = {}
+        at_k: dict[int, dict[str, Shown]] = {}
         shown: list[MemoryCard | ConflictGroup] = []
         asked, ms = None, 0.0
         for k in sorted({*ks, TOKENS_AT}):
             request = build_request(q.question, scope=conv.scope, k=k, with_provenance=True,
                                     tail=tail)
-            t0 = time.perf_counter()
-            cards = reader.search(request).cards
+            cards, took = _search(reader, request)
             if k == TOKENS_AT:
-                ms = (time.perf_counter() - t0) * 1000
-                shown, asked = cards, request
-            results[k] = [[by_event[e] for e in _entry_provenance(c) if e in by_event]
-                          for c in cards]
-        turns_per_card = results[TOKENS_AT]
-        baseline_turns = [conv.turns[int(i)].dia_id for i in order[qi]]
+                shown, asked, ms = cards, request, took
+            if k in ks:
+                at_k[k] = versus(cards)
+        # At a budget the request asks for as many entries as it may: the budget, not k,
+        # bounds the answer.
+        at_tokens = {
+            b: versus(_search(reader, build_request(
+                q.question, scope=conv.scope, k=BUDGET_K, max_tokens=b, with_provenance=True,
+                tail=tail))[0])
+            for b in budgets
+        }
+        turns_per_card = turns_of(shown)
         reached = {d for ts in turns_per_card for d in ts}
         out.append(
             QuestionResult(
                 category=q.category,
-                recall={
-                    k: evidence_recall((d for ts in results[k] for d in ts), set(q.evidence))
-                    for k in ks
-                },
-                baseline={k: evidence_recall(baseline_turns[:k], set(q.evidence)) for k in ks},
+                at_k=at_k,
+                at_tokens=at_tokens,
                 tokens=sum(count_tokens(_entry_text(c)) for c in shown),
                 turns_per_card=mean([float(len(ts)) for ts in turns_per_card]),
                 ms=ms,
                 hit_routes=routes_of_hits(
-                    zip(turns_per_card, map(_entry_routes, shown), strict=True),
-                    set(q.evidence),
+                    zip(turns_per_card, map(_entry_routes, shown), strict=True), evidence,
                 ),
-                misses=_misses(reader, asked, set(q.evidence) - reached, carriers)
+                misses=_misses(reader, asked, evidence - reached, carriers)
                 if asked is not None else [],
             )
         )
     return out
 
 
-def _summary(rows: list[QuestionResult], ks: Sequence[int]) -> dict[str, Any]:
+def _table(answers: list[dict[str, Shown]]) -> dict[str, dict[str, float]]:
+    """Per system, the mean recall, tokens and turns of its answers."""
+    return {
+        name: {
+            "recall": round(mean([a[name].recall for a in answers]), 4),
+            "tokens": round(mean([float(a[name].tokens) for a in answers]), 1),
+            "turns": round(mean([float(a[name].turns) for a in answers]), 1),
+        }
+        for name in (SYSTEM, *NAMES)
+    }
+
+
+def _summary(rows: list[QuestionResult], ks: Sequence[int],
+             budgets: Sequence[int]) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(rows)}
+    out["at_tokens"] = {str(b): _table([r.at_tokens[b] for r in rows]) for b in budgets}
     for k in ks:
-        out[f"recall_at_{k}"] = round(mean([r.recall[k] for r in rows]), 4)
-    for k in ks:
-        out[f"baseline_recall_at_{k}"] = round(mean([r.baseline[k] for r in rows]), 4)
+        out[f"recall_at_{k}"] = round(mean([r.at_k[k][SYSTEM].recall for r in rows]), 4)
+    out["at_k"] = {str(k): _table([r.at_k[k] for r in rows]) for k in ks}
     out[f"hits_by_route_at_{TOKENS_AT}"] = route_shares([h for r in rows for h in r.hit_routes])
     out[f"misses_at_{TOKENS_AT}"] = miss_summary([m for r in rows for m in r.misses])
     return out
@@ -345,14 +408,19 @@ def run_locomo(
     limit_questions: int | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     tail: bool = True,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
 ) -> dict[str, Any]:
-    """Evidence recall@k of sleepmem and of the turn-level dense baseline, in one run.
+    """Evidence recall of sleepmem and of the raw-turn baselines at sleepmem's own tokens,
+    in one run: at each token budget (the headline) and at each k.
 
     ``limit_questions`` caps the questions per conversation (for quick runs); ``tail=False``
     scores k whole cards (see :mod:`sleepmem.pipelines.snippets`).
     """
     if not ks or min(ks) < 1 or max(ks) > 100:
         raise ValidationError("ks", "each k must be between 1 and 100")
+    if any(b < 1 for b in budgets):
+        raise ValidationError("budgets", "each token budget must be at least 1")
+    ks, budgets = sorted(set(ks)), sorted(set(budgets))
     started = time.perf_counter()
     conversations = load(path)[:limit_conversations]
     rows: list[QuestionResult] = []
@@ -365,7 +433,8 @@ def run_locomo(
             events += accepted
             memories += written
             questions = conv.questions[:limit_questions]
-            conv_rows = _score_conversation(res, conv, questions, ks, tail=tail)
+            conv_rows = _score_conversation(res, conv, questions, ks, tail=tail,
+                                             budgets=budgets)
             rows.extend(conv_rows)
             dropped += conv.dropped_evidence
             full_tokens.append(count_tokens("\n".join(t.document for t in conv.turns)))
@@ -373,14 +442,18 @@ def run_locomo(
                 "locomo_conversation",
                 sample=conv.sample_id, events=accepted, memories=written,
                 questions=len(conv_rows),
-                recall_at_10=round(mean([r.recall.get(10, 0.0) for r in conv_rows]), 4),
+                recall_at_tokens={
+                    b: round(mean([r.at_tokens[b][SYSTEM].recall for r in conv_rows]), 4)
+                    for b in budgets
+                },
                 seconds=round(time.perf_counter() - t0, 2),
             )
         embedder_name = res.embedder.name
     report: dict[str, Any] = {
         "dataset": Path(path).name,
         "conversations": len(conversations),
-        **_summary(rows, ks),
+        "systems": {SYSTEM: "sleepmem's search", **BASELINES},
+        **_summary(rows, ks, budgets),
         "tokens_per_query": round(mean([float(r.tokens) for r in rows]), 1),
         # Cards may carry more than one turn; the baseline's documents carry exactly one.
         "turns_per_card": round(mean([r.turns_per_card for r in rows]), 2),
@@ -388,7 +461,8 @@ def run_locomo(
         "ms_per_query": round(mean([r.ms for r in rows]), 1),
         "full_context_tokens": round(mean([float(t) for t in full_tokens]), 1),
         "by_category": {
-            str(c): {"name": name, **_summary([r for r in rows if r.category == c], ks)}
+            str(c): {"name": name,
+                     **_summary([r for r in rows if r.category == c], ks, budgets)}
             for c, name in CATEGORIES.items()
             if any(r.category == c for r in rows)
         },

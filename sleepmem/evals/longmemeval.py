@@ -17,9 +17,17 @@ recall_all vacuously 1 for most single-session-assistant questions; ``baseline_o
 reproduces that script exactly (flat BM25, whitespace tokens, its labels) as a check
 that this harness matches the published numbers.
 
-The same-run baseline is the paper's flat BM25 at session granularity: one document per
-session, its user turns joined by spaces, ranked by BM25Okapi (``rank-bm25``), here with
-sleepmem's own lexical tokenizer so the baseline is as strong as our lexical half.
+The same-run baselines: at @5/@10, the paper's flat BM25 at session granularity (one
+document per session, its user turns joined by spaces, BM25Okapi from ``rank-bm25``, here
+with sleepmem's own lexical tokenizer so the baseline is as strong as our lexical half) and
+sessions ranked by their best raw turn under BM25 + dense (RRF). At each token budget
+(the headline), sleepmem's answer within ``max_tokens`` against every raw-turn baseline of
+:mod:`sleepmem.evals.baselines` packed into that answer's own cl100k tokens: each scores
+recall_all and ndcg_any over the sessions its text reaches, in the order it reaches them.
+
+The report also says what the scopes cost: wall time and peak resident memory of ingest
+and consolidation, events/s, the store's size on disk and search p50/p95; with the larger
+haystacks of ``scripts/build_longmemeval_m.py`` these are the 1M- and 10M-token figures.
 """
 
 from __future__ import annotations
@@ -31,20 +39,45 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
+from sleepmem.evals.baselines import (
+    BASELINES,
+    BUDGET_K,
+    DEFAULT_BUDGETS,
+    NAMES,
+    SYSTEM,
+    Baselines,
+    RawTurns,
+)
 from sleepmem.evals.extra import require
-from sleepmem.evals.harness import count_memories, eval_instance, ingest
-from sleepmem.evals.metrics import mean, ndcg_any, rank_by_first_mention, recall_all
+from sleepmem.evals.harness import (
+    count_memories,
+    count_tokens,
+    disk_usage,
+    eval_instance,
+    ingest,
+    peak_rss_mb,
+    reset_peak_rss,
+    tokenizer_name,
+)
+from sleepmem.evals.metrics import (
+    mean,
+    ndcg_any,
+    percentile,
+    rank_by_first_mention,
+    recall_all,
+)
 from sleepmem.models import ConflictGroup, MemoryCard, Scope, card_sides
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 
 log = get_logger("sleepmem.evals.longmemeval")
+T = TypeVar("T")
 
 TENANT = "longmemeval"
 AGENT = "eval"
@@ -175,10 +208,12 @@ def _metrics(ranked: Sequence[str], relevant: frozenset[str], prefix: str = "") 
     return out
 
 
-def ask(res: Resources, item: Item) -> list[MemoryCard | ConflictGroup]:
+def ask(res: Resources, item: Item, *, k: int = SEARCH_K,
+        max_tokens: int | None = None) -> list[MemoryCard | ConflictGroup]:
     """The question searched in its scope on its question date, as the user asked it: the
     search's "now" is that day, and the clock goes back to what it was afterwards."""
-    request = build_request(item.question, scope=item.scope, k=SEARCH_K, with_provenance=True)
+    request = build_request(item.question, scope=item.scope, k=k, with_provenance=True,
+                            max_tokens=max_tokens)
     asked, before = item.asked, res.clock
     if asked is not None:
         res.clock = lambda: asked
@@ -188,29 +223,79 @@ def ask(res: Resources, item: Item) -> list[MemoryCard | ConflictGroup]:
         res.clock = before
 
 
-def _score_item(res: Resources, item: Item, session_of: dict[str, str]) -> dict[str, float]:
-    cards = ask(res, item)
+def _entry_text(card: MemoryCard | ConflictGroup) -> str:
+    return "\n".join(s.statement for s in card_sides(card))
+
+
+def _at_budget(ranked: Sequence[str], relevant: frozenset[str]) -> tuple[float, float]:
+    """recall_all and ndcg_any of the sessions an answer within a budget reaches, in the
+    order it reaches them: whatever it reaches counts, and nothing else."""
+    depth = max(len(ranked), len(relevant))
+    return recall_all(ranked, set(relevant), depth), ndcg_any(ranked, set(relevant), depth)
+
+
+def _score_item(
+    res: Resources, item: Item, events: list[dict[str, Any]], session_of: dict[str, str],
+    budgets: Sequence[int], searches_ms: dict[str, list[float]],
+) -> dict[str, float]:
+    def timed(kind: str, **kw: Any) -> list[MemoryCard | ConflictGroup]:
+        t0 = time.perf_counter()
+        cards = ask(res, item, **kw)
+        searches_ms.setdefault(kind, []).append((time.perf_counter() - t0) * 1000)
+        return cards
+
+    cards = timed(f"k={SEARCH_K}")
     ranked = rank_by_first_mention(_card_sessions(c, session_of) for c in cards)
-    return {
+    raw = RawTurns.build([str(e["content"]) for e in events], res.embedder)
+    turn_session = [session_of[str(e["event_id"])] for e in events]
+    base = Baselines.of(raw, item.question, res.embedder.embed([item.question],
+                                                               kind="query")[0], count_tokens)
+    row = {
         **_metrics(ranked, item.answer_sessions),
         **_metrics(bm25_ranking(item), item.answer_sessions, "baseline_"),
+        **_metrics(rank_by_first_mention([turn_session[i]] for i in base.ranked["hybrid"]),
+                   item.answer_sessions, "hybrid_"),
         **_metrics(bm25_ranking(item, _whitespace), item.official_relevant(), "official_"),
         "sessions_reached": float(len(ranked)),
     }
+    for b in budgets:
+        shown = timed("budget", k=BUDGET_K, max_tokens=b)
+        tokens = sum(count_tokens(_entry_text(c)) for c in shown)
+        answers = {SYSTEM: (rank_by_first_mention(_card_sessions(c, session_of)
+                                                  for c in shown), tokens)}
+        for name in NAMES:
+            packed = base.packed(name, tokens)
+            answers[name] = (rank_by_first_mention([turn_session[i]] for i in packed.turns),
+                             packed.tokens)
+        for name, (sessions, spent) in answers.items():
+            r_all, ndcg = _at_budget(sessions, item.answer_sessions)
+            row[f"{b}|{name}|recall_all"] = r_all
+            row[f"{b}|{name}|ndcg_any"] = ndcg
+            row[f"{b}|{name}|tokens"] = float(spent)
+            row[f"{b}|{name}|sessions"] = float(len(sessions))
+    return row
 
 
 METRICS = tuple(f"{m}_at_{k}" for k in KS for m in ("recall_all", "ndcg_any"))
+AT_BUDGET = ("recall_all", "ndcg_any", "tokens", "sessions")
 
 
-def _summary(rows: list[dict[str, float]]) -> dict[str, Any]:
+def _summary(rows: list[dict[str, float]], budgets: Sequence[int]) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(rows)}
-    for prefix in ("", "baseline_"):
+    out["at_tokens"] = {
+        str(b): {
+            name: {m: round(mean([r[f"{b}|{name}|{m}"] for r in rows]), 4) for m in AT_BUDGET}
+            for name in (SYSTEM, *NAMES)
+        }
+        for b in budgets
+    }
+    for prefix in ("", "baseline_", "hybrid_"):
         for m in METRICS:
             out[prefix + m] = round(mean([r[prefix + m] for r in rows]), 4)
     return out
 
 
-def spread(items: list[Item], limit: int | None) -> list[Item]:
+def spread(items: list[T], limit: int | None) -> list[T]:
     """``limit`` items evenly spaced over the list: the file is sorted by question type, so
     a quick run sees every type instead of only the first one."""
     if limit is None or limit >= len(items):
@@ -222,12 +307,22 @@ def spread(items: list[Item], limit: int | None) -> list[Item]:
 
 
 def run_longmemeval(
-    path: Path, *, settings: Settings, limit: int | None = None, per_question: bool = False
+    path: Path, *, settings: Settings, limit: int | None = None, per_question: bool = False,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
 ) -> dict[str, Any]:
-    """Session recall of sleepmem and of flat BM25 on the same questions, in one run.
+    """Session recall of sleepmem and of the same-run baselines on the same questions: at
+    @5/@10 against flat BM25 over sessions and the hybrid turn ranking, and at each token
+    budget against every raw-turn baseline packed into sleepmem's own tokens. With it, what
+    the scopes cost: ingest and consolidation time, events/s, peak memory, the store's size
+    on disk and search latency.
 
-    ``per_question`` adds each question's metrics (ids and numbers only) for error analysis.
+    ``limit`` runs that many questions spread over the file (the report's ``questions``
+    says how many ran); ``per_question`` adds each question's metrics (ids and numbers
+    only) for error analysis.
     """
+    if any(b < 1 for b in budgets):
+        raise ValidationError("budgets", "each token budget must be at least 1")
+    budgets = sorted(set(budgets))
     started = time.perf_counter()
     items = load(path)
     abstention = sum(i.abstention for i in items)
@@ -235,14 +330,18 @@ def run_longmemeval(
     rows: list[tuple[str, dict[str, float]]] = []
     detail: list[dict[str, Any]] = []
     events = memories = 0
+    ingest_s = 0.0
+    searches_ms: dict[str, list[float]] = {}
+    reset_peak_rss()
     with eval_instance(settings, prefix="sleepmem-longmemeval-") as res:
         for item in items:
             t0 = time.perf_counter()
             batch, session_of = events_of(item)
             events += ingest(res, batch)
+            ingest_s += time.perf_counter() - t0
             written = count_memories(res, tenant=TENANT) - memories
             memories += written
-            row = _score_item(res, item, session_of)
+            row = _score_item(res, item, batch, session_of, budgets, searches_ms)
             rows.append((item.question_type, row))
             detail.append(
                 {"question_id": item.question_id, "question_type": item.question_type, **row}
@@ -257,15 +356,24 @@ def run_longmemeval(
                 seconds=round(time.perf_counter() - t0, 2),
             )
         embedder_name = res.embedder.name
+        disk = disk_usage(res.settings.data_dir)
+    peak = peak_rss_mb()
     all_rows = [r for _t, r in rows]
     official = {
         m: round(mean([r["official_" + m] for r in all_rows]), 4) for m in METRICS
     }
     report: dict[str, Any] = {
         "dataset": Path(path).name,
-        **_summary(all_rows),
+        "systems": {
+            SYSTEM: "sleepmem's search",
+            "baseline": "flat BM25 over sessions (their user turns), at k",
+            "hybrid": "sessions by their best turn under BM25 + dense (RRF) over the raw "
+                      "turns, at k",
+            **BASELINES,
+        },
+        **_summary(all_rows, budgets),
         "by_type": {
-            t: _summary([r for qt, r in rows if qt == t])
+            t: _summary([r for qt, r in rows if qt == t], budgets)
             for t in sorted({qt for qt, _r in rows})
         },
         "baseline_official": {
@@ -275,9 +383,28 @@ def run_longmemeval(
         "sessions_reached": round(mean([r["sessions_reached"] for r in all_rows]), 1),
         "skipped_abstention": abstention,
         "events": events,
+        "events_per_question": round(events / len(items), 1) if items else 0.0,
         "memories": memories,
+        "scale": {
+            # emit, drain and consolidation of every question's scope, run to completion
+            "ingest_seconds": round(ingest_s, 1),
+            "events_per_s": round(events / ingest_s, 1) if ingest_s else 0.0,
+            "peak_rss_mb": peak,
+            "disk_mb": {k: round(v / 1e6, 1) for k, v in disk.items()},
+            # In-process, per kind of search: the one for SEARCH_K entries, and those
+            # at a token budget.
+            "search_ms": {
+                kind: {
+                    "searches": len(ms),
+                    "p50": round(percentile(ms, 50), 1),
+                    "p95": round(percentile(ms, 95), 1),
+                }
+                for kind, ms in searches_ms.items()
+            },
+        },
         "embedder": embedder_name,
         "extractor": settings.extractor,
+        "tokenizer": tokenizer_name(),
         "seconds": round(time.perf_counter() - started, 1),
     }
     if per_question:
