@@ -81,6 +81,7 @@ SMALL: dict[str, list[Arg]] = {
     "bench reconsolidate": ["--events", "12", "--json"],
     "bench checkpoint": ["--n", "3", "--http-n", "1", "--no-http"],
     "bench context": ["--memories", "12", "--users", "2", "--turns", "2"],
+    "bench session-end": ["--first", "30", "--second", "3", "--json"],
     "eval locomo": ["--data", _locomo, "--limit-questions", "1"],
     "eval extraction": ["--data", _locomo],
     "eval longmemeval": ["--data", _longmemeval],
