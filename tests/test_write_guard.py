@@ -78,6 +78,7 @@ NO_TEXT: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/memories/{memory_id}"): "an id only; no body",
     ("POST", "/v1/memories/{memory_id}/pin"): "an id only; no body",
     ("POST", "/v1/memories/{memory_id}/unpin"): "an id only; no body",
+    ("POST", "/v1/flush"): "a scope, a stream position and a timeout; it stores nothing",
 }
 
 
