@@ -27,6 +27,7 @@ from sleepmem.models.tables import (
     SessionCheckpoint,
     Trust,
 )
+from sleepmem.models.values import StoreValue
 
 __all__ = [
     "CURRENT_STATUSES",
@@ -59,6 +60,7 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "SessionCheckpoint",
+    "StoreValue",
     "Trust",
     "card_sides",
 ]
