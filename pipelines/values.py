@@ -61,8 +61,9 @@ def upsert(session: Session, *, scope: Scope, namespace: str, key: str,
     vid = value_id(scope_key=scope_key, namespace=namespace, key=key)
     row = session.get(StoreValue, vid)
     if row is None:
-        row = StoreValue(id=vid, **scope.levels(), scope_key=scope_key, namespace=namespace,
-                         key=key, created_at=now)
+        row = StoreValue(id=vid, tenant=scope.tenant, agent=scope.agent, user=scope.user,
+                         project=scope.project, session=scope.session, scope_key=scope_key,
+                         namespace=namespace, key=key, created_at=now)
     row.value = value
     row.updated_at = now
     row.ttl_s = ttl_s
