@@ -26,7 +26,7 @@ from langgraph.store.base import (
 from support import wait_for
 from test_client import SCOPE, running_server
 
-from sleepmem.client import Client
+from sleepmem.client import AsyncClient, Client
 from sleepmem.core.errors import ValidationError
 from sleepmem.langgraph_store import SleepmemStore
 from sleepmem.models import StoreValue
@@ -362,3 +362,19 @@ class TestLangGraphStore:
         assert bad_op.value.field == "filter.n"
         assert client.get_value(("nowhere",), "k", scope={"tenant": TENANT}) is None
         assert client.delete_value(("nowhere",), "k", scope={"tenant": TENANT}) is False
+
+    def test_the_async_client_has_the_same_value_calls(self, server: Runtime) -> None:
+        async def run() -> None:
+            async with AsyncClient(data_dir=server.settings.data_dir, tenant=TENANT) as mem:
+                scope = {"tenant": TENANT, "agent": "async-bot"}
+                put = await mem.put_value(("async-bot", "notes"), "k", VALUE, scope=scope)
+                got = await mem.get_value(("async-bot", "notes"), "k", scope=scope)
+                assert got is not None and got.value == VALUE == put.value
+                found = await mem.search_values(("async-bot",), scope=scope,
+                                                filter={"count": 3})
+                assert [v.key for v in found] == ["k"]
+                assert await mem.value_namespaces(scope=scope) == [("async-bot", "notes")]
+                assert await mem.delete_value(("async-bot", "notes"), "k", scope=scope)
+                assert await mem.get_value(("async-bot", "notes"), "k", scope=scope) is None
+
+        asyncio.run(run())
