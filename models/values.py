@@ -102,7 +102,7 @@ class ValueSearch(BaseModel):
         "$eq $ne $gt $gte $lt $lte")
     query: str | None = Field(default=None, max_length=2000,
                               description="keep values that share words with it, best first")
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: int = Field(default=10, ge=1, le=10_000)
     offset: int = Field(default=0, ge=0)
     refresh_ttl: bool = True
 
