@@ -38,8 +38,7 @@ DEFAULT_OUT = Path.home() / ".cache" / "sleepmem" / "pii.jsonl"
 
 # Kinds a memory store must not keep: they identify a person to a state, a bank or a
 # payment network, and are used to authenticate or to defraud.
-SECRET_KINDS = frozenset(
-    """
+_SECRET_KIND_NAMES = """
     CREDIT_CARD IBAN_CODE US_SSN US_ITIN US_BANK_NUMBER US_PASSPORT US_DRIVER_LICENSE US_MBI
     UK_NHS UK_NINO UK_PASSPORT UK_DRIVING_LICENCE ES_NIF ES_NIE ES_PASSPORT IT_FISCAL_CODE
     IT_DRIVER_LICENSE IT_IDENTITY_CARD IT_PASSPORT AU_TFN AU_MEDICARE IN_AADHAAR IN_PAN
@@ -47,8 +46,8 @@ SECRET_KINDS = frozenset(
     KR_PASSPORT KR_DRIVER_LICENSE SE_PERSONNUMMER CA_SIN TR_NATIONAL_ID TH_TNIN NG_NIN
     PH_TIN DE_TAX_ID DE_SOCIAL_SECURITY DE_ID_CARD DE_PASSPORT DE_HEALTH_INSURANCE
     DE_FUEHRERSCHEIN
-    """.split()
-)
+"""
+SECRET_KINDS = frozenset(_SECRET_KIND_NAMES.split())
 _TEXT_ARGS = ("text", "iban")
 _POSITION_ARGS = ("expected_positions", "expected_res", "expected_results", "expected_spans")
 
