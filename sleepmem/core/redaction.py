@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import ahocorasick_rs
 from stdnum import iban, luhn
 
-from sleepmem.core import credentials
+from sleepmem.core import credentials, idnumbers
 
 Accept = Callable[[str, re.Match[str]], bool]
 
@@ -448,6 +448,7 @@ _SHORTEST_SECRET = 5
 _CARD_MIN_DIGITS = 13
 _CARD_LABEL_MIN_DIGITS = 12
 _IBAN_MIN_DIGITS = 10  # the fewest digits any IBAN holds (NL: 4 letters of bank code)
+_ID_MIN_DIGITS = 6  # the fewest any national id holds (ES NIE: X1234567L, 7)
 # Every provider token is one unbroken run at least this long ("xoxb-2048-...", "AC0f3...").
 _TOKEN_MIN_RUN = 16
 _TOKEN_MIN_DIGITS = 2
@@ -689,6 +690,10 @@ class _Finder:
                     break
                 groups.pop()
 
+    def id_numbers(self) -> None:
+        # Context words are read in the lower-case text, when its offsets are the text's.
+        self.spans.extend(idnumbers.find(self.text, self.low if self.same_length else self.text))
+
     def ibans(self) -> None:
         for m in _IBAN.finditer(self.text):
             raw = m.group(0)
@@ -760,7 +765,7 @@ def _numbers_worth_scanning(text: str) -> bool:
     """The pre-filter past the trigger words: enough digits, or a long run with digits."""
     if not text.isascii():
         digits = _digit_count(text)
-        return digits >= _IBAN_MIN_DIGITS or (
+        return digits >= _ID_MIN_DIGITS or (
             digits >= _TOKEN_MIN_DIGITS and _longest_run(text) >= _TOKEN_MIN_RUN
         )
     # _digit_count and _longest_run inline, over one encoding of the text: this runs for
@@ -769,7 +774,7 @@ def _numbers_worth_scanning(text: str) -> bool:
     digits = len(raw.translate(None, _NOT_DIGIT_BYTES))
     # A provider token without a trigger prefix is a long run with digits in it (Twilio,
     # Telegram, Mailchimp, Discord, random keys): the run is only measured then.
-    return digits >= _IBAN_MIN_DIGITS or (
+    return digits >= _ID_MIN_DIGITS or (
         digits >= _TOKEN_MIN_DIGITS and _RUN_16 in raw.translate(_RUN_BYTES)
     )
 
@@ -1012,6 +1017,8 @@ def _redact_segment(text: str, low: str) -> RedactionResult:
         f.rule(_CARD_LABEL)
     if digits >= _IBAN_MIN_DIGITS:
         f.ibans()
+    if digits >= _ID_MIN_DIGITS:
+        f.id_numbers()
     if run >= _ENTROPY_MIN_RUN:
         f.random_tokens()
     return f.result()
