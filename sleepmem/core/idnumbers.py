@@ -53,7 +53,10 @@ def _validators() -> tuple[_Validator, ...]:
     out = []
     for name, kind in _VALIDATORS:
         module = importlib.import_module(f"stdnum.{name}")
-        out.append(_Validator(name, kind, module.is_valid, getattr(module, "format", None)))
+        is_valid = module.is_valid
+        if name == "fi.hetu":  # temporary ids (individual numbers 900-999) are ids too
+            is_valid = functools.partial(module.is_valid, allow_temporary=True)
+        out.append(_Validator(name, kind, is_valid, getattr(module, "format", None)))
     return tuple(out)
 
 
@@ -78,7 +81,9 @@ _ID_CONTEXT = _alternation(
     "passport, driver's license, drivers license, driving licence, licence number, "
     "license number, aadhaar, aadhar, pan, pesel, personnummer, dni, nif, nie, nir, bsn, "
     "cpr, cpf, curp, rrn, resident registration, registration number, codice fiscale, "
-    "fiscal code, hetu, henkilötunnus, tc kimlik, kimlik, fødselsnummer, "
+    "fiscal code, hetu, henkilötunnus, tc kimlik, kimlik, fødselsnummer, pnr, steuer-id, "
+    "steuer id, steueridentifikationsnummer, steuernummer, idnr, sozialversicherungsnummer, "
+    "assurance sociale, numéro de sécurité sociale, documento de identidad, "
     "身份证, 身份证号, 护照, 税号, 纳税人识别号, 社保, 社会保障号, 驾照, 证件号"
 )
 # Words that name something else: a number after one of them is not an id.
@@ -152,24 +157,38 @@ def _identify(written: str, compact: str, low: str, start: int) -> str | None:
         return None
     letters = not compact.isdigit()
     for v in _validators():
-        try:
-            if not v.is_valid(compact):
-                continue
-        except Exception:  # a validator refusing odd input refuses the candidate
+        # As written first: a separator may be part of the id (the century sign of a
+        # Finnish hetu); each validator strips the separators its format allows.
+        if not (_valid(v, written) or (written != compact and _valid(v, compact))):
             continue
+        if "." in written and not _formatted_as(v, compact, written):
+            continue  # dotted numbers are addresses and versions unless the id is dotted
         if named:
             return v.kind
         if v.name in _NEVER_ON_SIGHT:
             continue
-        if letters or (written != compact and _as_formatted(v, compact) == written):
+        if letters or (written != compact and _formatted_as(v, compact, written)):
             return v.kind
     return None
 
 
-def _as_formatted(v: _Validator, compact: str) -> str | None:
-    if v.format is None:
-        return None
+def _valid(v: _Validator, candidate: str) -> bool:
     try:
-        return v.format(compact)
+        return bool(v.is_valid(candidate))
+    except Exception:  # a validator refusing odd input refuses the candidate
+        return False
+
+
+_SPACE_OR_DASH = re.compile(r"[ \-]")
+
+
+def _formatted_as(v: _Validator, compact: str, written: str) -> bool:
+    """Whether ``written`` groups the digits as the id's national format does (the
+    dash may be a space: "130 692 544" is a SIN written as 130-692-544)."""
+    if v.format is None:
+        return False
+    try:
+        formatted = v.format(compact)
     except Exception:  # no national format for this one
-        return None
+        return False
+    return _SPACE_OR_DASH.sub("-", formatted) == _SPACE_OR_DASH.sub("-", written)
