@@ -21,19 +21,24 @@ import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-# (stdnum module, marker kind). Ordered most specific first: the first validator that
-# accepts a candidate names it.
+# (stdnum module, marker kind, lengths of the id in letters and digits alone). Ordered
+# most specific first: the first validator that accepts a candidate names it. The lengths
+# only spare the validators that could not accept a candidate of another length.
 _VALIDATORS = (
-    ("es.nif", "national_id"), ("es.nie", "national_id"), ("es.dni", "national_id"),
-    ("it.codicefiscale", "national_id"), ("fi.hetu", "national_id"), ("in_.pan", "tax_id"),
-    ("mx.curp", "national_id"), ("ie.pps", "national_id"), ("cn.ric", "national_id"),
-    ("us.itin", "tax_id"), ("us.ssn", "national_id"), ("ca.sin", "national_id"),
-    ("kr.rrn", "national_id"), ("se.personnummer", "national_id"),
-    ("dk.cpr", "national_id"), ("no.fodselsnummer", "national_id"),
-    ("pl.pesel", "national_id"), ("tr.tckimlik", "national_id"), ("th.pin", "national_id"),
-    ("za.idnr", "national_id"), ("br.cpf", "tax_id"), ("fr.nir", "national_id"),
-    ("be.nn", "national_id"), ("nl.bsn", "national_id"), ("de.idnr", "tax_id"),
-    ("gb.nhs", "health_id"), ("au.tfn", "tax_id"), ("in_.aadhaar", "national_id"),
+    ("es.nif", "national_id", (9,)), ("es.nie", "national_id", (9,)),
+    ("es.dni", "national_id", (9,)), ("it.codicefiscale", "national_id", (16, 11)),
+    ("fi.hetu", "national_id", (10, 11)), ("in_.pan", "tax_id", (10,)),
+    ("mx.curp", "national_id", (18,)), ("ie.pps", "national_id", (8, 9)),
+    ("cn.ric", "national_id", (18,)), ("us.itin", "tax_id", (9,)),
+    ("us.ssn", "national_id", (9,)), ("ca.sin", "national_id", (9,)),
+    ("kr.rrn", "national_id", (13,)), ("se.personnummer", "national_id", (10, 12)),
+    ("dk.cpr", "national_id", (10,)), ("no.fodselsnummer", "national_id", (11,)),
+    ("pl.pesel", "national_id", (11,)), ("tr.tckimlik", "national_id", (11,)),
+    ("th.pin", "national_id", (13,)), ("za.idnr", "national_id", (13,)),
+    ("br.cpf", "tax_id", (11,)), ("fr.nir", "national_id", (15,)),
+    ("be.nn", "national_id", (11,)), ("nl.bsn", "national_id", (8, 9)),
+    ("de.idnr", "tax_id", (11,)), ("gb.nhs", "health_id", (10,)),
+    ("au.tfn", "tax_id", (8, 9)), ("in_.aadhaar", "national_id", (12,)),
 )  # fmt: skip
 # Validators whose national format is too close to a phone number's (gb.nhs: 3-3-4 digits)
 # to count as proof: they need words naming the id.
@@ -48,16 +53,18 @@ class _Validator(NamedTuple):
 
 
 @functools.cache
-def _validators() -> tuple[_Validator, ...]:
+def _by_length() -> dict[int, tuple[_Validator, ...]]:
     # Imported on first use: most texts never hold a candidate.
-    out = []
-    for name, kind in _VALIDATORS:
+    out: dict[int, list[_Validator]] = {}
+    for name, kind, lengths in _VALIDATORS:
         module = importlib.import_module(f"stdnum.{name}")
         is_valid = module.is_valid
         if name == "fi.hetu":  # temporary ids (individual numbers 900-999) are ids too
             is_valid = functools.partial(module.is_valid, allow_temporary=True)
-        out.append(_Validator(name, kind, is_valid, getattr(module, "format", None)))
-    return tuple(out)
+        validator = _Validator(name, kind, is_valid, getattr(module, "format", None))
+        for n in lengths:
+            out.setdefault(n, []).append(validator)
+    return {n: tuple(vs) for n, vs in out.items()}
 
 
 def _alternation(phrases: str) -> re.Pattern[str]:
@@ -94,69 +101,86 @@ _NOT_AN_ID = _alternation(
     "订单, 单号, 运单, 快递, 编号, 流水号, 电话, 手机"
 )
 _LOOKBACK = 48
-# Runs of letters and digits joined by one separator: the spans a candidate is cut from.
+# Tokens with a digit joined by one separator, and a check letter after a dash
+# ("55555555-K"): prose words between numbers end a candidate.
+_CANDIDATE = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z]*\d[A-Za-z0-9]*(?:[ \-./][A-Za-z]*\d[A-Za-z0-9]*)*"
+    r"(?:-[A-Za-z]{1,2})?(?![A-Za-z0-9])"
+)
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
-_JOINERS = frozenset(" -./")
+# Six digits close together, at most two letters and a separator apart: the cheap test of
+# whether a text can hold any id at all.
+_DENSE = re.compile(r"\d(?:[A-Za-z]{0,2}[ \-./]?\d){5}")
 _MIN_DIGITS = 6
-_MAX_COMPACT = 20
 _MAX_TOKENS = 5
 
 
-def _chains(text: str) -> Iterator[list[re.Match[str]]]:
-    """Runs of tokens joined by at most one separator, each run holding a digit."""
-    chain: list[re.Match[str]] = []
-    for m in _TOKEN.finditer(text):
-        if chain:
-            gap = text[chain[-1].end() : m.start()]
-            if len(gap) > 1 or (gap and gap not in _JOINERS):
-                yield chain
-                chain = []
-        chain.append(m)
-    if chain:
-        yield chain
+# The same over ASCII bytes mapped to classes (digit, letter, separator, other): a literal
+# first byte lets the search skip to the digits, 3x cheaper than _DENSE on prose.
+_CLASSES = bytes(
+    ord("d") if 0x30 <= b <= 0x39
+    else ord("a") if 0x41 <= b <= 0x5A or 0x61 <= b <= 0x7A
+    else ord("s") if b in b" -./"
+    else ord("x")
+    for b in range(256)
+)  # fmt: skip
+_DENSE_CLASSES = re.compile(rb"d(?:a{0,2}s?d){5}")
 
 
-def _has_digit(token: str) -> bool:
-    return any(c.isdigit() for c in token)
+def may_hold_one(text: str, ascii_bytes: bytes | None = None) -> bool:
+    """Whether ``text`` (``ascii_bytes`` when it is ASCII and already encoded) has digits
+    close enough together to be an id number."""
+    if ascii_bytes is None and text.isascii():
+        ascii_bytes = text.encode("ascii")
+    if ascii_bytes is not None:
+        return _DENSE_CLASSES.search(ascii_bytes.translate(_CLASSES)) is not None
+    return _DENSE.search(text) is not None
 
 
 def find(text: str, low: str) -> Iterator[tuple[int, int, str]]:
     """Spans of id numbers in ``text`` (``low`` is its lower-case), with their kind."""
-    for chain in _chains(text):
-        if not any(_has_digit(m.group(0)) for m in chain):
+    lengths = _by_length()
+    for m in _CANDIDATE.finditer(text):
+        if sum(c.isdigit() for c in m.group(0)) < _MIN_DIGITS:
             continue
-        yield from _in_chain(text, low, chain)
+        tokens = [(m.start() + t.start(), m.start() + t.end()) for t in _TOKEN.finditer(m.group(0))]
+        yield from _in_candidate(text, low, tokens, lengths)
 
 
-def _in_chain(text: str, low: str, chain: list[re.Match[str]]) -> Iterator[tuple[int, int, str]]:
+def _in_candidate(
+    text: str,
+    low: str,
+    tokens: list[tuple[int, int]],
+    lengths: dict[int, tuple[_Validator, ...]],
+) -> Iterator[tuple[int, int, str]]:
     taken_until = -1
-    n = len(chain)
+    n = len(tokens)
     for i in range(n):
-        if chain[i].start() < taken_until:
+        if tokens[i][0] < taken_until:
             continue
         # The longest run of tokens from i that an id validator accepts.
         for j in range(min(n, i + _MAX_TOKENS), i, -1):
-            start, end = chain[i].start(), chain[j - 1].end()
-            written = text[start:end]
-            compact = "".join(m.group(0) for m in chain[i:j])
-            if not (_MIN_DIGITS <= len(compact) <= _MAX_COMPACT):
+            start, end = tokens[i][0], tokens[j - 1][1]
+            compact = "".join(text[a:b] for a, b in tokens[i:j])
+            validators = lengths.get(len(compact))
+            if validators is None or sum(c.isdigit() for c in compact) < _MIN_DIGITS:
                 continue
-            if sum(c.isdigit() for c in compact) < _MIN_DIGITS:
-                continue
-            kind = _identify(written, compact, low, start)
+            kind = _identify(validators, text[start:end], compact, low, start)
             if kind is not None:
                 yield start, end, kind
                 taken_until = end
                 break
 
 
-def _identify(written: str, compact: str, low: str, start: int) -> str | None:
+def _identify(
+    validators: tuple[_Validator, ...], written: str, compact: str, low: str, start: int
+) -> str | None:
     before = low[max(0, start - _LOOKBACK) : start]
     named = _ID_CONTEXT.search(before) is not None
     if not named and _NOT_AN_ID.search(before):
         return None
     letters = not compact.isdigit()
-    for v in _validators():
+    for v in validators:
         # As written first: a separator may be part of the id (the century sign of a
         # Finnish hetu); each validator strips the separators its format allows.
         if not (_valid(v, written) or (written != compact and _valid(v, compact))):

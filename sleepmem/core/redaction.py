@@ -765,7 +765,7 @@ def _numbers_worth_scanning(text: str) -> bool:
     """The pre-filter past the trigger words: enough digits, or a long run with digits."""
     if not text.isascii():
         digits = _digit_count(text)
-        return digits >= _ID_MIN_DIGITS or (
+        return _digits_worth_scanning(text, digits) or (
             digits >= _TOKEN_MIN_DIGITS and _longest_run(text) >= _TOKEN_MIN_RUN
         )
     # _digit_count and _longest_run inline, over one encoding of the text: this runs for
@@ -774,8 +774,15 @@ def _numbers_worth_scanning(text: str) -> bool:
     digits = len(raw.translate(None, _NOT_DIGIT_BYTES))
     # A provider token without a trigger prefix is a long run with digits in it (Twilio,
     # Telegram, Mailchimp, Discord, random keys): the run is only measured then.
-    return digits >= _ID_MIN_DIGITS or (
+    return _digits_worth_scanning(text, digits, raw) or (
         digits >= _TOKEN_MIN_DIGITS and _RUN_16 in raw.translate(_RUN_BYTES)
+    )
+
+
+def _digits_worth_scanning(text: str, digits: int, ascii_bytes: bytes | None = None) -> bool:
+    # Ten digits may make an IBAN or a card; from six, only when close together (an id).
+    return digits >= _IBAN_MIN_DIGITS or (
+        digits >= _ID_MIN_DIGITS and idnumbers.may_hold_one(text, ascii_bytes)
     )
 
 
@@ -1017,7 +1024,7 @@ def _redact_segment(text: str, low: str) -> RedactionResult:
         f.rule(_CARD_LABEL)
     if digits >= _IBAN_MIN_DIGITS:
         f.ibans()
-    if digits >= _ID_MIN_DIGITS:
+    if digits >= _ID_MIN_DIGITS and idnumbers.may_hold_one(text):
         f.id_numbers()
     if run >= _ENTROPY_MIN_RUN:
         f.random_tokens()
