@@ -82,7 +82,8 @@ class TestOneTurn:
 
     def test_another_session_is_another_turn(self) -> None:
         turns = TurnContexts()
-        out = redact_texts([INTENT, PIN, PIN], turns, ["s1", "s2", "s1"])
+        sessions = ["s1", "s2", "s1"]
+        out = redact_texts([INTENT, PIN, PIN], turns, sessions.__getitem__)
         assert out == [INTENT, PIN, "[REDACTED:password]"]
 
     def test_only_redacted_text_is_kept_and_the_sessions_are_bounded(self) -> None:

@@ -772,10 +772,17 @@ def _numbers_worth_scanning(text: str) -> bool:
     # every content of every event, and their calls and second encode were a third of it.
     raw = text.encode("ascii")
     digits = len(raw.translate(None, _NOT_DIGIT_BYTES))
+    if digits >= _IBAN_MIN_DIGITS:
+        return True
     # A provider token without a trigger prefix is a long run with digits in it (Twilio,
     # Telegram, Mailchimp, Discord, random keys): the run is only measured then.
-    return _digits_worth_scanning(text, digits, raw) or (
-        digits >= _TOKEN_MIN_DIGITS and _RUN_16 in raw.translate(_RUN_BYTES)
+    if digits < _TOKEN_MIN_DIGITS or _RUN_16 in raw.translate(_RUN_BYTES):
+        return digits >= _TOKEN_MIN_DIGITS
+    # An id number: six digits close together (idnumbers.may_hold_one, inline).
+    return (
+        digits >= _ID_MIN_DIGITS
+        and idnumbers.DENSE_CLASSES.search(raw.translate(idnumbers.CLASSES, idnumbers.LETTERS))
+        is not None
     )
 
 
@@ -799,11 +806,12 @@ def redact_text(text: str) -> str:
 def redact_texts(
     texts: Sequence[str],
     turns: TurnContexts | None = None,
-    sessions: Sequence[Hashable] = (),
+    session_of: Callable[[int], Hashable] | None = None,
 ) -> list[str]:
     """``[redact_text(t) for t in texts]``, with one trigger scan over all of them.
 
-    With ``turns``, ``sessions[i]`` names the session of ``texts[i]``, and a credential noun
+    With ``turns``, ``session_of(i)`` names the session of ``texts[i]`` (asked only of texts
+    that may claim or leave a value: most never are), and a credential noun
     left waiting in one message of a session claims the value in its next (see
     ``TurnContext``).
 
@@ -821,15 +829,17 @@ def redact_texts(
         triggered = {bisect.bisect_right(ends, start) for _pattern, start, _end in matches}
     out: list[str] = []
     for i, text in enumerate(texts):
-        claimed = turns.claim(sessions[i], text) if turns is not None and turns.waiting else text
+        claimed = text
+        if turns is not None and turns.waiting and session_of is not None:
+            claimed = turns.claim(session_of(i), text)
         if claimed is not text:
             text = redact(claimed).text
         elif len(text) >= _SHORTEST_SECRET and (i in triggered or _numbers_worth_scanning(text)):
             text = redact(text).text
         out.append(text)
         # Intent words are trigger words: a text without a trigger leaves nothing waiting.
-        if turns is not None and i in triggered:
-            turns.leave(sessions[i], text)
+        if turns is not None and session_of is not None and i in triggered:
+            turns.leave(session_of(i), text)
     return out
 
 

@@ -137,7 +137,7 @@ def encode_many(events: Sequence[EventFields]) -> list[bytes]:
     or an event whose id is not its first field) each event is serialised on its own.
     """
     contents = redact_texts(
-        [e.get("content") or "" for e in events], EMIT_TURNS, [session_of(e) for e in events]
+        [e.get("content") or "" for e in events], EMIT_TURNS, lambda i: session_of(events[i])
     )
     clean = [_redacted(e, c) for e, c in zip(events, contents, strict=True)]
     if len(clean) < 2:
