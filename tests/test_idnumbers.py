@@ -74,3 +74,30 @@ class TestContextDecides:
             kinds.update(redact(f"your order {number} has shipped").kinds)
             kinds.update(k for k in redact(number).kinds if k != "card_number")
         assert kinds == set()
+
+
+class TestADocumentNounClaimsItsNumber:
+    @pytest.mark.parametrize(
+        ("text", "value"),
+        [
+            ("My passport number is CD7654321 and it expires soon", "CD7654321"),
+            ("대한민국 여권 S87654321", "S87654321"),
+            ("Licence: MORGA607054SM9IJ ok", "MORGA607054SM9IJ"),
+        ],
+    )
+    def test_the_number_in_the_nouns_clause_goes_without_a_checksum(
+        self, text: str, value: str
+    ) -> None:
+        assert _gone(text, value)
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "my passport expires 2030-05-01",
+            "I lost my passport in Rome last summer, room 123456",
+            "the license was renewed. Order 1234567 shipped",
+            "order license 12345678",
+        ],
+    )
+    def test_dates_and_numbers_of_other_clauses_stay(self, text: str) -> None:
+        assert redact(text).text == text

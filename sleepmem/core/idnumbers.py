@@ -100,6 +100,21 @@ _NOT_AN_ID = _alternation(
     "cell, call, fax, customer, case, account, version, build, port, "
     "订单, 单号, 运单, 快递, 编号, 流水号, 电话, 手机"
 )
+# Nouns of identity documents: the document number after one of them goes whatever its
+# check digits say, since many (passports, licences) have none a validator could check.
+# Ambiguous short words of _ID_CONTEXT ("pan", "tin", "sin") are not among them.
+_DOCUMENT = _alternation(
+    "passport, passports, passport number, travel document, document number, id card, "
+    "identity card, national id, driver's license, drivers license, driver license, "
+    "driving licence, licence, license, ssn, social security, nhs number, medicare, "
+    "nric, tckn, tnin, mbi, kvnr, rvnr, reisepass, pasaporte, passaporto, "
+    "여권, 护照, 驾照, 身份证, 证件号"
+)
+# A document number: letters and digits, dash- or slash-joined, with six digits or more.
+_DOCUMENT_NUMBER = re.compile(r"[A-Za-z0-9]+(?:[-/][A-Za-z0-9]+)*")
+_ISO_DATE = re.compile(r"\d{4}[-/]\d{1,2}[-/]\d{1,2}|\d{1,2}[-/]\d{1,2}[-/]\d{2,4}")
+_DOCUMENT_REACH = 6  # words after the noun: its own clause ("my passport number is X")
+_CLAUSE_STOPS = ("\n", ". ", ", ", "; ", "，", "。", "；")
 _LOOKBACK = 48
 # Tokens with a digit joined by one separator, and a check letter after a dash
 # ("55555555-K"): prose words between numbers end a candidate.
@@ -140,6 +155,23 @@ def find(text: str, low: str) -> Iterator[tuple[int, int, str]]:
             continue
         tokens = [(m.start() + t.start(), m.start() + t.end()) for t in _TOKEN.finditer(m.group(0))]
         yield from _in_candidate(text, low, tokens, lengths)
+    yield from _document_numbers(text, low)
+
+
+def _document_numbers(text: str, low: str) -> Iterator[tuple[int, int, str]]:
+    """The number a document noun claims: the first token of six digits or more within
+    its clause ("my passport number is CD7654321", "대한민국 여권 S87654321")."""
+    for noun in _DOCUMENT.finditer(low):
+        if _NOT_AN_ID.search(low[max(0, noun.start() - 16) : noun.start()]):
+            continue  # "order licence 123456": another thing's number
+        for n, m in enumerate(_DOCUMENT_NUMBER.finditer(text, noun.end())):
+            gap = text[noun.end() : m.start()]
+            if n >= _DOCUMENT_REACH or any(stop in gap for stop in _CLAUSE_STOPS):
+                break
+            token = m.group(0)
+            if sum(c.isdigit() for c in token) >= _MIN_DIGITS and not _ISO_DATE.fullmatch(token):
+                yield m.start(), m.end(), "id_number"
+                break
 
 
 def _in_candidate(
