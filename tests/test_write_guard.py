@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, SQLModel
 
 from sleepmem.api.app import create_app
+from sleepmem.bench.secrets import leaked
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
 from sleepmem.resources import Resources
@@ -189,3 +190,44 @@ class TestNoSecretPersists:
         assert found == set()
         # The writes reached the stores: the guard is not passing on an empty database.
         assert b"[REDACTED:" in stores["sql"] and b"[REDACTED:" in stores["redis"]
+
+
+# Secrets the shape detectors alone would miss: a value said in the message after its noun,
+# a password in prose, an id number, and a secret-named meta key.
+TURN = [
+    ("my bank pin is in the next message", {}),
+    ("938271", {}),
+    ("my netflix pw is hunter22", {}),
+    ("my ssn is 536-90-4399", {}),
+    ("I live in Lisbon and work as a nurse.", {"dbPassword": "Zq8xw1Mv"}),
+]
+TURN_NEEDLES = ("938271", "hunter22", "536-90-4399", "Zq8xw1Mv")
+
+
+class TestNothingPersistsAfterDrainAndConsolidation:
+    def test_the_secrets_of_a_turn_are_in_no_store_once_it_is_consolidated(
+        self, client: TestClient, resources: Resources, redis: redis_lib.Redis,
+        settings: Settings,
+    ) -> None:
+        from sleepmem.ingest.drain import drain_once
+        from sleepmem.pipelines.consolidate import consolidate_scope
+        from sleepmem.services import run_consolidation
+
+        for content, meta in TURN:
+            resp = client.post("/v1/events", json={**SESSION, "content": content, "meta": meta})
+            assert resp.status_code < 300, resp.text
+        while drain_once(redis=resources.redis, keys=resources.keys, engine=resources.engine,
+                         settings=settings, consumer="guard").entries:
+            pass
+        report = run_consolidation(resources, scope_key=OWNER.key, pipeline=consolidate_scope)
+        assert report.events == len(TURN)
+        stores = {
+            "sql": _sql_text(resources).encode(),
+            "redis": _redis_bytes(redis, settings.namespace),
+            "index": _index_bytes(settings.data_dir),
+        }
+        found = {(store, needle) for store, blob in stores.items()
+                 for needle in TURN_NEEDLES if leaked(needle, blob)}
+        assert found == set()
+        # Consolidation ran on the redacted turn: what is not secret became a memory.
+        assert b"Lisbon" in stores["sql"]

@@ -146,6 +146,13 @@ def bench_secrets(
             "write, scored per split and family."
         ),
     ] = None,
+    pii: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSON lines from scripts/pii_corpus.py (Presidio's recognizer tests): "
+            "id numbers missed and benign strings changed, per kind."
+        ),
+    ] = None,
 ) -> None:
     """Redaction: secrets left per kind in a generated corpus, false positives on LoCoMo."""
     from sleepmem.bench.secrets import run_secret_bench
@@ -155,6 +162,10 @@ def bench_secrets(
         from sleepmem.bench import external_secrets
 
         result["external"] = external_secrets.score(external_secrets.load(external))
+    if pii is not None:
+        from sleepmem.bench import pii as pii_bench
+
+        result["pii"] = pii_bench.score(pii_bench.load(pii))
     if as_json:
         typer.echo(orjson.dumps(result).decode())
     else:

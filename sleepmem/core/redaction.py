@@ -28,14 +28,14 @@ import bisect
 import functools
 import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import ahocorasick_rs
 from stdnum import iban, luhn
 
-from sleepmem.core import credentials
+from sleepmem.core import credentials, idnumbers
 
 Accept = Callable[[str, re.Match[str]], bool]
 
@@ -448,6 +448,7 @@ _SHORTEST_SECRET = 5
 _CARD_MIN_DIGITS = 13
 _CARD_LABEL_MIN_DIGITS = 12
 _IBAN_MIN_DIGITS = 10  # the fewest digits any IBAN holds (NL: 4 letters of bank code)
+_ID_MIN_DIGITS = 6  # the fewest any national id holds (ES NIE: X1234567L, 7)
 # Every provider token is one unbroken run at least this long ("xoxb-2048-...", "AC0f3...").
 _TOKEN_MIN_RUN = 16
 _TOKEN_MIN_DIGITS = 2
@@ -689,6 +690,10 @@ class _Finder:
                     break
                 groups.pop()
 
+    def id_numbers(self) -> None:
+        # Context words are read in the lower-case text, when its offsets are the text's.
+        self.spans.extend(idnumbers.find(self.text, self.low if self.same_length else self.text))
+
     def ibans(self) -> None:
         for m in _IBAN.finditer(self.text):
             raw = m.group(0)
@@ -760,17 +765,31 @@ def _numbers_worth_scanning(text: str) -> bool:
     """The pre-filter past the trigger words: enough digits, or a long run with digits."""
     if not text.isascii():
         digits = _digit_count(text)
-        return digits >= _IBAN_MIN_DIGITS or (
+        return _digits_worth_scanning(text, digits) or (
             digits >= _TOKEN_MIN_DIGITS and _longest_run(text) >= _TOKEN_MIN_RUN
         )
     # _digit_count and _longest_run inline, over one encoding of the text: this runs for
     # every content of every event, and their calls and second encode were a third of it.
     raw = text.encode("ascii")
     digits = len(raw.translate(None, _NOT_DIGIT_BYTES))
+    if digits >= _IBAN_MIN_DIGITS:
+        return True
     # A provider token without a trigger prefix is a long run with digits in it (Twilio,
     # Telegram, Mailchimp, Discord, random keys): the run is only measured then.
+    if digits < _TOKEN_MIN_DIGITS or _RUN_16 in raw.translate(_RUN_BYTES):
+        return digits >= _TOKEN_MIN_DIGITS
+    # An id number: six digits close together (idnumbers.may_hold_one, inline).
+    return (
+        digits >= _ID_MIN_DIGITS
+        and idnumbers.DENSE_CLASSES.search(raw.translate(idnumbers.CLASSES, idnumbers.LETTERS))
+        is not None
+    )
+
+
+def _digits_worth_scanning(text: str, digits: int, ascii_bytes: bytes | None = None) -> bool:
+    # Ten digits may make an IBAN or a card; from six, only when close together (an id).
     return digits >= _IBAN_MIN_DIGITS or (
-        digits >= _TOKEN_MIN_DIGITS and _RUN_16 in raw.translate(_RUN_BYTES)
+        digits >= _ID_MIN_DIGITS and idnumbers.may_hold_one(text, ascii_bytes)
     )
 
 
@@ -784,13 +803,22 @@ def redact_text(text: str) -> str:
     return redact(text).text
 
 
-def redact_texts(texts: Sequence[str]) -> list[str]:
+def redact_texts(
+    texts: Sequence[str],
+    turns: TurnContexts | None = None,
+    session_of: Callable[[int], Hashable] | None = None,
+) -> list[str]:
     """``[redact_text(t) for t in texts]``, with one trigger scan over all of them.
+
+    With ``turns``, ``session_of(i)`` names the session of ``texts[i]`` (asked only of texts
+    that may claim or leave a value: most never are), and a credential noun
+    left waiting in one message of a session claims the value in its next (see
+    ``TurnContext``).
 
     No trigger word holds a line break, so none matches across the line breaks that join
     the texts: the texts with a trigger are exactly those in which a match starts.
     """
-    if len(texts) < 2:
+    if len(texts) < 2 and turns is None:
         return [redact_text(t) for t in texts]
     lows = [t.lower() for t in texts]
     triggered: set[int] = set()
@@ -801,29 +829,138 @@ def redact_texts(texts: Sequence[str]) -> list[str]:
         triggered = {bisect.bisect_right(ends, start) for _pattern, start, _end in matches}
     out: list[str] = []
     for i, text in enumerate(texts):
-        if len(text) >= _SHORTEST_SECRET and (i in triggered or _numbers_worth_scanning(text)):
+        claimed = text
+        if turns is not None and turns.waiting and session_of is not None:
+            claimed = turns.claim(session_of(i), text)
+        if claimed is not text:
+            text = redact(claimed).text
+        elif len(text) >= _SHORTEST_SECRET and (i in triggered or _numbers_worth_scanning(text)):
             text = redact(text).text
         out.append(text)
+        # Intent words are trigger words: a text without a trigger leaves nothing waiting.
+        if turns is not None and session_of is not None and i in triggered:
+            turns.leave(session_of(i), text)
     return out
+
+
+# How much of a message a waiting noun is kept with: its reach is _REACH words.
+_WAITING_TAIL = 320
+# The value a noun left waiting claims is said in a short message of its own ("4471"); a
+# longer one is a new subject, and stays within the size validation measured.
+_CLAIMED_MESSAGE_MAX = 256
+_INTENT_SCAN = ahocorasick_rs.AhoCorasick(sorted(set(_INTENT_WORDS)))
+
+
+def _waiting_part(redacted: str) -> str:
+    """The part of a redacted message in which a credential noun may still wait for its
+    value, or "": what precedes a marker already had its value taken."""
+    low = redacted.lower()
+    if not _INTENT_SCAN.find_matches_as_indexes(low):
+        return ""
+    cut = redacted.rfind("[REDACTED:")
+    if cut >= 0:
+        cut = redacted.find("]", cut) + 1
+        if not _INTENT_SCAN.find_matches_as_indexes(low[cut:]):
+            return ""
+    tail = redacted[max(cut, len(redacted) - _WAITING_TAIL, 0) :]
+    return tail if tail.strip() else ""
+
+
+def _claim_next(waiting: str, text: str) -> tuple[str, str] | None:
+    """``text`` with the value a noun waiting in ``waiting`` claims replaced, and its kind."""
+    if len(text) > _CLAIMED_MESSAGE_MAX:
+        return None
+    cut = len(waiting) + 1
+    for start, end, cls in credentials.claimed_values(f"{waiting}\n{text}"):
+        if start < cut:
+            return None  # the noun's value is in its own message: nothing waits
+        kind = _INTENT_KINDS[cls]
+        return text[: start - cut] + mark(kind) + text[end - cut :], kind
+    return None
+
+
+class TurnContexts:
+    """Credential nouns left waiting at the end of a message, by session.
+
+    "my bank pin is in the next message" / "4471": the noun is said in one message and its
+    value in the next one of the same session. A message's redacted tail is kept while it
+    holds a credential noun, and the session's next message is read after it; a message
+    that claims or leaves nothing clears it. Only redacted text is kept, at most
+    ``max_sessions`` sessions (the oldest goes first).
+    """
+
+    __slots__ = ("max_sessions", "waiting")
+
+    def __init__(self, max_sessions: int = 4096) -> None:
+        self.max_sessions = max_sessions
+        self.waiting: dict[Hashable, str] = {}
+
+    def claim(self, session: Hashable, text: str) -> str:
+        """``text`` with the value a noun waiting in this session claims marked, or
+        ``text`` itself; the session waits no longer either way."""
+        waiting = self.waiting.pop(session, None)
+        if waiting is None:
+            return text
+        claimed = _claim_next(waiting, text)
+        return text if claimed is None else claimed[0]
+
+    def leave(self, session: Hashable, redacted: str) -> None:
+        """Keep what of ``redacted`` (a message already redacted) may wait for a value."""
+        part = _waiting_part(redacted)
+        if part:
+            if len(self.waiting) >= self.max_sessions:
+                self.waiting.pop(next(iter(self.waiting)))
+            self.waiting[session] = part
+
+    def redact(self, session: Hashable, text: str) -> RedactionResult:
+        """``redact(text)`` for the next message of ``session``, in the session's context."""
+        kinds: tuple[str, ...] = ()
+        if self.waiting:
+            waiting = self.waiting.pop(session, None)
+            claimed = _claim_next(waiting, text) if waiting is not None else None
+            if claimed is not None:
+                text, kinds = claimed[0], (claimed[1],)
+        result = redact(text)
+        self.leave(session, result.text)
+        return RedactionResult(result.text, kinds + result.kinds) if kinds else result
+
+    def redact_text(self, session: Hashable, text: str) -> str:
+        """``redact_text(text)`` in the session's context: the common case costs one scan."""
+        if self.waiting and session in self.waiting:
+            return self.redact(session, text).text
+        if len(text) < _SHORTEST_SECRET:
+            return text
+        low = text.lower()
+        if not _TRIGGERS.find_matches_as_indexes(low):
+            return redact(text).text if _numbers_worth_scanning(text) else text
+        out = redact(text).text
+        self.leave(session, out)
+        return out
+
+
+class TurnContext:
+    """The context of one turn: its messages redacted in order, so that a credential noun
+    in one ("what's the wifi password?") claims the value sent in the next ("bluejay42")."""
+
+    __slots__ = ("_turns",)
+    _SESSION = "turn"
+
+    def __init__(self) -> None:
+        self._turns = TurnContexts(max_sessions=1)
+
+    def redact(self, text: str) -> RedactionResult:
+        return self._turns.redact(self._SESSION, text)
+
+    def redact_text(self, text: str) -> str:
+        return self._turns.redact_text(self._SESSION, text)
 
 
 def redact_turn(messages: Sequence[str]) -> list[str]:
     """``redact_text`` over the messages of one turn, where a credential noun in one message
     also claims the value sent in the next ("what's the wifi password?" / "bluejay42").
     """
-    texts = list(messages)
-    for i in range(len(texts) - 1):
-        first, second = messages[i], texts[i + 1]
-        if not _any_in(_INTENT_WORDS, first.lower()):
-            continue
-        cut = len(first) + 1
-        for start, end, cls in credentials.claimed_values(f"{first}\n{second}"):
-            if start >= cut:  # the noun's value is in the next message, not its own
-                texts[i + 1] = (
-                    second[: start - cut] + mark(_INTENT_KINDS[cls]) + second[end - cut :]
-                )
-            break
-    return [redact_text(t) for t in texts]
+    turn = TurnContext()
+    return [turn.redact_text(m) for m in messages]
 
 
 def redact(text: str) -> RedactionResult:
@@ -897,6 +1034,8 @@ def _redact_segment(text: str, low: str) -> RedactionResult:
         f.rule(_CARD_LABEL)
     if digits >= _IBAN_MIN_DIGITS:
         f.ibans()
+    if digits >= _ID_MIN_DIGITS and idnumbers.may_hold_one(text):
+        f.id_numbers()
     if run >= _ENTROPY_MIN_RUN:
         f.random_tokens()
     return f.result()

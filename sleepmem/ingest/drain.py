@@ -39,7 +39,7 @@ from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.logs import get_logger
 from sleepmem.core.metrics import EVENTS_DEAD_LETTERED, EVENTS_DRAINED
-from sleepmem.core.redaction import redact
+from sleepmem.core.redaction import TurnContexts, redact
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import link_to, span
 from sleepmem.ingest.validation import field_problems, gc_paused, limits_for
@@ -299,6 +299,11 @@ def _read(
         return []
 
 
+# Sessions whose last drained message left a credential noun waiting for its value: the
+# next message of the session may come in the next batch.
+_DRAIN_TURNS = TurnContexts()
+
+
 def _parse(entries: Sequence[Entry], limits: Limits) -> _Batch:
     batch = _Batch()
     now = datetime.now(UTC)
@@ -319,7 +324,7 @@ def _parse(entries: Sequence[Entry], limits: Limits) -> _Batch:
                 batch.failed[entry.id] = f"unreadable entry: {type(exc).__name__}"
                 continue
             # Again, for clients that XADD without the SDK: nothing unredacted reaches SQL.
-            clean, kinds = stream.redact_event(event)
+            clean, kinds = stream.redact_event(event, _DRAIN_TURNS)
             batch.redacted += len(kinds)
             row_key = (clean.tenant, clean.event_id)
             ids = batch.ids_by_event.get(row_key)

@@ -17,7 +17,7 @@ import redis
 
 from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import DRAIN_GROUP, Keys
-from sleepmem.core.redaction import redact, redact_json, redact_text, redact_texts
+from sleepmem.core.redaction import TurnContexts, redact_json, redact_texts
 from sleepmem.core.tracing import current_traceparent
 from sleepmem.models.events import Event, EventFields
 
@@ -65,9 +65,24 @@ class Entry:
         return self.fields.get(_TRACE_BYTES, b"").decode("ascii", "replace")
 
 
-def redact_event(event: Event) -> tuple[Event, tuple[str, ...]]:
-    """The event with secrets replaced in content and meta, and the kinds found."""
-    content = redact(event.content)
+# The sessions whose last message emitted from this process left a credential noun waiting
+# for its value ("my pin is in the next message"): an emit's next message comes in the next
+# call. The drain keeps its own (it reads what clients XADD without the SDK).
+EMIT_TURNS = TurnContexts()
+
+
+def session_of(event: EventFields | Event) -> tuple[object, ...]:
+    """The session an event's message belongs to, as a key of ``TurnContexts``."""
+    if isinstance(event, Event):
+        return (event.tenant, event.agent, event.user, event.project, event.session)
+    get = event.get
+    return (get("tenant"), get("agent"), get("user"), get("project"), get("session"))
+
+
+def redact_event(event: Event, turns: TurnContexts) -> tuple[Event, tuple[str, ...]]:
+    """The event with secrets replaced in content and meta, and the kinds found; the content
+    is read in its session's context in ``turns``."""
+    content = turns.redact(session_of(event), event.content)
     kinds = list(content.kinds)
     meta = event.meta
     if meta:
@@ -86,15 +101,15 @@ def encode(event: EventFields) -> bytes:
     limits, so nothing here can fail for an accepted event: a batch is written whole.
     """
     # Every value is a str, enum, datetime or the meta that validation proved orjson dumps.
-    return orjson.dumps(_redacted(event))
+    content = event.get("content")
+    clean = EMIT_TURNS.redact_text(session_of(event), content) if content else content
+    return orjson.dumps(_redacted(event, clean))
 
 
-def _redacted(event: EventFields, redacted_content: str | None = None) -> EventFields:
-    """The event with its secrets replaced; ``redacted_content`` when already known."""
+def _redacted(event: EventFields, redacted_content: str | None) -> EventFields:
+    """The event with its secrets replaced, its content already redacted."""
     content = event.get("content")
     meta = event.get("meta")
-    if redacted_content is None:
-        redacted_content = redact_text(content) if content else content
     clean_content = redacted_content if content else content
     clean_meta = redact_json(meta) if meta else meta
     if clean_content is not content or clean_meta is not meta:
@@ -121,7 +136,9 @@ def encode_many(events: Sequence[EventFields]) -> list[bytes]:
     where one event ends and the next begins. Otherwise (an ``event_id`` key inside meta,
     or an event whose id is not its first field) each event is serialised on its own.
     """
-    contents = redact_texts([e.get("content") or "" for e in events])
+    contents = redact_texts(
+        [e.get("content") or "" for e in events], EMIT_TURNS, lambda i: session_of(events[i])
+    )
     clean = [_redacted(e, c) for e, c in zip(events, contents, strict=True)]
     if len(clean) < 2:
         return [orjson.dumps(e) for e in clean]
