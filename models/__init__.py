@@ -2,8 +2,10 @@
 
 from sleepmem.models.cards import (
     MEMORY_TYPES,
+    SEARCH_FORMATS,
     ConflictGroup,
     MemoryCard,
+    SearchFormat,
     SearchRequest,
     SearchResult,
     card_sides,
@@ -33,6 +35,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "LEVELS",
     "MEMORY_TYPES",
+    "SEARCH_FORMATS",
     "Audit",
     "AuditMemory",
     "CheckpointStatus",
@@ -56,6 +59,7 @@ __all__ = [
     "Role",
     "Scope",
     "ScopeState",
+    "SearchFormat",
     "SearchRequest",
     "SearchResult",
     "SessionCheckpoint",

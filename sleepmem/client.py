@@ -222,11 +222,11 @@ class _Calls:
         return Call("POST", f"/v1/jobs/{name}/run", headers=headers)
 
     def _search(self, query: str, scope: Any, k: int, types: Sequence[str] | None,
-                as_of: datetime | str | None, max_tokens: int | None, tail: bool,
+                as_of: datetime | str | None, max_tokens: int | None, format: str,
                 min_position: str | None = None, wait: float = WAIT_S) -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
                 "types": list(types) if types else None, "max_tokens": max_tokens,
-                "tail": tail,
+                "format": format,
                 "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
         if min_position is None:
             return Call("POST", "/v1/search", json=body, parse=SearchResult)
@@ -393,13 +393,16 @@ class Client(_Calls):
 
     def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *, k: int = 5,
                types: Sequence[str] | None = None, as_of: datetime | str | None = None,
-               max_tokens: int | None = None, tail: bool = True,
+               max_tokens: int | None = None, format: str = "cards",
                min_position: str | None = None, wait: float = WAIT_S) -> SearchResult:
-        """``tail=False``: k whole cards, without the last card of one-line memories.
+        """At most ``k`` memories, within ``max_tokens`` cl100k tokens when given, in
+        ``format``: ``cards`` (each whole), ``lines`` (each as its best sentence) or
+        ``mixed`` (the first half of k whole, the rest as lines).
         ``min_position`` (what an emit answered): first wait up to ``wait`` seconds for
         every event of the scope up to it to be in memory; ``.fresh`` says whether it was."""
         result: SearchResult = self._send(self._search(query, scope, k, types, as_of,
-                                                       max_tokens, tail, min_position, wait))
+                                                       max_tokens, format, min_position,
+                                                       wait))
         return result
 
     def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
@@ -583,10 +586,10 @@ class AsyncClient(_Calls):
     async def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                      k: int = 5, types: Sequence[str] | None = None,
                      as_of: datetime | str | None = None,
-                     max_tokens: int | None = None, tail: bool = True,
+                     max_tokens: int | None = None, format: str = "cards",
                      min_position: str | None = None, wait: float = WAIT_S) -> SearchResult:
         result: SearchResult = await self._send(self._search(
-            query, scope, k, types, as_of, max_tokens, tail, min_position, wait))
+            query, scope, k, types, as_of, max_tokens, format, min_position, wait))
         return result
 
     async def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,

@@ -43,7 +43,7 @@ def build_request(
     as_of: datetime | str | None = None,
     max_tokens: int | None = None,
     with_provenance: bool = False,
-    tail: bool = True,
+    format: str = "cards",
 ) -> SearchRequest:
     """A SearchRequest, or ValidationError naming the first bad field and its rule."""
     try:
@@ -56,7 +56,7 @@ def build_request(
                 "as_of": as_of,
                 "max_tokens": max_tokens,
                 "with_provenance": with_provenance,
-                "tail": tail,
+                "format": format,
             }
         )
     except PydanticValidationError as exc:
