@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sleepmem.models.cards import ConflictGroup
+from sleepmem.models.cards import ConflictGroup, SearchFormat
 from sleepmem.models.events import NUL_RULE, Role, aware_time
 from sleepmem.models.scope import Scope
 
