@@ -234,9 +234,10 @@ class _Calls:
         return Call("POST", "/v1/search", json=body, parse=SearchResult, timeout=wait + 10)
 
     def _context(self, query: str, scope: Any, budget_tokens: int, k: int,
-                 min_position: str | None = None, wait: float = WAIT_S) -> Call:
+                 min_position: str | None = None, wait: float = WAIT_S,
+                 format: str = "cards") -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
-                "budget_tokens": budget_tokens}
+                "budget_tokens": budget_tokens, "format": format}
         if min_position is None:
             return Call("POST", "/v1/context", json=body, parse=ContextResult)
         body |= {"min_position": min_position, "wait_s": wait}
@@ -407,13 +408,14 @@ class Client(_Calls):
 
     def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                 budget_tokens: int = 800, k: int = 10, min_position: str | None = None,
-                wait: float = WAIT_S) -> ContextResult:
+                wait: float = WAIT_S, format: str = "cards") -> ContextResult:
         """What memory knows for this turn, within ``budget_tokens``: a stable prefix
         (identity, standing preferences, procedures) and the part relevant to ``query``
         (with the session's checkpoint when the scope names a session); ``.text`` is both.
-        ``min_position`` and ``wait`` as for :meth:`search`."""
+        ``min_position``, ``wait`` and ``format`` (of the relevant memories) as for
+        :meth:`search`."""
         result: ContextResult = self._send(self._context(query, scope, budget_tokens, k,
-                                                         min_position, wait))
+                                                         min_position, wait, format))
         return result
 
     def get(self, memory_id: str) -> MemoryView:
@@ -594,9 +596,9 @@ class AsyncClient(_Calls):
 
     async def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                       budget_tokens: int = 800, k: int = 10, min_position: str | None = None,
-                      wait: float = WAIT_S) -> ContextResult:
+                      wait: float = WAIT_S, format: str = "cards") -> ContextResult:
         result: ContextResult = await self._send(self._context(
-            query, scope, budget_tokens, k, min_position, wait))
+            query, scope, budget_tokens, k, min_position, wait, format))
         return result
 
     async def get(self, memory_id: str) -> MemoryView:
