@@ -29,6 +29,7 @@ from sleepmem.models.tables import (
     SessionCheckpoint,
     Trust,
 )
+from sleepmem.models.values import StoreValue
 
 __all__ = [
     "CURRENT_STATUSES",
@@ -63,6 +64,7 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "SessionCheckpoint",
+    "StoreValue",
     "Trust",
     "card_sides",
 ]

@@ -35,6 +35,7 @@ from sleepmem.core.errors import (
 from sleepmem.core.localkey import read_local_key
 from sleepmem.models import LEVELS, Scope, SearchResult
 from sleepmem.models.positions import EventId, EventIds, Freshness, latest
+from sleepmem.models.values import StoredValue, StoredValues, ValueNamespaces, ValuesDeleted
 from sleepmem.models.views import ConflictResolution, JobView, MemoryPage, MemoryView
 from sleepmem.models.working import (
     Checkpoint,
@@ -192,6 +193,20 @@ _VIEWS: TypeAdapter[list[MemoryView]] = TypeAdapter(list[MemoryView])
 _JOBS: TypeAdapter[list[JobView]] = TypeAdapter(list[JobView])
 
 
+def _labels(labels: Sequence[str] | None, field: str) -> builtins.list[str]:
+    """A namespace as its labels; a bare string is refused, not read letter by letter."""
+    if labels is None:
+        return []
+    if isinstance(labels, str) or not all(isinstance(x, str) for x in labels):
+        raise ValidationError(field, "a namespace is a tuple of string labels, "
+                                     "e.g. ('agent', 'user')")
+    return list(labels)
+
+
+def _bool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
 class _Calls:
     """The requests both clients send; each method returns a :class:`Call`."""
 
@@ -304,6 +319,50 @@ class _Calls:
         body = {"scope": _scope_key(self.target, scope), "apply": apply,
                 "since": since.isoformat() if since else None}
         return Call("POST", "/v1/jobs/reconsolidate", json=body, parse=JobView)
+
+    # -- stored values (the LangGraph store) ----------------------------------------------
+    def _item_params(self, namespace: Sequence[str], key: str,
+                     scope: Any) -> builtins.list[tuple[str, str]]:
+        levels = _scope(self.target, scope)
+        return [("scope", Scope(**levels).key),
+                *(("namespace", label) for label in _labels(namespace, "namespace")),
+                ("key", key)]
+
+    def _put_value(self, namespace: Sequence[str], key: str, value: Mapping[str, Any],
+                   scope: Any, ttl_s: float | None) -> Call:
+        body = {"scope": _scope(self.target, scope),
+                "namespace": _labels(namespace, "namespace"), "key": key,
+                "value": value, "ttl_s": ttl_s}
+        return Call("PUT", "/v1/store/items", json=body, parse=StoredValue)
+
+    def _get_value(self, namespace: Sequence[str], key: str, scope: Any,
+                   refresh_ttl: bool) -> Call:
+        params = [*self._item_params(namespace, key, scope), ("refresh_ttl", _bool(refresh_ttl))]
+        return Call("GET", "/v1/store/items", params=params, parse=StoredValue)
+
+    def _delete_value(self, namespace: Sequence[str], key: str, scope: Any) -> Call:
+        return Call("DELETE", "/v1/store/items", params=self._item_params(namespace, key, scope),
+                    parse=ValuesDeleted)
+
+    def _search_values(self, namespace_prefix: Sequence[str], scope: Any,
+                       filter: Mapping[str, Any] | None, query: str | None, limit: int,
+                       offset: int, refresh_ttl: bool) -> Call:
+        body = {"scope": Scope.from_key(_scope_key(self.target, scope)).levels(),
+                "namespace_prefix": _labels(namespace_prefix, "namespace_prefix"),
+                "filter": dict(filter) if filter is not None else None, "query": query,
+                "limit": limit, "offset": offset, "refresh_ttl": refresh_ttl}
+        return Call("POST", "/v1/store/search", json=body, parse=StoredValues)
+
+    def _value_namespaces(self, scope: Any, prefix: Sequence[str] | None,
+                          suffix: Sequence[str] | None, max_depth: int | None, limit: int,
+                          offset: int) -> Call:
+        params: builtins.list[tuple[str, str | int]] = [
+            ("scope", _scope_key(self.target, scope)), ("limit", limit), ("offset", offset)]
+        params += [("prefix", label) for label in _labels(prefix, "prefix")]
+        params += [("suffix", label) for label in _labels(suffix, "suffix")]
+        if max_depth is not None:
+            params.append(("max_depth", max_depth))
+        return Call("GET", "/v1/store/namespaces", params=params, parse=ValueNamespaces)
 
 
 def _headers(target: Target) -> dict[str, str]:
@@ -473,6 +532,55 @@ class Client(_Calls):
         """Erase one memory or a whole scope from every store; the deletion receipt."""
         receipt: DeletionReceipt = self._send(self._forget(memory_id, scope))
         return receipt
+
+    # -- stored values -------------------------------------------------------------------
+    def put_value(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
+                  scope: Scope | Mapping[str, Any] | None = None,
+                  ttl_s: float | None = None) -> StoredValue:
+        """Keep ``value`` (a JSON object) under (scope, namespace, key), replacing what was
+        there; :meth:`get_value` returns it at once, as given less any secret (redacted).
+        ``ttl_s``: it expires that long after its last write, or read when reads refresh."""
+        stored: StoredValue = self._send(self._put_value(namespace, key, value, scope, ttl_s))
+        return stored
+
+    def get_value(self, namespace: Sequence[str], key: str, *,
+                  scope: Scope | Mapping[str, Any] | None = None,
+                  refresh_ttl: bool = True) -> StoredValue | None:
+        """The value under the key, or None (never written, deleted or expired)."""
+        try:
+            stored: StoredValue = self._send(self._get_value(namespace, key, scope,
+                                                             refresh_ttl))
+        except NotFoundError:
+            return None
+        return stored
+
+    def delete_value(self, namespace: Sequence[str], key: str, *,
+                     scope: Scope | Mapping[str, Any] | None = None) -> bool:
+        """Delete the value; False when there was none."""
+        done: ValuesDeleted = self._send(self._delete_value(namespace, key, scope))
+        return done.deleted > 0
+
+    def search_values(self, namespace_prefix: Sequence[str] = (), *,
+                      scope: Scope | Mapping[str, Any] | str | None = None,
+                      filter: Mapping[str, Any] | None = None, query: str | None = None,
+                      limit: int = 10, offset: int = 0,
+                      refresh_ttl: bool = True) -> builtins.list[StoredValue]:
+        """Values of the scope and the scopes under it whose namespace starts with
+        ``namespace_prefix`` and that pass ``filter`` (LangGraph's: exact fields or $eq $ne
+        $gt $gte $lt $lte); with ``query``, those sharing its words, best first."""
+        found: StoredValues = self._send(self._search_values(
+            namespace_prefix, scope, filter, query, limit, offset, refresh_ttl))
+        return found.items
+
+    def value_namespaces(self, *, scope: Scope | Mapping[str, Any] | str | None = None,
+                         prefix: Sequence[str] | None = None,
+                         suffix: Sequence[str] | None = None, max_depth: int | None = None,
+                         limit: int = 100,
+                         offset: int = 0) -> builtins.list[tuple[str, ...]]:
+        """The namespaces holding values, as ``BaseStore.list_namespaces`` lists them."""
+        found: ValueNamespaces = self._send(self._value_namespaces(
+            scope, prefix, suffix, max_depth, limit, offset))
+        return [tuple(ns) for ns in found.namespaces]
 
     # -- jobs --------------------------------------------------------------------------
     def reconsolidate(self, scope: Scope | Mapping[str, Any] | str | None = None, *,
@@ -650,6 +758,49 @@ class AsyncClient(_Calls):
                      scope: Scope | Mapping[str, Any] | str | None = None) -> DeletionReceipt:
         receipt: DeletionReceipt = await self._send(self._forget(memory_id, scope))
         return receipt
+
+    async def put_value(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
+                        scope: Scope | Mapping[str, Any] | None = None,
+                        ttl_s: float | None = None) -> StoredValue:
+        """See :meth:`Client.put_value`."""
+        stored: StoredValue = await self._send(
+            self._put_value(namespace, key, value, scope, ttl_s))
+        return stored
+
+    async def get_value(self, namespace: Sequence[str], key: str, *,
+                        scope: Scope | Mapping[str, Any] | None = None,
+                        refresh_ttl: bool = True) -> StoredValue | None:
+        """See :meth:`Client.get_value`."""
+        try:
+            stored: StoredValue = await self._send(
+                self._get_value(namespace, key, scope, refresh_ttl))
+        except NotFoundError:
+            return None
+        return stored
+
+    async def delete_value(self, namespace: Sequence[str], key: str, *,
+                           scope: Scope | Mapping[str, Any] | None = None) -> bool:
+        done: ValuesDeleted = await self._send(self._delete_value(namespace, key, scope))
+        return done.deleted > 0
+
+    async def search_values(self, namespace_prefix: Sequence[str] = (), *,
+                            scope: Scope | Mapping[str, Any] | str | None = None,
+                            filter: Mapping[str, Any] | None = None,
+                            query: str | None = None, limit: int = 10, offset: int = 0,
+                            refresh_ttl: bool = True) -> builtins.list[StoredValue]:
+        """See :meth:`Client.search_values`."""
+        found: StoredValues = await self._send(self._search_values(
+            namespace_prefix, scope, filter, query, limit, offset, refresh_ttl))
+        return found.items
+
+    async def value_namespaces(self, *, scope: Scope | Mapping[str, Any] | str | None = None,
+                               prefix: Sequence[str] | None = None,
+                               suffix: Sequence[str] | None = None,
+                               max_depth: int | None = None, limit: int = 100,
+                               offset: int = 0) -> builtins.list[tuple[str, ...]]:
+        found: ValueNamespaces = await self._send(self._value_namespaces(
+            scope, prefix, suffix, max_depth, limit, offset))
+        return [tuple(ns) for ns in found.namespaces]
 
     async def reconsolidate(self, scope: Scope | Mapping[str, Any] | str | None = None, *,
                             since: datetime | None = None, apply: bool = False) -> JobView:

@@ -1,20 +1,23 @@
 """A LangGraph ``BaseStore`` backed by sleepmem: LangGraph agents keep long-term memory here.
 
-Namespaces map to scopes below the client's tenant: ``(agent,)``, ``(agent, user)``,
-``(agent, user, project)`` or ``(agent, user, project, session)``. Every call goes through
-:class:`sleepmem.Client` (HTTP, the caller's key), so auth and tenancy hold.
+``SleepmemStore(Client(...))`` reaches a server anywhere over HTTP with the caller's key, so
+auth and tenancy hold; ``SleepmemStore(resources, tenant=...)`` runs in the server's own
+process. Either way the store keeps the ``BaseStore`` contract:
 
-sleepmem is a consolidating memory, not a key-value table, and the store says so:
+- ``put(ns, key, value)`` stores the value in sleepmem's value table (secrets redacted
+  first, as for every write); ``get(ns, key)`` returns it at once, as given. No
+  consolidation stands between the two.
+- ``delete(ns, key)`` (or ``put(…, None)``) deletes it; ``put(…, ttl=minutes)`` makes it
+  expire that long after its last write or read (reads refresh it unless told not to).
+- ``search(prefix, filter=…, query=…)`` returns the stored values first (filtered; with a
+  query, those sharing its words, best first), then, for a query, the consolidated
+  memories of the namespace's scope as extras (keyed by memory id, ``value`` =
+  ``{"content", "type", "memory_id", "trust"}``). Memories never replace a value.
+- ``list_namespaces(prefix=…, suffix=…, max_depth=…)`` lists the namespaces holding values.
 
-- ``put(ns, key, value)`` appends an event (the value's ``content``/``text``/``memory``
-  field, else its JSON); the memory it becomes exists once the scope is consolidated
-  (when it goes quiet, or at once with :meth:`SleepmemStore.consolidate`).
-- ``get(ns, key)`` returns the current memory made from that key's events (the newest),
-  as ``{"content": statement, "type": …, "memory_id": …}``; ``None`` before consolidation.
-- ``search(ns, query=…)`` is sleepmem's ranked search; without a query, the scope's list.
-- ``delete(ns, key)`` (or ``put(…, None)``) erases those memories from every store.
-- ``list_namespaces(prefix=…, suffix=…, max_depth=…)`` lists the namespaces that hold
-  memories of the tenant, matched, cut and paged as ``BaseStore`` documents.
+A namespace's first labels name the scope below the tenant: ``(agent, user, project,
+session)``, as many as it has, up to four; deeper labels only organise values. So erasing a
+user's scope erases the values stored under their namespaces too.
 
 Install with the extra: ``pip install 'sleepmem[langgraph]'``.
 """
@@ -22,10 +25,7 @@ Install with the extra: ``pip install 'sleepmem[langgraph]'``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langgraph.store.base import (
@@ -34,98 +34,93 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
+from pydantic import ValidationError as PydanticValidationError
 
 from sleepmem.client import Client
 from sleepmem.core.errors import ValidationError
 from sleepmem.models import Scope
-from sleepmem.models.views import MemoryView
+from sleepmem.models.cards import MemoryCard
+from sleepmem.models.values import SEPARATOR, StoredValue
+from sleepmem.pipelines.values import matches
+from sleepmem.reader import Reader, build_request
+from sleepmem.resources import Resources
+from sleepmem.values import Values
 
 NAMESPACE_LEVELS = ("agent", "user", "project", "session")
-_TEXT_FIELDS = ("content", "text", "memory")
-PAGE = 500
+MAX_MEMORIES = 100  # the search API's own bound on k
 
 
-def key_prefix(namespace: tuple[str, ...], key: str) -> str:
-    """Event ids of one (namespace, key) share this prefix: memories keep their event ids
-    as provenance, which is how ``get`` finds what a key became."""
-    digest = hashlib.blake2b("\x1f".join((*namespace, key)).encode(), digest_size=10)
-    return f"lg-{digest.hexdigest()}-"
-
-
-def scope_for(namespace: tuple[str, ...]) -> dict[str, str]:
-    if not 1 <= len(namespace) <= len(NAMESPACE_LEVELS):
-        raise InvalidNamespaceError(
-            f"namespace {namespace!r}: use (agent,), (agent, user), (agent, user, project) or "
-            "(agent, user, project, session)"
-        )
+def scope_levels(namespace: Sequence[str]) -> dict[str, str]:
+    """The scope levels a namespace names: its first labels, up to four."""
+    for label in namespace:
+        if not isinstance(label, str) or not label or SEPARATOR in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"namespace {tuple(namespace)!r}: labels are non-empty strings without '.'")
     return dict(zip(NAMESPACE_LEVELS, namespace, strict=False))
 
 
-def _text(value: Mapping[str, Any]) -> str:
-    for name in _TEXT_FIELDS:
-        if isinstance(value.get(name), str) and value[name].strip():
-            return str(value[name])
-    return json.dumps(dict(value), ensure_ascii=False, sort_keys=True)
+def _memory_value(card: MemoryCard) -> dict[str, Any]:
+    return {"content": card.statement, "type": card.type, "memory_id": card.id,
+            "trust": card.trust}
 
 
-def _namespace_of(m: MemoryView) -> tuple[str, ...]:
-    """The namespace a memory's scope is: its levels below the tenant, up to the last set."""
-    levels = [getattr(m, level) for level in NAMESPACE_LEVELS]
-    while levels and not levels[-1]:
-        levels.pop()
-    return tuple(levels)
-
-
-def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    """``BaseStore``'s prefix/suffix match; ``"*"`` stands for any one level."""
-    path = condition.path
-    if len(namespace) < len(path):
-        return False
-    ends = namespace[:len(path)] if condition.match_type == "prefix" else \
-        namespace[len(namespace) - len(path):]
-    return all(p in ("*", n) for p, n in zip(path, ends, strict=True))
-
-
-def _value(m: MemoryView) -> dict[str, Any]:
-    return {"content": m.statement, "type": m.type, "memory_id": m.id, "trust": m.trust}
+def _item(stored: StoredValue) -> Item:
+    return Item(value=stored.value, key=stored.key, namespace=tuple(stored.namespace),
+                created_at=stored.created_at, updated_at=stored.updated_at)
 
 
 class SleepmemStore(BaseStore):
-    """``SleepmemStore(Client(...))``; the client's tenant owns every namespace."""
+    """``SleepmemStore(Client(...))`` (the client's tenant owns every namespace) or
+    ``SleepmemStore(resources, tenant=...)`` in the server's process. ``memories=False``
+    leaves consolidated memories out of search."""
 
-    def __init__(self, client: Client | None = None) -> None:
-        self.client = client or Client()
+    supports_ttl = True
+
+    def __init__(self, client: Client | Resources | None = None, *, tenant: str | None = None,
+                 ttl: TTLConfig | None = None, memories: bool = True) -> None:
+        source = client if client is not None else Client()
+        self.client: Client | None = source if isinstance(source, Client) else None
+        self.values: Client | Values = source if isinstance(source, Client) else Values(source)
+        self._resources = source if isinstance(source, Resources) else None
+        self._reader: Reader | None = None
+        self.memories = memories
+        self.ttl_config = ttl
+        owner = tenant or (self.client.target.defaults.get("tenant") if self.client else None)
+        if not owner:
+            raise ValidationError("tenant", "give the store a tenant (Client(tenant=...) or "
+                                            "SleepmemStore(resources, tenant=...))")
+        self.tenant = owner
 
     # -- the two methods BaseStore asks for -----------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [self._one(op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        # The HTTP client is blocking; a thread keeps the event loop free.
+        # Both backends block (HTTP, SQL); a thread keeps the event loop free.
         return await asyncio.to_thread(self.batch, list(ops))
 
     # -- extras -----------------------------------------------------------------------------
     def consolidate(self, namespace: tuple[str, ...]) -> None:
-        """Consolidate the namespace's scope now, instead of when it goes quiet."""
-        levels = {"tenant": self._tenant(), **scope_for(namespace)}
-        self.client.consolidate(Scope(**levels).key)
+        """Consolidate the namespace's scope now (its conversation events, not its values,
+        which need none), instead of when it goes quiet. Needs a client."""
+        if self.client is None:
+            raise ValidationError("consolidate", "the in-process store has no client; "
+                                  "consolidate through sleepmem.services or a Client")
+        self.client.consolidate(self._scope(namespace[:len(NAMESPACE_LEVELS)]).key)
 
     # -- ops ------------------------------------------------------------------------------
     def _one(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            return self._get(op.namespace, op.key)
+            return self._get(op)
         if isinstance(op, PutOp):
-            if op.value is None:
-                self._delete(op.namespace, op.key)
-            else:
-                self._put(op.namespace, op.key, op.value)
+            self._put(op)
             return None
         if isinstance(op, SearchOp):
             return self._search(op)
@@ -133,73 +128,78 @@ class SleepmemStore(BaseStore):
             return self._namespaces(op)
         raise ValidationError("op", f"unknown store operation {type(op).__name__}")
 
-    def _tenant(self) -> str:
-        tenant = self.client.target.defaults.get("tenant")
-        if not tenant:
-            raise ValidationError("tenant", "give the client a tenant (Client(tenant=...))")
-        return tenant
+    def _scope(self, namespace: Sequence[str]) -> Scope:
+        try:
+            return Scope(tenant=self.tenant, **scope_levels(namespace))
+        except PydanticValidationError as exc:
+            reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            raise InvalidNamespaceError(
+                f"namespace {tuple(namespace)!r}: its first four labels name the agent, user, "
+                f"project and session, so each must be a scope id ({reason})") from None
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]) -> None:
-        event = {**scope_for(namespace), "role": "user", "content": _text(value),
-                 "event_id": key_prefix(namespace, key) + uuid.uuid4().hex[:16],
-                 "meta": {"langgraph_key": key[:200]}}
-        self.client.emit(event)
+    def _get(self, op: GetOp) -> Item | None:
+        if not op.namespace:
+            raise InvalidNamespaceError("a namespace has at least one label")
+        found = self.values.get_value(op.namespace, op.key, scope=self._scope(op.namespace),
+                                      refresh_ttl=op.refresh_ttl)
+        return _item(found) if found is not None else None
+
+    def _put(self, op: PutOp) -> None:
+        if not op.namespace:
+            raise InvalidNamespaceError("a namespace has at least one label")
+        scope = self._scope(op.namespace)
+        if op.value is None:
+            self.values.delete_value(op.namespace, op.key, scope=scope)
+            return
+        if not isinstance(op.value, Mapping):
+            raise ValidationError("value", "a store value is a dict (a JSON object)")
+        # LangGraph gives TTLs in minutes.
+        ttl_s = op.ttl * 60 if op.ttl is not None else None
+        self.values.put_value(op.namespace, op.key, dict(op.value), scope=scope, ttl_s=ttl_s)
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        """The namespaces that hold memories of the tenant, as ``BaseStore`` lists them:
-        matched by every condition, cut to ``max_depth``, sorted, then paged."""
-        found: set[tuple[str, ...]] = set()
-        for m in self._memories(None):
-            namespace = _namespace_of(m)
-            if namespace and all(_matches(c, namespace) for c in op.match_conditions or ()):
-                found.add(namespace[:op.max_depth] if op.max_depth is not None else namespace)
-        return sorted(found)[op.offset:op.offset + op.limit]
-
-    def _memories(self, namespace: tuple[str, ...] | None) -> list[MemoryView]:
-        """A namespace's memories (and those under it); with None, the whole tenant's."""
-        where = scope_for(namespace) if namespace is not None else None
-        out: list[MemoryView] = []
-        cursor: str | None = None
-        while True:
-            page = self.client.list(where, limit=PAGE, cursor=cursor)
-            out += page.items
-            if page.next_cursor is None:
-                return out
-            cursor = page.next_cursor
-
-    def _of_key(self, namespace: tuple[str, ...], key: str) -> list[MemoryView]:
-        prefix = key_prefix(namespace, key)
-        return [m for m in self._memories(namespace)
-                if any(p.startswith(prefix) for p in m.provenance)]
-
-    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
-        found = self._of_key(namespace, key)
-        if not found:
-            return None
-        newest = max(found, key=lambda m: (m.recorded_at, m.id))
-        return Item(value=_value(newest), key=key, namespace=namespace,
-                    created_at=min(m.recorded_at for m in found), updated_at=newest.recorded_at)
-
-    def _delete(self, namespace: tuple[str, ...], key: str) -> None:
-        for m in self._of_key(namespace, key):
-            self.client.forget(m.id)
+        prefix: tuple[str, ...] | None = None
+        suffix: tuple[str, ...] | None = None
+        for condition in op.match_conditions or ():
+            if condition.match_type == "prefix" and prefix is None:
+                prefix = tuple(condition.path)
+            elif condition.match_type == "suffix" and suffix is None:
+                suffix = tuple(condition.path)
+            else:
+                raise ValidationError("match_conditions", "give at most one prefix and one "
+                                                          "suffix")
+        return self.values.value_namespaces(
+            scope=Scope(tenant=self.tenant), prefix=prefix, suffix=suffix,
+            max_depth=op.max_depth, limit=op.limit, offset=op.offset)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        ns = op.namespace_prefix
-        wanted = op.limit + op.offset
-        views: list[tuple[MemoryView, float | None]]
-        if op.query:
-            cards = self.client.search(op.query, scope_for(ns), k=max(1, min(wanted, 100)),
-                                       tail=False).flat()
-            views = [(self.client.get(c.id), c.score) for c in cards]
+        prefix = op.namespace_prefix
+        scope = self._scope(prefix[:len(NAMESPACE_LEVELS)])
+        wanted = op.offset + op.limit
+        stored = self.values.search_values(
+            prefix, scope=scope, filter=op.filter, query=op.query, limit=wanted, offset=0,
+            refresh_ttl=op.refresh_ttl)
+        items = [SearchItem(namespace=tuple(v.namespace), key=v.key, value=v.value,
+                            created_at=v.created_at, updated_at=v.updated_at, score=v.score)
+                 for v in stored]
+        if op.query and self.memories and len(items) < wanted:
+            items += self._memory_items(op, scope, wanted - len(items))
+        return items[op.offset:wanted]
+
+    def _memory_items(self, op: SearchOp, scope: Scope, k: int) -> list[SearchItem]:
+        """Consolidated memories of the scope for the query, after the values."""
+        query = op.query or ""
+        if self.client is not None:
+            cards = self.client.search(query, scope, k=min(k, MAX_MEMORIES), tail=False).flat()
         else:
-            views = [(m, None) for m in self._memories(ns)[:wanted]]
-        items = [
-            # Search results are memories, keyed by memory id: one key's events may have
-            # become several memories, and several keys' events one.
-            SearchItem(namespace=ns, key=m.id, value=_value(m), created_at=m.recorded_at,
-                       updated_at=m.recorded_at, score=score)
-            for m, score in views
-            if all(_value(m).get(k) == v for k, v in (op.filter or {}).items())
+            if self._reader is None:
+                assert self._resources is not None
+                self._reader = Reader(self._resources)
+            request = build_request(query, scope=scope, k=min(k, MAX_MEMORIES), tail=False)
+            cards = self._reader.search(request).flat()
+        return [
+            # Keyed by memory id: a memory is no key's value, and get() never returns it.
+            SearchItem(namespace=op.namespace_prefix, key=c.id, value=_memory_value(c),
+                       created_at=c.valid_from, updated_at=c.valid_from, score=c.score)
+            for c in cards if not op.filter or matches(_memory_value(c), op.filter)
         ]
-        return items[op.offset:op.offset + op.limit]

@@ -43,6 +43,7 @@ from sleepmem.models.working import (
     EvictRequest,
 )
 from sleepmem.resources import Resources
+from sleepmem.values import sweep_values
 
 log = get_logger("sleepmem.working")
 
@@ -475,11 +476,14 @@ def retire_checkpoints(res: Resources, *, now: datetime | None = None) -> dict[s
 
 
 def checkpoint_job(res: Resources, task_id: str) -> dict[str, int]:
-    """The scheduled upkeep: mirror, then retire. Counts only, no content."""
+    """The scheduled upkeep: mirror, then retire, then delete expired stored values.
+    Counts only, no content."""
     started = time.perf_counter()
     now = res.clock() if res.clock is not None else datetime.now(UTC)
     counts = mirror_checkpoints(res, now=now)
     counts.update(retire_checkpoints(res, now=now))
+    # Stored values expire on the same clock; their sweep rides this upkeep.
+    counts["values_expired"] = sweep_values(res, now=now)
     log.debug("checkpoint_job", task_id=task_id, ms=round((time.perf_counter() - started) * 1e3))
     return counts
 

@@ -218,7 +218,7 @@ class TestDurability:
         s = resources.settings
         t0 = datetime.now(UTC)
         assert checkpoint_job(resources, "t") == {
-            "sessions": 1, "versions": 1, "archived": 0, "deleted": 0}
+            "sessions": 1, "versions": 1, "archived": 0, "deleted": 0, "values_expired": 0}
         assert wm.get(SCOPE).ended_at is not None
 
         resources.clock = lambda: t0 + timedelta(seconds=s.checkpoint_keep_s + 60)

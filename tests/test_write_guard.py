@@ -68,6 +68,12 @@ BODIES: dict[tuple[str, str], tuple[str, Body]] = {
         "scope": SESSION, "query": TEXT, "budget_tokens": 512}),
     ("POST", "/v1/conflicts/{conflict_set}/resolve"): ("/v1/conflicts/cs-1/resolve", lambda: {
         "keep": SIDES[0], "reason": TEXT}),
+    ("PUT", "/v1/store/items"): ("/v1/store/items", lambda: {
+        "scope": OWNER.levels(), "namespace": ["bot", "ann"], "key": "creds", "value": {
+            "note": TEXT, "dbPassword": "hunter22x", "list": [TEXT, {"deep": TEXT}],
+            TEXT: "a secret as a field name"}}),
+    ("POST", "/v1/store/search"): ("/v1/store/search", lambda: {
+        "scope": OWNER.levels(), "query": TEXT, "filter": {"note": TEXT}}),
 }
 
 # Write operations that carry no text a caller chooses, and why.
@@ -79,6 +85,7 @@ NO_TEXT: dict[tuple[str, str], str] = {
     ("POST", "/v1/memories/{memory_id}/pin"): "an id only; no body",
     ("POST", "/v1/memories/{memory_id}/unpin"): "an id only; no body",
     ("POST", "/v1/flush"): "a scope, a stream position and a timeout; it stores nothing",
+    ("DELETE", "/v1/store/items"): "a scope, a namespace and a key; it stores nothing",
 }
 
 

@@ -2,7 +2,7 @@
 
 A scope takes every narrower scope under it with it (erasing a user erases their projects
 and sessions). Removed: raw events, every memory version, vector points, dead letters,
-entities, their aliases, mentions and relations,
+entities, their aliases, mentions and relations, stored values (the LangGraph store's),
 scope state, operator jobs (their diffs quote statements), the Redis keys the service keeps
 for the scope (lease, queued marker), entries of the ingest stream not yet drained, and
 retrieval-hit entries naming the erased memories. The consolidation lease of every affected
@@ -46,6 +46,7 @@ from sleepmem.models import (
     Scope,
     ScopeState,
     SessionCheckpoint,
+    StoreValue,
 )
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.entities import store as entity_store
@@ -168,6 +169,9 @@ def erase_scope(
                 removed["jobs"] = _erase_jobs(conn, target, keep_job)
                 removed["checkpoint_versions"] = _rowcount(conn.execute(
                     sa.delete(SessionCheckpoint).where(within(SessionCheckpoint, target))
+                ))
+                removed["store_values"] = _rowcount(conn.execute(
+                    sa.delete(StoreValue).where(within(StoreValue, target))
                 ))
             removed["checkpoints"] = hot.erase_checkpoints(lambda levels: covers(target, levels))
             removed["hit_entries"] = hot.erase_hits(set(ids))

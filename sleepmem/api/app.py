@@ -27,6 +27,7 @@ from sleepmem.api import (
     metrics,
     search,
     ui,
+    values,
     working,
 )
 from sleepmem.api.auth import KeyRing
@@ -55,7 +56,7 @@ log = get_logger("sleepmem.api")
 # Later issues append their routers here (search, admin) before create_app is called.
 ROUTERS: list[APIRouter] = [
     health.router, ingest.router, search.router, jobs.router, memories.router, metrics.router,
-    inspect.router, ui.router, working.router, conflicts.router, freshness.router,
+    inspect.router, ui.router, working.router, conflicts.router, freshness.router, values.router,
 ]
 
 _STATUS: tuple[tuple[type[SleepmemError], int], ...] = (

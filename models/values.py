@@ -1,0 +1,157 @@
+"""Stored values: a key-value table beside memory, for callers that need back exactly what
+they put (the LangGraph store). A value is read and written at once, never consolidated;
+it belongs to a scope, so erasing the scope erases it, and it may expire.
+
+A namespace is a path of labels; it is stored joined by ``.``, which no label may hold
+(LangGraph's own rule), so a prefix of the path is a prefix of the string.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy import JSON, Column, Index
+from sqlmodel import Field as SQLField
+
+from sleepmem.models.scope import Scope
+from sleepmem.models.tables import ScopeColumns, UTCDateTime, _now
+
+SEPARATOR = "."
+MAX_LABEL = 128
+MAX_DEPTH = 8
+MAX_KEY = 512
+NAMESPACE_CHARS = MAX_DEPTH * (MAX_LABEL + 1)
+# A wildcard in a namespace match condition stands for any one label.
+WILDCARD = "*"
+
+
+def _ts(**kw: Any) -> Any:
+    return SQLField(sa_column=Column(UTCDateTime(), **kw))
+
+
+class StoreValue(ScopeColumns, table=True):
+    """One value under (scope, namespace, key); ``ttl_s`` is kept so a read can renew it."""
+
+    __tablename__ = "store_value"
+    __table_args__ = (
+        Index("ix_store_value_namespace", "tenant", "namespace"),
+        Index("ix_store_value_expires", "expires_at"),
+    )
+
+    # A hash of (scope_key, namespace, key): the three together are too long for one
+    # PostgreSQL index entry.
+    id: str = SQLField(primary_key=True, max_length=64)
+    scope_key: str = SQLField(max_length=700)
+    namespace: str = SQLField(max_length=NAMESPACE_CHARS)
+    key: str = SQLField(max_length=MAX_KEY)
+    value: dict[str, Any] = SQLField(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = _ts(nullable=False, default=_now)
+    updated_at: datetime = _ts(nullable=False, default=_now)
+    expires_at: datetime | None = _ts(nullable=True)
+    ttl_s: float | None = None
+
+
+def check_label(label: object, *, field: str) -> str:
+    """One namespace label, or ValueError naming the rule it breaks."""
+    if not isinstance(label, str) or not label:
+        raise ValueError(f"{field}: a namespace label is a non-empty string")
+    if SEPARATOR in label or "\x00" in label:
+        raise ValueError(f"{field}: a namespace label may not hold '.' or NUL")
+    if len(label) > MAX_LABEL:
+        raise ValueError(f"{field}: a namespace label is at most {MAX_LABEL} characters")
+    return label
+
+
+def _path(labels: list[str], *, empty: bool, field: str) -> list[str]:
+    if not labels and not empty:
+        raise ValueError(f"{field}: name at least one label")
+    if len(labels) > MAX_DEPTH:
+        raise ValueError(f"{field}: at most {MAX_DEPTH} labels")
+    return [check_label(label, field=f"{field}[{i}]") for i, label in enumerate(labels)]
+
+
+def join(labels: list[str] | tuple[str, ...]) -> str:
+    return SEPARATOR.join(labels)
+
+
+def split(path: str) -> tuple[str, ...]:
+    return tuple(path.split(SEPARATOR)) if path else ()
+
+
+class ValuePut(BaseModel):
+    scope: Scope
+    namespace: list[str]
+    key: str = Field(min_length=1, max_length=MAX_KEY)
+    value: dict[str, Any]
+    ttl_s: float | None = Field(default=None, gt=0, description="expire this long after "
+                                "the last write (or read, when reads refresh)")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: list[str]) -> list[str]:
+        return _path(v, empty=False, field="namespace")
+
+
+class ValueSearch(BaseModel):
+    scope: Scope
+    namespace_prefix: list[str] = Field(default_factory=list)
+    filter: dict[str, Any] | None = Field(
+        default=None, description="exact matches on the value's fields, or operators "
+        "$eq $ne $gt $gte $lt $lte")
+    query: str | None = Field(default=None, max_length=2000,
+                              description="keep values that share words with it, best first")
+    limit: int = Field(default=10, ge=1, le=10_000)
+    offset: int = Field(default=0, ge=0)
+    refresh_ttl: bool = True
+
+    @field_validator("namespace_prefix")
+    @classmethod
+    def _prefix(cls, v: list[str]) -> list[str]:
+        return _path(v, empty=True, field="namespace_prefix")
+
+
+class StoredValue(BaseModel):
+    """A value as stored: secrets in it were redacted on the way in."""
+
+    scope: Scope
+    namespace: list[str]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+    # Search only: how well the value matched the query (None without a query).
+    score: float | None = None
+
+
+class StoredValues(BaseModel):
+    items: list[StoredValue]
+
+
+class ValueNamespaces(BaseModel):
+    namespaces: list[list[str]]
+
+
+class ValuesDeleted(BaseModel):
+    deleted: int
+
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_KEY",
+    "MAX_LABEL",
+    "SEPARATOR",
+    "WILDCARD",
+    "StoreValue",
+    "StoredValue",
+    "StoredValues",
+    "ValueNamespaces",
+    "ValuePut",
+    "ValueSearch",
+    "ValuesDeleted",
+    "check_label",
+    "join",
+    "split",
+]
