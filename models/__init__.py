@@ -2,8 +2,10 @@
 
 from sleepmem.models.cards import (
     MEMORY_TYPES,
+    SEARCH_FORMATS,
     ConflictGroup,
     MemoryCard,
+    SearchFormat,
     SearchRequest,
     SearchResult,
     card_sides,
@@ -34,6 +36,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "LEVELS",
     "MEMORY_TYPES",
+    "SEARCH_FORMATS",
     "Audit",
     "AuditMemory",
     "CheckpointStatus",
@@ -57,6 +60,7 @@ __all__ = [
     "Role",
     "Scope",
     "ScopeState",
+    "SearchFormat",
     "SearchRequest",
     "SearchResult",
     "SessionCheckpoint",

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sleepmem.core.tokens import TOKENIZER
 from sleepmem.models.scope import Scope
 
 MemoryTypeName = Literal["identity", "preference", "fact", "task", "event", "summary", "procedure"]
@@ -21,7 +22,14 @@ MEMORY_TYPES: tuple[str, ...] = (
 )
 
 
-SEARCH_K_MAX = 100  # results one search may return
+SEARCH_K_MAX = 100  # memories one search may return
+
+# How a result shows its k memories: ``cards``, each whole (a passage of overlapping
+# episodes reads several memories in one card); ``lines``, each as its one sentence that
+# shares most words with the query (sleepmem.pipelines.snippets); ``mixed``, the best
+# memories whole and the rest one line each, within the budget.
+SearchFormat = Literal["cards", "lines", "mixed"]
+SEARCH_FORMATS: tuple[str, ...] = ("cards", "lines", "mixed")
 
 
 class SearchRequest(BaseModel):
@@ -34,9 +42,7 @@ class SearchRequest(BaseModel):
     as_of: datetime | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=100_000)
     with_provenance: bool = False
-    # Past the first half of k, the next memories one line each, in one last card
-    # (sleepmem.pipelines.snippets); False returns k whole cards.
-    tail: bool = True
+    format: SearchFormat = "cards"
 
     @field_validator("query", mode="after")
     @classmethod
@@ -76,13 +82,13 @@ class MemoryCard(BaseModel):
     # The memories whose words this card also reads, when overlapping episodes came back
     # as one passage (``statement`` holds them all, each turn once); left out when empty.
     joined: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
-    # The result's last card, reading the next memories one line each (``joined`` lists
-    # them after ``id``); its source is "mixed" when the lines' differ, its trust "low"
-    # when any line's is. Left out when False.
-    tail: bool = Field(default=False, exclude_if=lambda v: not v)
+    # ``statement`` is one line of the memory (the sentence sharing most words with the
+    # query, behind its speaker), not the memory whole: formats ``lines`` and ``mixed``.
+    # Left out when False.
+    line: bool = Field(default=False, exclude_if=lambda v: not v)
     # When each memory the card reads became valid, in the order of ``[id, *joined]``:
-    # the tail's lines come from conversations months apart and ``valid_from`` is only
-    # the earliest. Left out when the card reads one memory.
+    # a passage's turns may be hours apart and ``valid_from`` is only the earliest. Left
+    # out when the card reads one memory.
     times: list[datetime] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
@@ -102,7 +108,13 @@ def card_sides(card: MemoryCard | ConflictGroup) -> list[MemoryCard]:
 
 class SearchResult(BaseModel):
     cards: list[MemoryCard | ConflictGroup]
+    # The format the cards are in, the memories they read (at most the request's k: a
+    # passage counts each memory it joins, a conflict counts once, its sides together),
+    # and their cl100k tokens (at most max_tokens when the request named one).
+    format: SearchFormat = "cards"
+    memories: int = 0
     tokens: int = 0
+    tokenizer: str = TOKENIZER
     # Set when the search named a min_position: whether memory held every event of the
     # scope up to it when the answer was made, and the position it had reached.
     fresh: bool | None = None

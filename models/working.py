@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sleepmem.models.cards import ConflictGroup
+from sleepmem.models.cards import ConflictGroup, SearchFormat
 from sleepmem.models.events import NUL_RULE, Role, aware_time
 from sleepmem.models.scope import Scope
 
@@ -194,6 +194,9 @@ class ContextRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4096, description="the turn's user message")
     budget_tokens: int = Field(ge=16, le=200_000, description="cl100k tokens for both parts")
     k: int | None = Field(default=None, ge=1, le=100, description="relevant memories wanted")
+    format: SearchFormat = Field(default="cards", description=(
+        "how the relevant memories read: cards (whole), lines (each its best sentence), "
+        "mixed (the first half of k whole, the rest as lines)"))
     min_position: str | None = Field(default=None, description=(
         "answer with every event of the scope up to this stream position (what an emit "
         "answered) in memory: waits up to wait_s, then answers with fresh=false"))
@@ -239,6 +242,7 @@ class ContextResult(BaseModel):
     budget_tokens: int
     dropped: int = Field(description="items left out for the budget")
     tokenizer: str
+    format: SearchFormat = Field(default="cards", description="how the relevant memories read")
     fresh: bool | None = Field(default=None, description=(
         "with min_position: whether memory held every event up to it"))
     reached: str | None = Field(default=None, description=(

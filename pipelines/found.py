@@ -86,7 +86,7 @@ class QueryExplanation(BaseModel):
     # The card whose passage returned this memory, when it came back inside a better
     # episode's passage (sleepmem.pipelines.passages) instead of as a card of its own.
     joined_into: str | None = None
-    # Read as one line of the result's last card (sleepmem.pipelines.snippets).
+    # Returned as its one line, not whole (formats lines and mixed).
     line: bool = False
 
 
@@ -94,7 +94,7 @@ def explain_query(
     trace: SearchTrace, memory: Memory, *, query: str, scope_key: str, k: int,
     weights: RankWeights, now: datetime,
 ) -> QueryExplanation:
-    """``memory`` as the traced search (from ``scope_key``, returning ``k`` results) saw it."""
+    """``memory`` as the traced search (from ``scope_key``, for ``k`` memories) saw it."""
     mid = memory.id
     findings: list[RouteFinding] = []
     for route in trace.routes:
@@ -120,7 +120,9 @@ def explain_query(
                       contribution=round(value * weight, 6))
             for name, value, weight in score_parts(memory, fused.score, now, weights)
         ]
-    returned = rank is not None and rank <= k
+    # The result's entries come first in the order: a passage reads several memories in
+    # one entry, so the result may hold fewer than k entries.
+    returned = rank is not None and rank <= trace.returned
     return QueryExplanation(
         query=query, scope_key=scope_key, found=fused is not None,
         returned=returned, rank=rank, candidates=len(trace.order),
@@ -129,27 +131,28 @@ def explain_query(
         relevance=None if fused is None else round(fused.score, 6),
         terms=terms,
         score=round(trace.scores[mid], 6) if mid in trace.scores else None,
-        note=_note(fused is not None, mid in trace.scores, rank, k, into, mid in trace.lines),
+        note=_note(fused is not None, mid in trace.scores, rank, trace.returned, k, into,
+                   mid in trace.lines),
         time=None if trace.window is None else time_finding(trace.window, memory.valid_from),
         joined_into=into,
         line=mid in trace.lines,
     )
 
 
-def _note(found: bool, visible: bool, rank: int | None, k: int, into: str | None,
-          line: bool) -> str:
+def _note(found: bool, visible: bool, rank: int | None, returned: int, k: int,
+          into: str | None, line: bool) -> str:
     if not found:
         return "no route proposed this memory for the query"
     if not visible:
         return ("proposed, then dropped: not current, expired, hidden or outside the "
                 "search's scope")
     if line:
-        inside = ", as one line of the last card"
+        inside = ", as its one line"
     else:
         inside = f", inside the passage of memory {into}" if into else ""
-    if rank is not None and rank <= k:
-        return f"returned at rank {rank} of {k}{inside}"
-    return f"ranked {rank}{inside}, below the first {k} returned"
+    if rank is not None and rank <= returned:
+        return f"returned at rank {rank} of {returned} (k {k}){inside}"
+    return f"ranked {rank}{inside}, below the {returned} returned for k {k}"
 
 
 def _at(t: datetime) -> str:

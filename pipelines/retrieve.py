@@ -6,7 +6,6 @@ Read-only on SQL: hits are handed back to the caller, which records them cheaply
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -16,6 +15,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from sleepmem.core.tokens import count_tokens
 from sleepmem.models import (
     CURRENT_STATUSES,
     ConflictGroup,
@@ -25,7 +25,6 @@ from sleepmem.models import (
     Scope,
     SearchRequest,
     SearchResult,
-    Trust,
     card_sides,
 )
 from sleepmem.pipelines.compress import small_talk_parts
@@ -38,11 +37,12 @@ from sleepmem.pipelines.extract.text import split_sentences
 from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
 from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
+from sleepmem.pipelines.memories import own_events
 from sleepmem.pipelines.passages import passage_text, passages
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
 from sleepmem.pipelines.repeats import without_repeats
 from sleepmem.pipelines.rewrite import QueryRewriter
-from sleepmem.pipelines.snippets import lead, tail
+from sleepmem.pipelines.snippets import LinePicker, lead
 from sleepmem.pipelines.speakers import speaker_hits
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
@@ -68,8 +68,9 @@ QUERY_STOP_IDS = frozenset(token_id(t) for t in {*tokens("user users 用户"), "
 # I read Dune.") is not small talk here.
 SMALL_TALK_MIN_SHARE = 0.5
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+# The share of max_tokens the ``mixed`` format spends on whole cards; lines read the rest.
+MIXED_CARD_SHARE = 0.5
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +109,6 @@ class RankWeights:
     # Episodes that share a turn are returned as one passage of at most this many source
     # events (sleepmem.pipelines.passages); below 2, each stays its own card.
     passage_events: int = 6
-    # What one of a result's k entries may cost when the request names no max_tokens:
-    # about a passage of ``passage_events`` turns. The tail spends what its slots would.
-    slot_tokens: int = 150
 
 
 @dataclass(slots=True)
@@ -127,16 +125,10 @@ class SearchTrace:
     window: Window | None = None
     # A memory returned inside a better one's passage: its id -> the id of that card.
     joined: dict[str, str] = field(default_factory=dict)
-    # The memories the result's last card read one line each (sleepmem.pipelines.snippets),
-    # in its order; ``order`` holds that card in its place.
+    # The memories the result read as lines (sleepmem.pipelines.snippets), in its order.
     lines: list[str] = field(default_factory=list)
-
-
-def approx_tokens(text: str) -> int:
-    """Cheap token estimate (≈ cl100k): a CJK character ≈ 1, a word ≈ 1.3, punctuation."""
-    cjk = len(_CJK.findall(text))
-    words = len(_WORD.findall(_CJK.sub(" ", text)))
-    return max(1, cjk + math.ceil(words * 1.3) + 4)
+    # How many entries of ``order`` the result holds: the first ones.
+    returned: int = 0
 
 
 RouteFn = Callable[..., list[Hit]]
@@ -363,70 +355,119 @@ def search(
         entries, most=weights.passage_events, sources=sources,
         joins=lambda e: (e[2].source, e[2].trust)
         if isinstance(e[2], MemoryCard) and e[2].type == "event" else None)
+    cards, tokens, read, lines = _shown(groups, entries, rows, request)
     if trace is not None:
-        trace.scores, trace.order = scored, [g[0][1] for g in groups]
+        trace.scores = scored
+        # A member of a passage the result cut short, or of one it left out, is owed to
+        # its group's head as before; what the result read names the card that read it.
+        returned = {i for c in cards for side in card_sides(c) for i in (side.id, *side.joined)}
         trace.joined = {c.id: g[0][1] for g in groups for _s, _k, e in g[1:]
-                        for c in card_sides(e)}
-    whole = lead(request.k) if request.tail else request.k
+                        for c in card_sides(e) if c.id not in returned}
+        trace.joined.update({j: c.id for c in cards if isinstance(c, MemoryCard)
+                             for j in c.joined})
+        # What the result holds first, in its order (a memory read as a line is an entry
+        # of its own now), then every other candidate in rank order.
+        keys = [c.conflict_set if isinstance(c, ConflictGroup) else c.id for c in cards]
+        trace.order = [*keys, *(g[0][1] for g in groups if g[0][1] not in keys)]
+        trace.returned = len(cards)
+        trace.lines = lines
+    return SearchResult(cards=cards, format=request.format, memories=read, tokens=tokens)
+
+
+def _shown(
+    groups: Sequence[Sequence[tuple[float, str, MemoryCard | ConflictGroup]]],
+    entries: Sequence[tuple[float, str, MemoryCard | ConflictGroup]],
+    rows: Mapping[str, Memory], request: SearchRequest,
+) -> tuple[list[MemoryCard | ConflictGroup], int, int, list[str]]:
+    """The result in the request's format: its cards, their cl100k tokens, the memories
+    they read (at most k) and the ids of those read as lines.
+
+    ``cards``: whole cards while memories are left (a passage past what is left keeps its
+    best members), within ``max_tokens`` (a passage over it keeps its best episode alone;
+    a card over what is left is skipped for the next). ``lines``: every memory as its
+    line. ``mixed``: the first half of k whole, in at most MIXED_CARD_SHARE of
+    ``max_tokens``, then lines in what is left."""
+    k, budget, fmt = request.k, request.max_tokens, request.format
+    whole = k if fmt == "cards" else lead(k) if fmt == "mixed" else 0
+    card_budget = budget
+    if fmt == "mixed" and budget is not None:
+        card_budget = int(budget * MIXED_CARD_SHARE)
     cards: list[MemoryCard | ConflictGroup] = []
-    tokens = 0
-    for passage in groups[:whole]:
-        card = _passage(passage, rows, request)
+    tokens = read = 0
+    for group in groups:
+        if read >= whole:
+            break
+        card = _passage(list(group[: whole - read]), rows, request)
         cost = _tokens(card)
-        if request.max_tokens is not None and tokens + cost > request.max_tokens:
+        if card_budget is not None and tokens + cost > card_budget:
             # A passage over the budget still leaves room for its best episode alone.
-            card = passage[0][2]
+            card = group[0][2]
             cost = _tokens(card)
-            if tokens + cost > request.max_tokens:
-                break
+            if tokens + cost > card_budget:
+                if fmt == "mixed" and cards:
+                    break  # the rest of the budget reads lines, more memories per token
+                continue
         cards.append(card)
         tokens += cost
-    if request.tail and len(cards) == whole < request.k:
-        budget = request.max_tokens or request.k * weights.slot_tokens
-        last = _tail(cards, entries, rows, request, budget - tokens)
-        if last is not None:
-            cards.append(last)
-            tokens += _tokens(last)
-            if trace is not None:
-                read = [last.id, *last.joined]
-                trace.lines = read
-                trace.order = [*trace.order[:whole], last.id,
-                               *(i for i in trace.order[whole:] if i not in read)]
-                trace.joined.update({mid: last.id for mid in last.joined})
-    return SearchResult(cards=cards, tokens=tokens)
+        read += _memories(card)
+    lines: list[str] = []
+    if fmt != "cards" and read < k:
+        left = None if budget is None else budget - tokens
+        more = _lines(cards, entries, rows, request, budget=left, most=k - read)
+        cards += more
+        tokens += sum(_tokens(c) for c in more)
+        read += sum(_memories(c) for c in more)
+        lines = [c.id for c in more if isinstance(c, MemoryCard) and c.line]
+    return cards, tokens, read, lines
 
 
-def _tail(
+def _memories(card: MemoryCard | ConflictGroup) -> int:
+    """The memories a card counts for against k: a conflict once (its sides are read
+    together, never one without the other), a passage each memory it joins."""
+    return 1 if isinstance(card, ConflictGroup) else 1 + len(card.joined)
+
+
+def _lines(
     cards: Sequence[MemoryCard | ConflictGroup],
     entries: Sequence[tuple[float, str, MemoryCard | ConflictGroup]],
-    rows: Mapping[str, Memory], request: SearchRequest, budget: int,
-) -> MemoryCard | None:
-    """The last card: the memories below ``cards``, best first, one line each within
-    ``budget`` (:func:`~sleepmem.pipelines.snippets.tail`). A conflict never becomes a
-    line: its sides are read together or not at all."""
+    rows: Mapping[str, Memory], request: SearchRequest, *, budget: int | None, most: int,
+) -> list[MemoryCard | ConflictGroup]:
+    """The memories below ``cards``, best first, one line each (at most ``most``, within
+    ``budget``; one over what is left is skipped for the next). A conflict is never cut to
+    a line: its sides are read together, whole, or not at all."""
     read = {i for c in cards for side in card_sides(c) for i in (side.id, *side.joined)}
     # The turns read whole above: a fact card reads what was extracted, not its turn.
     shown = [e for i in read if i in rows and _holds_turns(rows[i]) for e in rows[i].provenance]
-    below = [e[2] for e in entries
-             if isinstance(e[2], MemoryCard) and e[2].id not in read and e[2].id in rows]
-    # A line costs its words and its line break: the 4 tokens approx_tokens adds for a
-    # card's own overhead are paid once, by the tail card (see _tokens).
-    lines = tail((rows[c.id] for c in below), query=request.query, shown=shown,
-                 budget=budget, cost=lambda line: approx_tokens(line) - 3,
-                 holds_turns=_holds_turns)
-    if not lines.members:
-        return None
-    by_id = {c.id: c for c in below}
-    members = [by_id[m.id] for m in lines.members]
-    # Lines of several sources or trusts say so: the card claims no more than its weakest.
-    sources = {c.source for c in members}
-    trusts = {c.trust for c in members}
-    return _read_as_one(
-        members, "\n".join(lines.lines), lines.events, request, tail=True,
-        source=sources.pop() if len(sources) == 1 else "mixed",
-        trust=trusts.pop() if len(trusts) == 1 else (
-            Trust.low.value if Trust.low.value in trusts else members[0].trust),
-    )
+    picker = LinePicker(request.query, shown=shown, holds_turns=_holds_turns)
+    out: list[MemoryCard | ConflictGroup] = []
+    used = 0
+    for _score, _key, entry in entries:
+        if len(out) >= most:
+            break
+        if any(side.id in read for side in card_sides(entry)):
+            continue
+        card: MemoryCard | ConflictGroup
+        if isinstance(entry, ConflictGroup):
+            card = entry
+        else:
+            if entry.id not in rows:
+                continue
+            memory = rows[entry.id]
+            text = picker.line(memory)
+            if text is None:
+                continue
+            card = entry.model_copy(update={
+                "statement": text, "line": True,
+                "provenance": own_events(memory) if request.with_provenance else None,
+            })
+        cost = _tokens(card)
+        if budget is not None and used + cost > budget:
+            continue
+        out.append(card)
+        used += cost
+        if isinstance(entry, MemoryCard):
+            picker.took(rows[entry.id])
+    return out
 
 
 def _holds_turns(m: Memory) -> bool:
@@ -573,7 +614,7 @@ def _read_as_one(
     cards: Sequence[MemoryCard], statement: str, events: list[str], request: SearchRequest,
     **update: Any,
 ) -> MemoryCard:
-    """The first of ``cards`` reading them all as ``statement`` (a passage, the tail): the
+    """The first of ``cards`` reading them all as ``statement`` (a passage): the
     earliest time, the weakest confidence, every route, the rest as ``joined``, and the
     time of each."""
     return cards[0].model_copy(update={
@@ -589,9 +630,10 @@ def _read_as_one(
 
 
 def _tokens(card: MemoryCard | ConflictGroup) -> int:
+    """The card's cl100k tokens: what the caller's prompt pays for it."""
     if isinstance(card, ConflictGroup):
-        return sum(approx_tokens(s.statement) for s in card.sides)
-    return approx_tokens(card.statement)
+        return sum(count_tokens(s.statement) for s in card.sides)
+    return count_tokens(card.statement)
 
 
 def hit_ids(result: SearchResult) -> list[str]:

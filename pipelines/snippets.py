@@ -1,16 +1,11 @@
-"""The tail of a result: the next memories, one line each, in one last card.
+"""Lines: a memory read as its one sentence that shares most words with the query.
 
 A question whose answer is spread over many conversations ("which books has Tim read",
-"what helped her through grief") needs many memories, each for one sentence. Whole
-passages spend a slot on the words around a hit, so past the first half of the k entries
-a result asks for, the budget those slots would take reads the next memories instead, as
-the one sentence of each that shares most words with the query. Measured on LoCoMo (the
-README's search section): at 10 entries, multi-hop evidence read from 0.57 to 0.76 and
-open-domain from 0.52 to 0.67, in 1.2 times the tokens of ten whole cards.
-
-A line keeps the speaker its memory opens with ("Tim: …"), so whose words it holds stays
-said. The card's ``joined`` lists every memory after the first, and its provenance each
-line's own event, so a caller can read any of them whole.
+"what helped her through grief") needs many memories, each for one sentence. A whole
+passage spends its tokens on the words around a hit, so the ``lines`` and ``mixed``
+formats of search read memories as their best sentence instead: more memories in the
+same tokens. A line keeps the speaker its memory opens with ("Tim: …"), so whose words
+it holds stays said, and its card keeps the memory's id, so a caller can read it whole.
 """
 
 from __future__ import annotations
@@ -61,50 +56,71 @@ def best_line(text: str, terms: re.Pattern[str] | None) -> str:
     return text[: len(text) - len(words)] + best
 
 
-@dataclass(slots=True)
-class Tail:
-    """The lines of a result's tail, best first, and what they cost."""
-
-    lines: list[str] = field(default_factory=list)
-    members: list[Memory] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-    tokens: int = 0
-
-
-def tail(
-    ranked: Iterable[Memory], *, query: str, shown: Collection[str], budget: int,
-    cost: Callable[[str], int], holds_turns: Callable[[Memory], bool],
-) -> Tail:
-    """One line per memory of ``ranked`` (best first) whose own events are not all in
-    ``shown`` (the turns the cards above read whole), while the lines' ``cost`` stays
-    within ``budget``. The first line over the budget ends the tail: a shorter one further
-    down ranks below it, and the tail stays in rank order.
+class LinePicker:
+    """Picks the lines of a result, best memory first: a memory whose own turns were all
+    read already (whole, above, or as an earlier line) gets none.
 
     ``holds_turns``: whether a memory's words are its turns' own (an episode) rather than
-    one thing extracted from them. Only such a line stands for its turns: after it,
+    one thing extracted from them. Only such a memory stands for its turns: after it,
     another memory of the same turns would read the same words again. Facts extracted
     from one message ("Django backend, MySQL database, hosted on DigitalOcean") are each a
     line of their own."""
-    terms = query_terms(query)
-    out = Tail()
-    seen = set(shown)
-    for m in ranked:
+
+    def __init__(self, query: str, *, shown: Collection[str],
+                 holds_turns: Callable[[Memory], bool]) -> None:
+        self.terms = query_terms(query)
+        self.seen = set(shown)
+        self.holds_turns = holds_turns
+
+    def line(self, m: Memory) -> str | None:
+        """``m``'s line, or None when every turn it holds was read already."""
         own = own_events(m)
-        if own and all(e in seen for e in own):
-            continue
-        line = best_line(own_words(m), terms)
-        price = cost(line)
-        if out.tokens + price > budget:
+        if own and all(e in self.seen for e in own):
+            return None
+        return best_line(own_words(m), self.terms)
+
+    def took(self, m: Memory) -> None:
+        """``m``'s line is in the result: an episode's turns are read now."""
+        if self.holds_turns(m):
+            self.seen.update(own_events(m))
+
+
+@dataclass(slots=True)
+class Lines:
+    """The lines picked, best first, and what they cost."""
+
+    lines: list[str] = field(default_factory=list)
+    members: list[Memory] = field(default_factory=list)
+    tokens: int = 0
+
+
+def pick_lines(
+    ranked: Iterable[Memory], *, query: str, shown: Collection[str], budget: int | None,
+    cost: Callable[[str], int], holds_turns: Callable[[Memory], bool],
+    most: int | None = None,
+) -> Lines:
+    """One line per memory of ``ranked`` (best first), at most ``most`` of them, while
+    their ``cost`` stays within ``budget`` (None: no budget). A line over what is left is
+    skipped and the next tried, as the raw-turn baselines of the evaluations pack theirs."""
+    picker = LinePicker(query, shown=shown, holds_turns=holds_turns)
+    out = Lines()
+    for m in ranked:
+        if most is not None and len(out.lines) >= most:
             break
+        line = picker.line(m)
+        if line is None:
+            continue
+        price = cost(line)
+        if budget is not None and out.tokens + price > budget:
+            continue
         out.lines.append(line)
         out.members.append(m)
-        out.events += [e for e in own if e not in seen and e not in out.events]
         out.tokens += price
-        if holds_turns(m):
-            seen.update(own)
+        picker.took(m)
     return out
 
 
 def lead(k: int) -> int:
-    """How many of a result's k entries are read whole: the first half, rounded up."""
+    """How many of k memories the ``mixed`` format reads whole: the first half, rounded
+    up."""
     return (k + 1) // 2

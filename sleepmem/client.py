@@ -237,11 +237,11 @@ class _Calls:
         return Call("POST", f"/v1/jobs/{name}/run", headers=headers)
 
     def _search(self, query: str, scope: Any, k: int, types: Sequence[str] | None,
-                as_of: datetime | str | None, max_tokens: int | None, tail: bool,
+                as_of: datetime | str | None, max_tokens: int | None, format: str,
                 min_position: str | None = None, wait: float = WAIT_S) -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
                 "types": list(types) if types else None, "max_tokens": max_tokens,
-                "tail": tail,
+                "format": format,
                 "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
         if min_position is None:
             return Call("POST", "/v1/search", json=body, parse=SearchResult)
@@ -249,9 +249,10 @@ class _Calls:
         return Call("POST", "/v1/search", json=body, parse=SearchResult, timeout=wait + 10)
 
     def _context(self, query: str, scope: Any, budget_tokens: int, k: int,
-                 min_position: str | None = None, wait: float = WAIT_S) -> Call:
+                 min_position: str | None = None, wait: float = WAIT_S,
+                 format: str = "cards") -> Call:
         body = {"query": query, "scope": _scope(self.target, scope), "k": k,
-                "budget_tokens": budget_tokens}
+                "budget_tokens": budget_tokens, "format": format}
         if min_position is None:
             return Call("POST", "/v1/context", json=body, parse=ContextResult)
         body |= {"min_position": min_position, "wait_s": wait}
@@ -452,24 +453,28 @@ class Client(_Calls):
 
     def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *, k: int = 5,
                types: Sequence[str] | None = None, as_of: datetime | str | None = None,
-               max_tokens: int | None = None, tail: bool = True,
+               max_tokens: int | None = None, format: str = "cards",
                min_position: str | None = None, wait: float = WAIT_S) -> SearchResult:
-        """``tail=False``: k whole cards, without the last card of one-line memories.
+        """At most ``k`` memories, within ``max_tokens`` cl100k tokens when given, in
+        ``format``: ``cards`` (each whole), ``lines`` (each as its best sentence) or
+        ``mixed`` (the first half of k whole, the rest as lines).
         ``min_position`` (what an emit answered): first wait up to ``wait`` seconds for
         every event of the scope up to it to be in memory; ``.fresh`` says whether it was."""
         result: SearchResult = self._send(self._search(query, scope, k, types, as_of,
-                                                       max_tokens, tail, min_position, wait))
+                                                       max_tokens, format, min_position,
+                                                       wait))
         return result
 
     def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                 budget_tokens: int = 800, k: int = 10, min_position: str | None = None,
-                wait: float = WAIT_S) -> ContextResult:
+                wait: float = WAIT_S, format: str = "cards") -> ContextResult:
         """What memory knows for this turn, within ``budget_tokens``: a stable prefix
         (identity, standing preferences, procedures) and the part relevant to ``query``
         (with the session's checkpoint when the scope names a session); ``.text`` is both.
-        ``min_position`` and ``wait`` as for :meth:`search`."""
+        ``min_position``, ``wait`` and ``format`` (of the relevant memories) as for
+        :meth:`search`."""
         result: ContextResult = self._send(self._context(query, scope, budget_tokens, k,
-                                                         min_position, wait))
+                                                         min_position, wait, format))
         return result
 
     def get(self, memory_id: str) -> MemoryView:
@@ -691,17 +696,17 @@ class AsyncClient(_Calls):
     async def search(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                      k: int = 5, types: Sequence[str] | None = None,
                      as_of: datetime | str | None = None,
-                     max_tokens: int | None = None, tail: bool = True,
+                     max_tokens: int | None = None, format: str = "cards",
                      min_position: str | None = None, wait: float = WAIT_S) -> SearchResult:
         result: SearchResult = await self._send(self._search(
-            query, scope, k, types, as_of, max_tokens, tail, min_position, wait))
+            query, scope, k, types, as_of, max_tokens, format, min_position, wait))
         return result
 
     async def context(self, query: str, scope: Scope | Mapping[str, Any] | None = None, *,
                       budget_tokens: int = 800, k: int = 10, min_position: str | None = None,
-                      wait: float = WAIT_S) -> ContextResult:
+                      wait: float = WAIT_S, format: str = "cards") -> ContextResult:
         result: ContextResult = await self._send(self._context(
-            query, scope, budget_tokens, k, min_position, wait))
+            query, scope, budget_tokens, k, min_position, wait, format))
         return result
 
     async def get(self, memory_id: str) -> MemoryView:

@@ -76,20 +76,22 @@ class ContextBuilder:
             engine=res.engine, ports=ports,
             # The headroom never takes a search past its own limit (k=100 asked 105).
             request=SearchRequest(query=req.query, scope=scope,
-                                  k=min(k + SEARCH_HEADROOM, SEARCH_K_MAX), tail=False),
+                                  k=min(k + SEARCH_HEADROOM, SEARCH_K_MAX), format=req.format),
             weights=rank_weights(res),
         )
         conflicts = open_conflicts(engine=res.engine, scope=scope, now=now,
                                    limit=MAX_CONFLICT_SETS)
         seen_sets = {g.conflict_set for g in conflicts}
         relevant: list[MemoryCard] = []
+        wanted_left = k  # memories, as search counts them: a passage each one it joins
         for card in found.cards:
             if isinstance(card, ConflictGroup):
                 if card.conflict_set not in seen_sets:
                     conflicts.append(card)
                     seen_sets.add(card.conflict_set)
-            elif card.id not in in_prefix and len(relevant) < k:
+            elif card.id not in in_prefix and 1 + len(card.joined) <= wanted_left:
                 relevant.append(card)
+                wanted_left -= 1 + len(card.joined)
 
         remaining = max(0, budget - prefix.tokens - 1)
         dynamic, dropped_dynamic = pack_dynamic(
@@ -113,6 +115,7 @@ class ContextBuilder:
             budget_tokens=budget,
             dropped=dropped_prefix + dropped_dynamic,
             tokenizer=TOKENIZER,
+            format=req.format,
         )
         log.debug("context", tenant=scope.tenant, tokens=result.tokens, budget=budget,
                   items=len(hits), ms=round((time.perf_counter() - started) * 1e3, 2))

@@ -190,12 +190,12 @@ class SleepmemStore(BaseStore):
         """Consolidated memories of the scope for the query, after the values."""
         query = op.query or ""
         if self.client is not None:
-            cards = self.client.search(query, scope, k=min(k, MAX_MEMORIES), tail=False).flat()
+            cards = self.client.search(query, scope, k=min(k, MAX_MEMORIES)).flat()
         else:
             if self._reader is None:
                 assert self._resources is not None
                 self._reader = Reader(self._resources)
-            request = build_request(query, scope=scope, k=min(k, MAX_MEMORIES), tail=False)
+            request = build_request(query, scope=scope, k=min(k, MAX_MEMORIES))
             cards = self._reader.search(request).flat()
         return [
             # Keyed by memory id: a memory is no key's value, and get() never returns it.

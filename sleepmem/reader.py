@@ -43,7 +43,7 @@ def build_request(
     as_of: datetime | str | None = None,
     max_tokens: int | None = None,
     with_provenance: bool = False,
-    tail: bool = True,
+    format: str = "cards",
 ) -> SearchRequest:
     """A SearchRequest, or ValidationError naming the first bad field and its rule."""
     try:
@@ -56,7 +56,7 @@ def build_request(
                 "as_of": as_of,
                 "max_tokens": max_tokens,
                 "with_provenance": with_provenance,
-                "tail": tail,
+                "format": format,
             }
         )
     except PydanticValidationError as exc:
@@ -66,17 +66,17 @@ def build_request(
 
 
 def explain_query(
-    resources: Resources, *, memory_id: str, query: Any, k: int = 5
+    resources: Resources, *, memory_id: str, query: Any, k: int = 5, format: str = "cards"
 ) -> QueryExplanation:
-    """How a search for ``query`` from the memory's own scope finds the memory: the same
-    search an agent runs (routes, fusion, rerank), traced, with no hit recorded.
-    ValidationError for a bad query, NotFoundError for an unknown memory."""
+    """How a search for ``query`` (k memories in ``format``) from the memory's own scope
+    finds the memory: the same search an agent runs (routes, fusion, rerank), traced, with
+    no hit recorded. ValidationError for a bad query, NotFoundError for an unknown memory."""
     with Session(resources.engine) as session:
         memory = session.get(Memory, memory_id)
     if memory is None:
         raise NotFoundError(NO_MEMORY)
     scope = Scope.parse_key(memory.scope_key)
-    request = build_request(query, scope=scope, k=k)
+    request = build_request(query, scope=scope, k=k, format=format)
     _result, trace, now = Reader(resources).trace(request)
     return found.explain_query(trace, memory, query=request.query, scope_key=scope.key, k=k,
                                weights=rank_weights(resources), now=now)

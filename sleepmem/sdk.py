@@ -176,16 +176,18 @@ class MemoryClient:
         as_of: datetime | str | None = None,
         max_tokens: int | None = None,
         with_provenance: bool = False,
-        tail: bool = True,
+        format: str = "cards",
     ) -> SearchResult:
-        """Ranked memory cards for ``query`` in ``scope`` (default: the client's scope).
-        ``tail=False``: k whole cards, without the last card of one-line memories."""
+        """At most ``k`` memories for ``query`` in ``scope`` (default: the client's
+        scope), within ``max_tokens`` cl100k tokens when given, in ``format``: ``cards``
+        (each whole), ``lines`` (each as its best sentence) or ``mixed`` (the first half
+        of k whole, the rest as lines)."""
         where = scope if scope is not None else {
             k_: v for k_, v in self.defaults.items() if k_ in LEVELS
         }
         request = build_request(
             query, scope=where, k=k, types=types, as_of=as_of, max_tokens=max_tokens,
-            with_provenance=with_provenance, tail=tail,
+            with_provenance=with_provenance, format=format,
         )
         if self._reader is not None:
             return self._reader.search(request)

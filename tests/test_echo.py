@@ -133,7 +133,7 @@ class TestIdsTheServiceShowedAreNotStored:
         self, res: Resources
     ) -> None:
         found = Reader(res).search(SearchRequest(query="what do I eat", scope=Scope(**TURN),
-                                                 k=3, tail=False))
+                                                 k=3))
         cards = found.flat()
         assert cards
         ids = [c.id for c in cards]

@@ -296,13 +296,35 @@ class TestCommandLine:
         }
         result = CliRunner().invoke(
             app, ["eval", "locomo", "--data", str(toy_file), "--json", "--budget", "700",
-                  "--budget", "1400"], env=env
+                  "--budget", "1400", "--format", "mixed", "--format", "cards"], env=env
         )
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout[result.stdout.index("{") :])
         assert report["questions"] == 3
-        assert list(report["at_tokens"]) == ["700", "1400"]
+        # A budget named is scored besides the default ones.
+        budgets = ["500", "700", "1000", "1400", "1500", "2000"]
+        assert list(report["at_tokens"]) == budgets
         assert report["recall_at_5"] == 1.0
+        # The first format is the headline; each is scored against the baselines in its
+        # own tokens.
+        assert (report["format"], report["formats"]) == ("mixed", ["mixed", "cards"])
+        by_format = report["by_format"]
+        assert set(by_format) == {"mixed", "cards"}
+        assert by_format["mixed"]["at_tokens"] == report["at_tokens"]
+        for table in by_format["cards"]["at_tokens"].values():
+            assert all(table[name]["tokens"] <= table["sleepmem"]["tokens"]
+                       for name in table)
+        assert set(report["by_category"]["4"]["by_format"]) == {"mixed", "cards"}
+
+    def test_an_unknown_format_is_refused_by_name(self, toy_file: Path) -> None:
+        from typer.testing import CliRunner
+
+        from sleepmem.cli import app
+
+        result = CliRunner().invoke(
+            app, ["eval", "locomo", "--data", str(toy_file), "--format", "tail"])
+        assert result.exit_code != 0
+        assert "'tail' is not a search format: cards, lines, mixed" in result.output
 
     def test_a_missing_data_file_is_refused_before_anything_runs(self, tmp_path: Path) -> None:
         from typer.testing import CliRunner

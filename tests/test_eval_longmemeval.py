@@ -285,10 +285,12 @@ class TestCommandLine:
         }
         result = CliRunner().invoke(
             app, ["eval", "longmemeval", "--data", str(toy_file), "--questions", "1",
-                  "--budget", "300"], env=env,
+                  "--budget", "300", "--format", "lines", "--format", "cards"], env=env,
         )
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout[result.stdout.index("{") :])
         assert report["questions"] == 1
         assert report["events"] == 6
-        assert list(report["at_tokens"]) == ["300"]
+        assert list(report["at_tokens"]) == ["300", "500", "1000", "1500", "2000"]
+        assert (report["format"], list(report["by_format"])) == ("lines", ["lines", "cards"])
+        assert report["by_format"]["lines"]["recall_all_at_5"] == report["recall_all_at_5"]

@@ -20,10 +20,11 @@ from sqlmodel import Session
 
 from sleepmem.adapters.redis.hits import read_hits
 from sleepmem.context import ContextBuilder
+from sleepmem.core.tokens import count_tokens
 from sleepmem.evals.harness import ingest
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.passages import passages
-from sleepmem.pipelines.retrieve import approx_tokens, search
+from sleepmem.pipelines.retrieve import search
 from sleepmem.reader import Reader, build_request, explain_query, rank_weights
 from sleepmem.resources import Resources
 
@@ -171,8 +172,8 @@ class TestOverlappingEpisodesComeBackAsOnePassage:
         passage = find(resources, talk["query"])[0]
         alone = next(c for c in find(resources, talk["query"], passage_events=1)
                      if c.id == passage.id)
-        budget = approx_tokens(alone.statement)
-        assert approx_tokens(passage.statement) > budget
+        budget = count_tokens(alone.statement)
+        assert count_tokens(passage.statement) > budget
         request = build_request(talk["query"], scope=ANN, k=5, max_tokens=budget)
         result = search(engine=resources.engine, ports=resources.ports(), request=request,
                         weights=rank_weights(resources))

@@ -39,9 +39,9 @@ def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
     # Passages apart and k whole cards: joining overlapping episodes, or reading the next
     # memories as lines, would also free the slot, and these tests pin down what leaving
-    # out repeats does on its own (test_passages: joining; test_tail: the lines).
+    # out repeats does on its own (test_passages: joining; test_formats: the lines).
     weights = RankWeights(drop_repeats=drop, speaker=0.0, context=0.0, passage_events=1)
-    request = build_request(query, scope=CAL, k=k, tail=False)
+    request = build_request(query, scope=CAL, k=k)
     return search(engine=engine, ports=ports, request=request, weights=weights).flat()
 
 

@@ -138,14 +138,14 @@ def fill(res: Resources, scope: Scope = SCOPE) -> Memory:
 
 
 def statements(res: Resources, query: str = QUESTION) -> list[str]:
-    """The statements of five whole cards, in rank order (no tail: its lines would read the
-    answer wherever it ranked)."""
-    request = build_request(query, scope=SCOPE, tail=False)
+    """The statements of five whole cards, in rank order (lines would read the answer
+    wherever it ranked)."""
+    request = build_request(query, scope=SCOPE)
     return [c.statement for c in Reader(res).search(request).flat()]
 
 
 def routes_of(res: Resources, query: str, memory_id: str, scope: Scope = SCOPE) -> list[str]:
-    cards = Reader(res).search(build_request(query, scope=scope, k=10, tail=False)).flat()
+    cards = Reader(res).search(build_request(query, scope=scope, k=10)).flat()
     return next((c.routes for c in cards if c.id == memory_id), [])
 
 

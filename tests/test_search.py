@@ -20,9 +20,10 @@ from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.settings import Settings
+from sleepmem.core.tokens import count_tokens
 from sleepmem.models import ConflictGroup, Memory, MemoryCard, Scope
 from sleepmem.pipelines.ports import Ports
-from sleepmem.pipelines.retrieve import RankWeights, approx_tokens, search
+from sleepmem.pipelines.retrieve import RankWeights, search
 from sleepmem.reader import build_request
 
 
@@ -46,9 +47,9 @@ def remember(engine: Engine, index: EdgeIndex, scope: Scope, statement: str,
 def find(engine: Engine, index: EdgeIndex, query: str, scope: Scope, *, now: datetime = NOW,
          **kw: Any) -> list[Any]:
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: now)
-    # k whole cards unless a test asks otherwise: these tests pin what ranks where, and
-    # test_tail pins the last card that reads the rest as lines.
-    request = build_request(query, scope=scope, **{"tail": False, **kw})
+    # Whole cards (the default format) unless a test asks otherwise: these tests pin what
+    # ranks where, and test_formats pins the lines.
+    request = build_request(query, scope=scope, **kw)
     return list(search(engine=engine, ports=ports, request=request,
                        weights=RankWeights()).cards)
 
@@ -151,7 +152,7 @@ class TestResults:
         assert sorted(s.statement for s in group.sides) == [
             "Ship to 12 Oak Street.", "Ship to 48 Pine Avenue."]
 
-    def test_a_conflict_below_the_whole_cards_is_never_cut_to_a_line(
+    def test_a_conflict_among_the_lines_is_never_cut_to_a_line(
         self, engine: Engine, index: EdgeIndex
     ) -> None:
         for i in range(4):
@@ -161,14 +162,15 @@ class TestResults:
         query = "Which gift boxes does Ann ship to her sister?"
         whole = find(engine, index, query, ANN, k=6)
         at = next(i for i, c in enumerate(whole) if isinstance(c, ConflictGroup))
-        assert at >= 2, "the conflict ranks below the two whole cards of a search for 4"
-        cards = find(engine, index, query, ANN, k=4, tail=True)
-        [tail] = [c for c in cards if isinstance(c, MemoryCard) and c.tail]
-        assert "gift box" in tail.statement
-        assert "Street" not in tail.statement and "Avenue" not in tail.statement
-        assert all(len(g.sides) == 2 for g in cards if isinstance(g, ConflictGroup))
+        assert at >= 3, "the conflict ranks below the three whole cards of a search for 6"
+        for fmt in ("mixed", "lines"):
+            cards = find(engine, index, query, ANN, k=6, format=fmt)
+            read = [c for c in cards if isinstance(c, MemoryCard) and c.line]
+            assert read and all("gift box" in c.statement for c in read)
+            [group] = [g for g in cards if isinstance(g, ConflictGroup)]
+            assert len(group.sides) == 2 and not any(s.line for s in group.sides)
 
-    def test_a_tail_of_several_sources_claims_only_the_weakest_trust(
+    def test_each_line_keeps_its_own_source_and_trust(
         self, engine: Engine, index: EdgeIndex
     ) -> None:
         for i in range(4):
@@ -176,15 +178,17 @@ class TestResults:
         remember(engine, index, ANN, "A web page says gift box delivery to her sister is slow.",
                  source="tool", trust="low")
         cards = find(engine, index, "Which gift boxes does Ann ship to her sister?", ANN,
-                     k=4, tail=True)
-        [tail] = [c for c in cards if isinstance(c, MemoryCard) and c.tail]
-        assert "web page" in tail.statement and "gift box number" in tail.statement
-        assert (tail.source, tail.trust) == ("mixed", "low")
+                     k=5, format="lines")
+        assert all(isinstance(c, MemoryCard) and c.line for c in cards)
+        said = {c.statement: (c.source, c.trust) for c in cards}
+        assert said.pop("A web page says gift box delivery to her sister is slow.") == (
+            "tool", "low")
+        assert set(said.values()) == {("user", "high")} and len(said) == 4
 
     def test_the_token_budget_trims_cards(self, engine: Engine, index: EdgeIndex) -> None:
         for i in range(6):
             remember(engine, index, ANN, f"Ann visited museum number {i} in a long afternoon.")
-        one = approx_tokens("Ann visited museum number 0 in a long afternoon.")
+        one = count_tokens("Ann visited museum number 0 in a long afternoon.")
         cards = find(engine, index, "museum", ANN, k=6, max_tokens=one * 2 + 1)
         assert len(cards) == 2
 

@@ -27,14 +27,15 @@ class SearchBody(BaseModel):
 
     query: Any = Field(description="what to look for, in any language")
     scope: dict[str, Any] = Field(description="tenant, agent, user, project, session")
-    k: Any = Field(default=5, description="how many results, 1..100")
+    k: Any = Field(default=5, description="how many memories, at most, 1..100")
     types: list[str] | None = Field(default=None, description="memory types to keep")
     as_of: datetime | str | None = Field(default=None, description="answer as of this time")
-    max_tokens: int | None = Field(default=None, description="token budget for the cards")
+    max_tokens: int | None = Field(default=None, description="cl100k token budget for the cards")
     with_provenance: bool = False
-    tail: bool = Field(default=True, description=(
-        "past the first half of k, the next memories one line each in one last card; "
-        "false returns k whole cards"))
+    format: Any = Field(default="cards", description=(
+        "cards: each memory whole; lines: each memory as its one sentence that shares most "
+        "words with the query; mixed: the first half of k whole (in at most half of "
+        "max_tokens), the rest as lines"))
     min_position: str | None = Field(default=None, description=(
         "answer with every event of the scope up to this stream position (what an emit "
         "answered) in memory: waits up to wait_s, then answers with fresh=false"))
@@ -51,7 +52,7 @@ async def search(body: SearchBody, request: Request, tenant: CallerTenant) -> Se
         as_of=body.as_of,
         max_tokens=body.max_tokens,
         with_provenance=body.with_provenance,
-        tail=body.tail,
+        format=body.format,
     )
     if tenant is not None and req.scope.tenant != tenant:
         raise ForbiddenError(f"scope.tenant: this API key may only read tenant {tenant!r}")

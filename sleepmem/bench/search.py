@@ -225,7 +225,7 @@ def run_search_bench(
             latencies.append(time.perf_counter() - t)
             if not n % 2:
                 baseline.append(bare_search(res, scope, text, k=k))
-            # Every memory returned, those read inside a passage or the tail included.
+            # Every memory returned, those read inside a passage included.
             ids = hit_ids(result)
             mine = scope.user
             foreign += sum(filled.owner.get(i) not in (mine, "") for i in ids)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
 from sleepmem.cli.app import bench_app, eval_app, fail
-from sleepmem.core.errors import SleepmemError
+from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
+from sleepmem.models import SEARCH_FORMATS, SearchFormat
 
 DataFile = Annotated[
     Path,
@@ -25,9 +26,34 @@ DataFile = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object (the default)")]
 Budgets = Annotated[
     list[int] | None,
-    typer.Option("--budget", min=1, help="a token budget to score at (repeatable; default "
-                                         "500, 1000, 1500 and 2000)"),
+    typer.Option("--budget", min=1, help="a token budget to score at besides 500, 1000, "
+                                         "1500 and 2000 (repeatable)"),
 ]
+Formats = Annotated[
+    list[str] | None,
+    typer.Option("--format", help="a search format to score: cards, lines or mixed "
+                                  "(repeatable; the first is the headline; default cards)"),
+]
+
+
+def _budgets(extra: list[int] | None) -> list[int]:
+    # deferred: bench and eval tooling loads only for its own command
+    from sleepmem.evals.baselines import DEFAULT_BUDGETS
+
+    return sorted({*DEFAULT_BUDGETS, *(extra or [])})
+
+
+def _formats(named: list[str] | None) -> list[SearchFormat]:
+    """The formats named, checked, in order (each once); cards when none is."""
+    out: list[SearchFormat] = []
+    for name in named or ["cards"]:
+        if name not in SEARCH_FORMATS:
+            raise fail(ValidationError(
+                "format", f"{name!r} is not a search format: {', '.join(SEARCH_FORMATS)}"))
+        fmt = cast(SearchFormat, name)
+        if fmt not in out:
+            out.append(fmt)
+    return out
 
 
 def _settings() -> Settings:
@@ -49,16 +75,13 @@ def locomo(
     limit_questions: Annotated[
         int | None, typer.Option(min=1, help="questions per conversation")
     ] = None,
-    tail: Annotated[bool, typer.Option(
-        help="past the first half of k, the next memories one line each in a last card "
-             "(as search answers by default); --no-tail scores k whole cards")] = True,
     budget: Budgets = None,
+    format: Formats = None,
 ) -> None:
     """LoCoMo evidence recall at token budgets and @5/10/25 against BM25 and hybrid raw-turn
     baselines in the same tokens, the routes each hit is owed to and where each miss sat
     (no memory, no route, or its rank)."""
     # deferred: bench and eval tooling loads only for its own command
-    from sleepmem.evals.baselines import DEFAULT_BUDGETS
     from sleepmem.evals.locomo import run_locomo
 
     try:
@@ -67,8 +90,8 @@ def locomo(
             settings=_settings(),
             limit_conversations=limit_conversations,
             limit_questions=limit_questions,
-            tail=tail,
-            budgets=budget or DEFAULT_BUDGETS,
+            formats=_formats(format),
+            budgets=_budgets(budget),
         )
     except SleepmemError as exc:
         raise fail(exc) from None
@@ -124,19 +147,19 @@ def longmemeval(
     ] = None,
     per_question: Annotated[bool, typer.Option(help="add each question's metrics")] = False,
     budget: Budgets = None,
+    format: Formats = None,
 ) -> None:
     """LongMemEval session recall_all / ndcg_any at token budgets against BM25 and hybrid
     raw-turn baselines in the same tokens, and @5/@10 against flat BM25 over sessions; with
     ingest time, events/s, peak memory, disk size and search p50/p95. Runs on LongMemEval_S
     or the larger haystacks of scripts/build_longmemeval_m.py."""
     # deferred: bench and eval tooling loads only for its own command
-    from sleepmem.evals.baselines import DEFAULT_BUDGETS
     from sleepmem.evals.longmemeval import run_longmemeval
 
     try:
         report = run_longmemeval(
             data, settings=_settings(), limit=questions, per_question=per_question,
-            budgets=budget or DEFAULT_BUDGETS,
+            budgets=_budgets(budget), formats=_formats(format),
         )
     except SleepmemError as exc:
         raise fail(exc) from None

@@ -10,7 +10,7 @@ Two rankers over the raw turns, no consolidation:
 
 Each is read in two formats: ``turns`` (each turn whole) and ``lines`` (each turn's one
 sentence sharing most words with the query, :func:`~sleepmem.pipelines.snippets.best_line`,
-the format of sleepmem's own tail). A baseline is packed into a token budget in rank order:
+the format of sleepmem's own lines). A baseline is packed into a token budget in rank order:
 an item that no longer fits is skipped and the next one tried, so the baseline fills the
 budget as fully as its ranking allows (a stricter rule would flatter sleepmem).
 """
@@ -39,7 +39,7 @@ BUDGET_K = 100
 SYSTEM = "sleepmem"
 BASELINES = {
     "bm25_turns": "BM25 over the raw turns, each turn whole",
-    "bm25_lines": "BM25 over the raw turns, each turn's best sentence (the tail's format)",
+    "bm25_lines": "BM25 over the raw turns, each turn's best sentence (search's lines)",
     "hybrid_turns": "BM25 + dense (RRF) over the raw turns, each turn whole",
     "hybrid_lines": "BM25 + dense (RRF) over the raw turns, each turn's best sentence",
 }

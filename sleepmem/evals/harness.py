@@ -8,11 +8,10 @@ process and on a temporary data directory that is removed afterwards.
 
 from __future__ import annotations
 
-import functools
 import resource
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from sqlmodel import Session, col, func, select
 
 from sleepmem.adapters.redis import stream
 from sleepmem.core.settings import Settings
-from sleepmem.evals.extra import require
+from sleepmem.core.tokens import TOKENIZER
+from sleepmem.core.tokens import count_tokens as core_count_tokens
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, RawEvent
 from sleepmem.pipelines.consolidate import consolidate_scope
@@ -120,21 +120,13 @@ def count_memories(res: Resources, *, tenant: str) -> int:
         return int(s.exec(stmt).one())
 
 
-@functools.cache
-def _cl100k() -> Callable[[str], int]:
-    """cl100k_base, from bpe-openai (eval extra), which ships the table (tiktoken
-    downloads it)."""
-    enc = require("bpe_openai").get_encoding("cl100k_base")
-    return lambda text: len(enc.encode(text))
-
-
 def count_tokens(text: str) -> int:
-    """cl100k tokens of ``text``."""
-    return _cl100k()(text)
+    """cl100k tokens of ``text``: the count search and context answer with."""
+    return core_count_tokens(text)
 
 
 def tokenizer_name() -> str:
-    return "cl100k_base"
+    return TOKENIZER
 
 
 def reset_peak_rss() -> None:

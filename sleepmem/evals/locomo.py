@@ -25,8 +25,13 @@ Every answer is measured in cl100k tokens, and in the same run each raw-turn bas
 (:mod:`sleepmem.evals.baselines`: BM25 or BM25 + dense by RRF, each turn whole or as its
 best sentence) is packed into that answer's own tokens, question by question: the
 comparison is recall per token, not per k. The headline is recall at fixed token budgets
-(a search asking for the most entries within ``max_tokens``); recall@k stays, with the
-mean tokens and distinct turns each answer holds beside it.
+(a search asking for the most memories within ``max_tokens``); recall@k (a search for k
+memories) stays, with the mean tokens and distinct turns each answer holds beside it.
+
+Each search format asked for (``cards``, ``lines``, ``mixed``: see
+:class:`~sleepmem.models.SearchRequest`) is scored on the same questions, each against the
+baselines packed into its own answers' tokens; the first format is the report's headline
+and the one whose misses and routes are traced.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ from sleepmem.models import (
     Memory,
     MemoryCard,
     Scope,
+    SearchFormat,
     SearchRequest,
     card_sides,
 )
@@ -94,6 +100,7 @@ CATEGORIES = {
     5: "adversarial",
 }
 DEFAULT_KS = (5, 10, 25)
+DEFAULT_FORMATS: tuple[SearchFormat, ...] = ("cards",)
 TOKENS_AT = 10
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -250,11 +257,12 @@ class Shown:
 @dataclass(slots=True)
 class QuestionResult:
     category: int
-    # Per k of a search for k entries, and per token budget: sleepmem's answer (SYSTEM)
-    # and every baseline packed into that answer's own tokens.
-    at_k: dict[int, dict[str, Shown]]
-    at_tokens: dict[int, dict[str, Shown]]
-    # What the top TOKENS_AT cards cost, and the turns each card carries.
+    # Per format, per k of a search for k memories and per token budget: sleepmem's
+    # answer (SYSTEM) and every baseline packed into that answer's own tokens.
+    at_k: dict[str, dict[int, dict[str, Shown]]]
+    at_tokens: dict[str, dict[int, dict[str, Shown]]]
+    # In the first format, what a search for TOKENS_AT memories cost, and the turns each
+    # of its cards carries.
     tokens: int
     turns_per_card: float
     ms: float = 0.0
@@ -303,7 +311,8 @@ def _search(reader: Reader, request: SearchRequest) -> tuple[list[MemoryCard | C
 
 def _score_conversation(
     res: Resources, conv: Conversation, questions: list[Question], ks: Sequence[int],
-    *, tail: bool = True, budgets: Sequence[int] = DEFAULT_BUDGETS,
+    *, formats: Sequence[SearchFormat] = DEFAULT_FORMATS,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
 ) -> list[QuestionResult]:
     if not questions:
         return []
@@ -334,28 +343,31 @@ def _score_conversation(
                 out[name] = Shown(evidence_recall(dia, evidence), packed.tokens, len(dia))
             return out
 
-        # One search per k, as a caller asking for k entries would: past the first half
-        # of k, a result's last card reads the next memories one line each, so the top 5
-        # of a search for 25 is not the search for 5.
-        at_k: dict[int, dict[str, Shown]] = {}
+        # One search per k, as a caller asking for k memories would: in ``mixed`` the
+        # first half of k is read whole, so the top 5 of a search for 25 is not the
+        # search for 5.
+        at_k: dict[str, dict[int, dict[str, Shown]]] = {}
+        at_tokens: dict[str, dict[int, dict[str, Shown]]] = {}
         shown: list[MemoryCard | ConflictGroup] = []
         asked, ms = None, 0.0
-        for k in sorted({*ks, TOKENS_AT}):
-            request = build_request(q.question, scope=conv.scope, k=k, with_provenance=True,
-                                    tail=tail)
-            cards, took = _search(reader, request)
-            if k == TOKENS_AT:
-                shown, asked, ms = cards, request, took
-            if k in ks:
-                at_k[k] = versus(cards)
-        # At a budget the request asks for as many entries as it may: the budget, not k,
-        # bounds the answer.
-        at_tokens = {
-            b: versus(_search(reader, build_request(
-                q.question, scope=conv.scope, k=BUDGET_K, max_tokens=b, with_provenance=True,
-                tail=tail))[0])
-            for b in budgets
-        }
+        for fmt in formats:
+            at_k[fmt] = {}
+            for k in sorted({*ks, TOKENS_AT} if fmt == formats[0] else set(ks)):
+                request = build_request(q.question, scope=conv.scope, k=k,
+                                        with_provenance=True, format=fmt)
+                cards, took = _search(reader, request)
+                if k == TOKENS_AT and fmt == formats[0]:
+                    shown, asked, ms = cards, request, took
+                if k in ks:
+                    at_k[fmt][k] = versus(cards)
+            # At a budget the request asks for as many memories as it may: the budget, not
+            # k, bounds the answer.
+            at_tokens[fmt] = {
+                b: versus(_search(reader, build_request(
+                    q.question, scope=conv.scope, k=BUDGET_K, max_tokens=b,
+                    with_provenance=True, format=fmt))[0])
+                for b in budgets
+            }
         turns_per_card = turns_of(shown)
         reached = {d for ts in turns_per_card for d in ts}
         out.append(
@@ -388,13 +400,24 @@ def _table(answers: list[dict[str, Shown]]) -> dict[str, dict[str, float]]:
     }
 
 
-def _summary(rows: list[QuestionResult], ks: Sequence[int],
-             budgets: Sequence[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {"questions": len(rows)}
-    out["at_tokens"] = {str(b): _table([r.at_tokens[b] for r in rows]) for b in budgets}
+def _tables(rows: list[QuestionResult], ks: Sequence[int], budgets: Sequence[int],
+            fmt: str) -> dict[str, Any]:
+    """One format's recall at each budget and each k, against the baselines in its
+    tokens."""
+    out: dict[str, Any] = {
+        "at_tokens": {str(b): _table([r.at_tokens[fmt][b] for r in rows]) for b in budgets},
+    }
     for k in ks:
-        out[f"recall_at_{k}"] = round(mean([r.at_k[k][SYSTEM].recall for r in rows]), 4)
-    out["at_k"] = {str(k): _table([r.at_k[k] for r in rows]) for k in ks}
+        out[f"recall_at_{k}"] = round(mean([r.at_k[fmt][k][SYSTEM].recall for r in rows]), 4)
+    out["at_k"] = {str(k): _table([r.at_k[fmt][k] for r in rows]) for k in ks}
+    return out
+
+
+def _summary(rows: list[QuestionResult], ks: Sequence[int], budgets: Sequence[int],
+             formats: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"questions": len(rows), **_tables(rows, ks, budgets, formats[0])}
+    if len(formats) > 1:
+        out["by_format"] = {fmt: _tables(rows, ks, budgets, fmt) for fmt in formats}
     out[f"hits_by_route_at_{TOKENS_AT}"] = route_shares([h for r in rows for h in r.hit_routes])
     out[f"misses_at_{TOKENS_AT}"] = miss_summary([m for r in rows for m in r.misses])
     return out
@@ -407,20 +430,23 @@ def run_locomo(
     limit_conversations: int | None = None,
     limit_questions: int | None = None,
     ks: Sequence[int] = DEFAULT_KS,
-    tail: bool = True,
+    formats: Sequence[SearchFormat] = DEFAULT_FORMATS,
     budgets: Sequence[int] = DEFAULT_BUDGETS,
 ) -> dict[str, Any]:
     """Evidence recall of sleepmem and of the raw-turn baselines at sleepmem's own tokens,
     in one run: at each token budget (the headline) and at each k.
 
-    ``limit_questions`` caps the questions per conversation (for quick runs); ``tail=False``
-    scores k whole cards (see :mod:`sleepmem.pipelines.snippets`).
+    ``limit_questions`` caps the questions per conversation (for quick runs); each of
+    ``formats`` is scored (the first is the headline: top-level figures, misses, routes).
     """
     if not ks or min(ks) < 1 or max(ks) > 100:
         raise ValidationError("ks", "each k must be between 1 and 100")
     if any(b < 1 for b in budgets):
         raise ValidationError("budgets", "each token budget must be at least 1")
+    if not formats:
+        raise ValidationError("formats", "name at least one search format")
     ks, budgets = sorted(set(ks)), sorted(set(budgets))
+    formats = list(dict.fromkeys(formats))
     started = time.perf_counter()
     conversations = load(path)[:limit_conversations]
     rows: list[QuestionResult] = []
@@ -433,7 +459,7 @@ def run_locomo(
             events += accepted
             memories += written
             questions = conv.questions[:limit_questions]
-            conv_rows = _score_conversation(res, conv, questions, ks, tail=tail,
+            conv_rows = _score_conversation(res, conv, questions, ks, formats=formats,
                                              budgets=budgets)
             rows.extend(conv_rows)
             dropped += conv.dropped_evidence
@@ -443,7 +469,8 @@ def run_locomo(
                 sample=conv.sample_id, events=accepted, memories=written,
                 questions=len(conv_rows),
                 recall_at_tokens={
-                    b: round(mean([r.at_tokens[b][SYSTEM].recall for r in conv_rows]), 4)
+                    b: round(mean([r.at_tokens[formats[0]][b][SYSTEM].recall
+                                   for r in conv_rows]), 4)
                     for b in budgets
                 },
                 seconds=round(time.perf_counter() - t0, 2),
@@ -453,7 +480,9 @@ def run_locomo(
         "dataset": Path(path).name,
         "conversations": len(conversations),
         "systems": {SYSTEM: "sleepmem's search", **BASELINES},
-        **_summary(rows, ks, budgets),
+        "format": formats[0],
+        "formats": formats,
+        **_summary(rows, ks, budgets, formats),
         "tokens_per_query": round(mean([float(r.tokens) for r in rows]), 1),
         # Cards may carry more than one turn; the baseline's documents carry exactly one.
         "turns_per_card": round(mean([r.turns_per_card for r in rows]), 2),
@@ -462,7 +491,7 @@ def run_locomo(
         "full_context_tokens": round(mean([float(t) for t in full_tokens]), 1),
         "by_category": {
             str(c): {"name": name,
-                     **_summary([r for r in rows if r.category == c], ks, budgets)}
+                     **_summary([r for r in rows if r.category == c], ks, budgets, formats)}
             for c, name in CATEGORIES.items()
             if any(r.category == c for r in rows)
         },
@@ -472,7 +501,6 @@ def run_locomo(
         "embedder": embedder_name,
         "extractor": settings.extractor,
         "query_rewrite": settings.query_rewrite,
-        "tail": tail,
         "tokenizer": tokenizer_name(),
         "seconds": round(time.perf_counter() - started, 1),
     }

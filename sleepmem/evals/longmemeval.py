@@ -24,6 +24,8 @@ sessions ranked by their best raw turn under BM25 + dense (RRF). At each token b
 (the headline), sleepmem's answer within ``max_tokens`` against every raw-turn baseline of
 :mod:`sleepmem.evals.baselines` packed into that answer's own cl100k tokens: each scores
 recall_all and ndcg_any over the sessions its text reaches, in the order it reaches them.
+Each search format asked for (``cards``, ``lines``, ``mixed``) is scored so, against the
+baselines in its own tokens; the first is the report's headline.
 
 The report also says what the scopes cost: wall time and peak resident memory of ingest
 and consolidation, events/s, the store's size on disk and search p50/p95; with the larger
@@ -71,7 +73,7 @@ from sleepmem.evals.metrics import (
     rank_by_first_mention,
     recall_all,
 )
-from sleepmem.models import ConflictGroup, MemoryCard, Scope, card_sides
+from sleepmem.models import ConflictGroup, MemoryCard, Scope, SearchFormat, card_sides
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
@@ -83,6 +85,7 @@ TENANT = "longmemeval"
 AGENT = "eval"
 KS = (5, 10)
 SEARCH_K = 50
+DEFAULT_FORMATS: tuple[SearchFormat, ...] = ("cards",)
 _DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 
 
@@ -208,12 +211,12 @@ def _metrics(ranked: Sequence[str], relevant: frozenset[str], prefix: str = "") 
     return out
 
 
-def ask(res: Resources, item: Item, *, k: int = SEARCH_K,
-        max_tokens: int | None = None) -> list[MemoryCard | ConflictGroup]:
+def ask(res: Resources, item: Item, *, k: int = SEARCH_K, max_tokens: int | None = None,
+        format: SearchFormat = "cards") -> list[MemoryCard | ConflictGroup]:
     """The question searched in its scope on its question date, as the user asked it: the
     search's "now" is that day, and the clock goes back to what it was afterwards."""
     request = build_request(item.question, scope=item.scope, k=k, with_provenance=True,
-                            max_tokens=max_tokens)
+                            max_tokens=max_tokens, format=format)
     asked, before = item.asked, res.clock
     if asked is not None:
         res.clock = lambda: asked
@@ -237,15 +240,22 @@ def _at_budget(ranked: Sequence[str], relevant: frozenset[str]) -> tuple[float, 
 def _score_item(
     res: Resources, item: Item, events: list[dict[str, Any]], session_of: dict[str, str],
     budgets: Sequence[int], searches_ms: dict[str, list[float]],
+    formats: Sequence[SearchFormat] = DEFAULT_FORMATS,
 ) -> dict[str, float]:
+    """The row of one question: the first format's @k metrics unprefixed, each format's
+    as ``{format}:{metric}``, and each format's answer at each budget with the baselines
+    in its tokens as ``{format}|{budget}|{system}|{metric}``."""
     def timed(kind: str, **kw: Any) -> list[MemoryCard | ConflictGroup]:
         t0 = time.perf_counter()
         cards = ask(res, item, **kw)
         searches_ms.setdefault(kind, []).append((time.perf_counter() - t0) * 1000)
         return cards
 
-    cards = timed(f"k={SEARCH_K}")
-    ranked = rank_by_first_mention(_card_sessions(c, session_of) for c in cards)
+    by_format: dict[str, list[str]] = {}
+    for fmt in formats:
+        cards = timed(f"k={SEARCH_K}", format=fmt)
+        by_format[fmt] = rank_by_first_mention(_card_sessions(c, session_of) for c in cards)
+    ranked = by_format[formats[0]]
     raw = RawTurns.build([str(e["content"]) for e in events], res.embedder)
     turn_session = [session_of[str(e["event_id"])] for e in events]
     base = Baselines.of(raw, item.question, res.embedder.embed([item.question],
@@ -258,21 +268,25 @@ def _score_item(
         **_metrics(bm25_ranking(item, _whitespace), item.official_relevant(), "official_"),
         "sessions_reached": float(len(ranked)),
     }
-    for b in budgets:
-        shown = timed("budget", k=BUDGET_K, max_tokens=b)
-        tokens = sum(count_tokens(_entry_text(c)) for c in shown)
-        answers = {SYSTEM: (rank_by_first_mention(_card_sessions(c, session_of)
-                                                  for c in shown), tokens)}
-        for name in NAMES:
-            packed = base.packed(name, tokens)
-            answers[name] = (rank_by_first_mention([turn_session[i]] for i in packed.turns),
-                             packed.tokens)
-        for name, (sessions, spent) in answers.items():
-            r_all, ndcg = _at_budget(sessions, item.answer_sessions)
-            row[f"{b}|{name}|recall_all"] = r_all
-            row[f"{b}|{name}|ndcg_any"] = ndcg
-            row[f"{b}|{name}|tokens"] = float(spent)
-            row[f"{b}|{name}|sessions"] = float(len(sessions))
+    for name, sessions_of in by_format.items():
+        row.update(_metrics(sessions_of, item.answer_sessions, f"{name}:"))
+    for fmt in formats:
+        for b in budgets:
+            shown = timed("budget", k=BUDGET_K, max_tokens=b, format=fmt)
+            tokens = sum(count_tokens(_entry_text(c)) for c in shown)
+            answers = {SYSTEM: (rank_by_first_mention(_card_sessions(c, session_of)
+                                                      for c in shown), tokens)}
+            for name in NAMES:
+                packed = base.packed(name, tokens)
+                answers[name] = (
+                    rank_by_first_mention([turn_session[i]] for i in packed.turns),
+                    packed.tokens)
+            for name, (sessions, spent) in answers.items():
+                r_all, ndcg = _at_budget(sessions, item.answer_sessions)
+                row[f"{fmt}|{b}|{name}|recall_all"] = r_all
+                row[f"{fmt}|{b}|{name}|ndcg_any"] = ndcg
+                row[f"{fmt}|{b}|{name}|tokens"] = float(spent)
+                row[f"{fmt}|{b}|{name}|sessions"] = float(len(sessions))
     return row
 
 
@@ -280,18 +294,31 @@ METRICS = tuple(f"{m}_at_{k}" for k in KS for m in ("recall_all", "ndcg_any"))
 AT_BUDGET = ("recall_all", "ndcg_any", "tokens", "sessions")
 
 
-def _summary(rows: list[dict[str, float]], budgets: Sequence[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {"questions": len(rows)}
-    out["at_tokens"] = {
+def _at_tokens(rows: list[dict[str, float]], budgets: Sequence[int],
+               fmt: str) -> dict[str, Any]:
+    return {
         str(b): {
-            name: {m: round(mean([r[f"{b}|{name}|{m}"] for r in rows]), 4) for m in AT_BUDGET}
+            name: {m: round(mean([r[f"{fmt}|{b}|{name}|{m}"] for r in rows]), 4)
+                   for m in AT_BUDGET}
             for name in (SYSTEM, *NAMES)
         }
         for b in budgets
     }
+
+
+def _summary(rows: list[dict[str, float]], budgets: Sequence[int],
+             formats: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"questions": len(rows)}
+    out["at_tokens"] = _at_tokens(rows, budgets, formats[0])
     for prefix in ("", "baseline_", "hybrid_"):
         for m in METRICS:
             out[prefix + m] = round(mean([r[prefix + m] for r in rows]), 4)
+    if len(formats) > 1:
+        out["by_format"] = {
+            fmt: {"at_tokens": _at_tokens(rows, budgets, fmt),
+                  **{m: round(mean([r[f"{fmt}:{m}"] for r in rows]), 4) for m in METRICS}}
+            for fmt in formats
+        }
     return out
 
 
@@ -309,6 +336,7 @@ def spread(items: list[T], limit: int | None) -> list[T]:
 def run_longmemeval(
     path: Path, *, settings: Settings, limit: int | None = None, per_question: bool = False,
     budgets: Sequence[int] = DEFAULT_BUDGETS,
+    formats: Sequence[SearchFormat] = DEFAULT_FORMATS,
 ) -> dict[str, Any]:
     """Session recall of sleepmem and of the same-run baselines on the same questions: at
     @5/@10 against flat BM25 over sessions and the hybrid turn ranking, and at each token
@@ -322,7 +350,10 @@ def run_longmemeval(
     """
     if any(b < 1 for b in budgets):
         raise ValidationError("budgets", "each token budget must be at least 1")
+    if not formats:
+        raise ValidationError("formats", "name at least one search format")
     budgets = sorted(set(budgets))
+    formats = list(dict.fromkeys(formats))
     started = time.perf_counter()
     items = load(path)
     abstention = sum(i.abstention for i in items)
@@ -341,7 +372,7 @@ def run_longmemeval(
             ingest_s += time.perf_counter() - t0
             written = count_memories(res, tenant=TENANT) - memories
             memories += written
-            row = _score_item(res, item, batch, session_of, budgets, searches_ms)
+            row = _score_item(res, item, batch, session_of, budgets, searches_ms, formats)
             rows.append((item.question_type, row))
             detail.append(
                 {"question_id": item.question_id, "question_type": item.question_type, **row}
@@ -371,9 +402,11 @@ def run_longmemeval(
                       "turns, at k",
             **BASELINES,
         },
-        **_summary(all_rows, budgets),
+        "format": formats[0],
+        "formats": formats,
+        **_summary(all_rows, budgets, formats),
         "by_type": {
-            t: _summary([r for qt, r in rows if qt == t], budgets)
+            t: _summary([r for qt, r in rows if qt == t], budgets, formats)
             for t in sorted({qt for qt, _r in rows})
         },
         "baseline_official": {
