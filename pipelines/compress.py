@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from sleepmem.models import Memory, Scope
+from sleepmem.pipelines.extract.text import norm_value
 from sleepmem.pipelines.memories import memory_id
 from sleepmem.pipelines.resolve import AuditDraft, Resolver
 from sleepmem.pipelines.types import Candidate, Op
@@ -61,6 +62,7 @@ def _profiles(resolver: Resolver, policy: CompressPolicy) -> None:
             mem.type in ("fact", "preference")
             and mem.subject not in ("", "user")
             and not mem.session
+            and not _speaker(mem)
         ):
             by_subject[mem.subject].append(mem)
     for subject, parts in sorted(by_subject.items()):
@@ -88,6 +90,13 @@ def _profiles(resolver: Resolver, policy: CompressPolicy) -> None:
             details={"members": members},
         )
         resolver.apply_merge(cand, old=old, op=Op.MERGE, members=members)
+
+
+def _speaker(mem: Memory) -> bool:
+    """Whether a fact is a named speaker's own (persons.own_facts): in a conversation
+    between people that is most of what they said, which a profile would only repeat."""
+    person = str(mem.details.get("speaker") or "").strip()
+    return bool(person) and mem.subject == norm_value(person)
 
 
 def _session_summaries(

@@ -36,10 +36,24 @@ USER = "user"
 _GENERIC = re.compile(r"\bthe user(?P<s>'s)?\b|^user(?P<s2>'s)?\b|(?<!的)用户", re.IGNORECASE)
 
 
+# The extractors' "we" ("the user's team", 用户团队) said by a named person: they and the
+# people with them, never their employer's team.
+_GROUP = (("the user's team's", "{} and others'"), ("the user's team", "{} and others"),
+          ("The user's team's", "{} and others'"), ("The user's team", "{} and others"),
+          ("用户团队", "{}他们"))
+
+
 def named(statement: str, person: str) -> str:
     """The statement with the generic subject ("the user", 用户) replaced by the person's
     name: a fact they stated about themself names only them."""
+    for generic, group in _GROUP:
+        statement = statement.replace(generic, group.format(person))
     return _GENERIC.sub(lambda m: person + (m.group("s") or m.group("s2") or ""), statement)
+
+
+# A relative's subject as the extractors write it ("user's sister", 用户的哥哥): the
+# speaker's relative, so named after the speaker.
+RELATIVE = (("user's ", "{}'s "), ("用户的", "{}的"))
 
 
 def own_facts(candidates: Sequence[Candidate], events: Sequence[EventView] = ()) -> None:
@@ -53,7 +67,14 @@ def own_facts(candidates: Sequence[Candidate], events: Sequence[EventView] = ())
         listener = next((spoken_to[e] for e in cand.provenance if e in spoken_to), "")
         if listener:
             cand.statement = addressed(cand.statement, listener)
-        if cand.type == "event" or cand.subject != USER:
+        if cand.type == "event":
+            continue
+        if cand.subject != USER:
+            for generic, own in RELATIVE:
+                if cand.subject.startswith(generic):
+                    cand.subject = (norm_value(person) + own.format("")
+                                    + cand.subject[len(generic):])
+                    cand.statement = named(cand.statement, person)
             continue
         cand.subject = norm_value(person)
         cand.statement = named(cand.statement, person)

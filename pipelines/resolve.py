@@ -640,11 +640,12 @@ class Resolver:
         if twin is not None:
             self._noop(twin, cand, "says what an existing memory says")
             return
+        strong = False
         if is_many_valued(cand.attribute, cand.details):
             # "I own a bike" and "I own a car" are both true: only a change (or negation)
             # retires a value, and only the values it is about. An addition marker
             # ("I'm now learning Spanish too") makes it no change.
-            last = _last_turn(cand.statement)
+            last = _said(cand)
             strong = cand.negated or (
                 _corrects(last) and not _ADDITIVE.search(last))
             if not (strong or _shifts(cand)):
@@ -665,6 +666,19 @@ class Resolver:
                 )
                 return
             members = about or members
+        elif cand.attribute.startswith(OPEN_SLOT_PREFIX):
+            # An open slot is named by a clause's head ("rel:have", "rel:be_home"): two
+            # statements with one head need not be about one thing. Only a change or a
+            # negation about what the slot holds updates it; anything else stands beside.
+            about = self._about(cand, members) if cand.negated or _shifts(cand) else []
+            if not about:
+                mem = self._add(self._new(cand))
+                self.plan.audits.append(
+                    AuditDraft(Op.ADD, [], [mem.id], "unrelated to what the open slot holds",
+                               cand.provenance)
+                )
+                return
+            members = about
 
         # What a person wrote or confirmed counts at least as high trust: an inference
         # never overwrites it, and a disagreeing trusted statement asks again.
@@ -697,7 +711,7 @@ class Resolver:
             )
             return
 
-        explicit = cand.change or cand.negated
+        explicit = cand.change or cand.negated or strong
         if explicit or not high or cand.trust != Trust.high.value:
             self._supersede(members, cand)
             return
@@ -712,6 +726,7 @@ class Resolver:
         for m in members:
             self._retire(m, at=cand.valid_from, by=new.id, status=MemoryStatus.superseded.value)
             self._retire_episodes(m, by=new.id, at=cand.valid_from)
+            self._retire_told_beside(m, cand, by=new.id)
         self.plan.audits.append(
             AuditDraft(
                 Op.UPDATE,
@@ -747,6 +762,24 @@ class Resolver:
                 cand.provenance,
             )
         )
+
+    def _retire_told_beside(self, old: Memory, cand: Candidate, *, by: str) -> None:
+        """A person's history is kept twice, as their fact and in the turn's episode
+        (rules._statements): a correction of either retires the other, when it is about
+        what the correction says."""
+        if not (old.type == "event" or old.details.get("history")):
+            return
+        told = set(old.provenance)
+        beside = [m for m in self.current()
+                  if m.id != by and told & set(m.provenance)
+                  and (m.type == "event" or m.details.get("history"))
+                  and m.details.get("speaker") == old.details.get("speaker")]
+        for mem, sim, _same in self._near(cand, beside):
+            if sim < semantic.RELATED:
+                break
+            self._retire(mem, at=cand.valid_from, by=by, status=MemoryStatus.superseded.value)
+            self.plan.audits.append(AuditDraft(
+                Op.INVALIDATE, [mem.id], [by], "told beside a corrected memory", []))
 
     def _retire_episodes(self, old: Memory, *, by: str | None, at: datetime) -> None:
         """Episodes and summaries that describe a superseded state stop counting as current:
@@ -952,14 +985,21 @@ def _disputes(cand: Candidate) -> bool:
     return cand.details.get("feedback") == "negative" or bool(cand.details.get("disputes"))
 
 
+def _said(cand: Candidate) -> str:
+    """The words ``cand`` was said in: the sentence read ("said"), else the statement's last
+    turn. Its markers ("actually", "now") are the speaker's, not the rewrite's."""
+    said = cand.details.get("said")
+    return said if isinstance(said, str) and said else _last_turn(cand.statement)
+
+
 def _marks_correction(cand: Candidate) -> bool:
-    return cand.change or _corrects(_last_turn(cand.statement))
+    return cand.change or _corrects(_said(cand))
 
 
 def _shifts(cand: Candidate) -> bool:
     """Whether ``cand`` says something changed (a correction, a time shift such as "these
     days" or "from now on", feedback on what was remembered) rather than adding to it."""
-    last = _last_turn(cand.statement)
+    last = _said(cand)
     changed = cand.change or bool(cand.details.get("feedback")) or _corrects(last)
     return changed and not _ADDITIVE.search(last)
 

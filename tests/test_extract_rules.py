@@ -125,9 +125,35 @@ class TestResidence:
         self, text: str, speaker: str | None,
     ) -> None:
         """With 我 put back only a matcher may read it: the fail-safe would take any
-        subject-less clause for a lasting fact."""
+        subject-less clause for a lasting fact. A named person's past event or plan is
+        kept as their history beside the turn's episode, never as their lasting state."""
         cands = extract(text, meta={"speaker": speaker} if speaker else None)
-        assert [c.type for c in cands] == ["event"]
+        assert [c.type for c in cands][-1:] == ["event"]
+        assert cands[-1].statement.endswith(text), "the episode keeps the whole turn"
+        facts = cands[:-1]
+        if speaker is None:
+            assert facts == []
+        for c in facts:
+            assert c.details.get("history") or c.subject != "user", (
+                f"{c.statement!r} fills the speaker's own slot {c.attribute}")
+            assert not (c.details.get("history") and c.change), "history changes nothing"
+
+    def test_a_lone_users_past_event_stays_the_turns_episode(self) -> None:
+        """Told to the assistant, a one-off event is the conversation itself."""
+        assert [c.type for c in extract("I went to a support group yesterday.")] == ["event"]
+
+    @pytest.mark.parametrize("text", [
+        "I went to a support group yesterday.", "We'll go camping in the mountains in June.",
+        "上周末在上海玩了三天。",
+    ])
+    def test_a_named_persons_past_event_or_plan_is_their_history_beside_the_episode(
+        self, text: str,
+    ) -> None:
+        cands = extract(text, meta={"speaker": "Mel"})
+        facts = [c for c in cands if c.type == "fact"]
+        assert [c.type for c in cands][-1] == "event"
+        assert facts and all(c.details.get("history") for c in facts), cands
+        assert all(c.attribute.startswith("rel:") and not c.change for c in facts)
 
     @pytest.mark.parametrize("speaker", [None, "Ann"])
     @pytest.mark.parametrize("text", [

@@ -128,7 +128,7 @@ from sleepmem.pipelines.extract.zh import (
     mz_task,
     mz_tools,
 )
-from sleepmem.pipelines.language import Mood, Owner, Reading, read
+from sleepmem.pipelines.language import Mood, Owner, Reading, Time, read
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.types import (
     MANY_VALUED_RELATIONS,
@@ -523,6 +523,10 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
                 read_as := _from_reading(turn, sentence, zh, feedback=feedback)) is not None:
             out.append(read_as)
             structured_any = True
+            if turn.speaker.person:
+                # Between people the turn's episode keeps the sentence too: a reply
+                # answers it and the conversation's passages read as it was said.
+                remainder.append(sentence)
             continue
         if not found:
             kept = [c for c in split_clauses(sentence, zh) if not REDACTED.search(c)]
@@ -552,7 +556,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
                 slot.details["feedback"] = True
             out.append(turn.candidate(slot, statement, **kw))
     out = _merge_same_slot(out)
-    rest = " ".join(remainder).strip()
+    rest = _joined(remainder)
     if rest and not ACK.match(rest):
         event = _event(turn, rest if structured_any else text, feedback=feedback)
         if is_one_off(rest) and not event.details.get("chitchat"):
@@ -560,6 +564,17 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             event.one_off = True
             event.scope = turn.event.scope
         out.append(event)
+    return out
+
+
+def _joined(sentences: list[str]) -> str:
+    """Sentences as one text again: Chinese ones without the space English needs."""
+    out = ""
+    for s in sentences:
+        s = s.strip()
+        if out and s and not (is_zh(out[-1]) or is_zh(s[0])):
+            out += " "
+        out += s
     return out
 
 
@@ -581,15 +596,19 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     """Every sentence of every user and feedback turn, read in one batch per language;
     those that could hold a fact are placed by meaning in one embedder call."""
     sentences: list[str] = []
+    told: set[str] = set()  # said by a named person (meta.speaker): their history counts
     for event in events:
         if event.role == "user" and event.kind in ("message", "feedback") and (
                 text := event.content.strip()):
-            sentences.extend(_as_read(s) for s in split_sentences(text))
+            said = [_as_read(s) for s in split_sentences(text)]
+            sentences.extend(said)
+            if speaker_of(event).person:
+                told.update(said)
     unique = list(dict.fromkeys(sentences))
     readings = read(unique)
     # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
-    holding = [r for r in readings
-               if _may_hold(r) and not _match_sentence(r.text, is_zh(r.text), None)[0]]
+    holding = [r for r in readings if _may_hold(r, history=r.text in told)
+               and not _match_sentence(r.text, is_zh(r.text), None)[0]]
     # Judged on the clause that holds, not the whole sentence: what else the sentence says
     # ("…, the lease started Monday") only blurs its meaning.
     framed = dict(zip([r.text for r in holding],
@@ -598,20 +617,28 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     return {r.text: Understood(r, *framed.get(r.text, (None, 0.0))) for r in readings}
 
 
-def _may_hold(reading: Reading) -> bool:
+def _may_hold(reading: Reading, *, history: bool = False) -> bool:
     """Whether a clause can state something that lasts: its owner, mood and time allow it,
-    it names a value and it is not about the talk itself."""
+    it names a value and it is not about the talk itself. With ``history`` (a named person
+    talking to others), what they did or plan to do counts too (see _from_reading)."""
     if reading.owner is Owner.NOBODY or reading.mood is Mood.QUESTION or reading.about_talk or (
             reading.fragment):
         return False
-    # A finished event ("I went to a support group yesterday") is not held: it stays the
-    # turn's episode. Kept as a fact of the speaker's history it lifted LoCoMo's coverage
-    # (eval extraction) but took the sentence from its turn's episode, and with it the
-    # question a reply answers and the passage a conversation reads as (see the note of
-    # 2026-12-05): measured, not kept.
-    return (reading.lasting or (
+    return (reading.lasting or (history and reading.time in HISTORY) or (
         reading.mood in (Mood.INSTRUCTION, Mood.WISH) and reading.time.value == "lasting")
     ) and bool(reading.value)
+
+
+# A person's history: what they did ("I went to a support group yesterday") or plan ("we'll
+# go camping in June"). Between people (meta.speaker) it is what a later question asks
+# about, so it is kept as a fact of theirs beside the turn's episode (_statements keeps
+# the sentence there too). A user telling the assistant of a one-off event keeps it as the
+# turn's episode: that user's history is the conversation itself.
+HISTORY = frozenset({Time.PAST, Time.FUTURE})
+# A named person's clause takes a frame only when its meaning is clearly the frame's: in
+# talk between people most clauses are near some attribute by chance (measured with
+# `sleepmem eval extraction` on dev8: same-thing share highest here).
+PERSON_FRAME_FLOOR = 0.45
 
 
 def _asks_for_now(reading: Reading) -> bool:
@@ -670,26 +697,26 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     event, small talk, one-off requests and another person's news are not."""
     seen = turn.understood(sentence)
     reading, frame = seen.reading, seen.frame
-    if not _may_hold(reading):
+    if not _may_hold(reading, history=bool(turn.speaker.person)):
         return None
     if is_small_talk(sentence) or is_one_off(sentence) or ACK.match(sentence):
         return None
     if _asks_for_now(reading) and (frame is None or frame.type != "preference"
                                    or seen.score < FOR_NOW_FLOOR):
         return None  # "book me a flight" is a task; "give me temperatures in Celsius" is not
-    if turn.speaker.person:
-        # Where several people share a scope (meta.speaker), their talk stays episodes
-        # unless a matcher reads it: the conversation's passages, replies and tail are
-        # read from those episodes. As facts, LoCoMo's coverage rose from 0.071 to 0.680
-        # (eval extraction, 2 conversations) but the tail and passage behaviour changed
-        # beyond what this change measured (see the note of 2026-12-05).
-        return None
+    person = turn.speaker.person
+    history = bool(person) and not reading.lasting and reading.time in HISTORY
+    subject = "user"
     if reading.owner is Owner.OTHER:
-        # Another person's news stays the speaker's episode (the entity graph reads who
-        # is who from its words); what it must never do is fill the speaker's own slots,
-        # which the matchers' readings are kept from in _owned.
-        return None
-    if reading.owner is not Owner.SPEAKER and (frame is None or feedback):
+        # Another person's news, told to the assistant, stays the speaker's episode (the
+        # entity graph reads who is who from its words); told between people, it is a
+        # fact of that person. Either way it never fills the speaker's own slots.
+        if not person or not reading.other:
+            return None
+        subject = _other_subject(reading.other, zh)
+    if person and seen.score < PERSON_FRAME_FLOOR:
+        frame = None
+    if reading.owner is Owner.IMPLICIT and (frame is None or feedback):
         # No person said: the speaker's only when its meaning places it, and never in
         # feedback, which is judged against the memory it answers (resolve).
         return None
@@ -707,7 +734,14 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
         "said": sentence,
     }
     importance = UNCLASSIFIED_IMPORTANCE
-    if frame is not None:
+    if history:
+        # What happened or is planned is one of many: it updates nothing and is updated
+        # by nothing but its own correction.
+        details.update(history=True, type_by="reading")
+        relation, multi, kind = reading.head or "did", True, "fact"
+        attribute = OPEN_SLOT_PREFIX + relation
+        value = norm_value(body)
+    elif frame is not None:
         kind, importance = frame.type, IMPORTANCE[frame.type]
         details.update(type_by="frame", frame=round(seen.score, 3))
         attribute = OPEN_SLOT_PREFIX + frame.attribute if frame.multi else frame.attribute
@@ -727,9 +761,9 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     if feedback:
         details["feedback"] = "negative" if disputes else True
     # Feedback that agrees ("Biscuit is my golden retriever, thanks") changes nothing.
-    change = reading.change or disputes or bool(reading.replaces)
+    change = (reading.change or disputes or bool(reading.replaces)) and not history
     return turn.candidate(
-        Slot(type=kind, attribute=attribute, value=value, head=statement,
+        Slot(type=kind, subject=subject, attribute=attribute, value=value, head=statement,
              importance=importance, change=change,
              negated=reading.negated and not reading.replaces, details=details),
         statement, emphasis=_emphasis(sentence),

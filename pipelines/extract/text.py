@@ -224,8 +224,8 @@ _PRONOUNS_EN: dict[str, tuple[str, str, bool]] = {
     "yours": ("the assistant's", "the assistant's", False),
     "you're": ("the assistant is", "the assistant is", False),
     "we": ("the user's team", "they", True),
-    "we're": ("they are", "they are", False),
-    "we've": ("they have", "they have", False),
+    "we're": ("the user's team are", "they are", False),
+    "we've": ("the user's team have", "they have", False),
     "our": ("the user's team's", "their", False),
     "ours": ("theirs", "theirs", False),
 }

@@ -33,6 +33,7 @@ class Time(StrEnum):
     ONE_OFF = "one-off"  # this moment only ("tired today", "in Tokyo this week")
     PAST = "past"  # a finished event ("went to a support group yesterday")
     FUTURE = "future"  # a plan ("we'll move next year")
+    POSSIBLE = "possible"  # what may or should be ("we should meet", "I'd buy a boat")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ class Reading:
     def lasting(self) -> bool:
         """Whether the clause states something that holds beyond the moment it is said."""
         return self.time in (Time.LASTING, Time.HABITUAL) or (
-            self.change and self.time is not Time.FUTURE)
+            self.change and self.time not in (Time.FUTURE, Time.POSSIBLE))
 
 
 class LanguagePack(Protocol):

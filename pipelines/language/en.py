@@ -78,6 +78,9 @@ DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "it", "them", "one
 ENDING_VERBS = frozenset({"leave", "quit", "sell", "stop", "divorce", "drop", "cancel",
                           "ditch", "abandon", "lose", "resign", "retire", "exit"})
 WISH_HEADS = frozenset({"want", "like", "wish", "prefer", "love", "hope", "need"})
+# Modals that state a plan ("we'll move next year"); the others say what may or should be
+# ("we should meet on Thursday", "I'd buy a boat"), which is nobody's history.
+PLAN_MODALS = frozenset({"will", "'ll", "shall", "wo"})
 REQUEST_AUX = frozenset({"could", "can", "would", "will"})
 NEGATIONS = frozenset({"not", "n't", "never", "no", "nor", "neither", "nobody", "nothing"})
 # The little words a value span never needs.
@@ -282,7 +285,8 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
     modal = [c for c in root.children if c.dep_ == "aux" and c.tag_ == "MD"
              and c.lower_ not in ("can", "ca")]
     if modal and not lemmas & HABIT_WORDS and not any(p in low for p in CHANGE_PHRASES):
-        return Time.FUTURE  # "we should meet on Thursday", "I'd buy a boat"
+        # "we'll move next year" is a plan; "we should meet", "I'd buy a boat" may be
+        return Time.FUTURE if modal[0].lower_ in PLAN_MODALS else Time.POSSIBLE
     if root.tag_ == "VBD" and root.lemma_.lower() not in STATE_CHANGE_VERBS and not change:
         return Time.PAST  # "I lived in Paris when I was a student"
     if lemmas & FUTURE_WORDS and not change and any(

@@ -189,6 +189,8 @@ def _owner(words: list[tuple[str, str]]) -> tuple[Owner, str]:
             k = [w for w, _ in clause].index("的")
             noun = clause[k + 1][0] if k + 1 < len(clause) else ""
             return (Owner.OTHER, noun) if noun in PERSON_NOUNS else (Owner.NOBODY, "")
+        if noun := _relative_subject(clause):
+            return Owner.OTHER, noun  # "住在苏州的同学下周来玩": the classmate's visit
         for i, (word, flag) in enumerate(clause):
             if flag.startswith("v") or word in ("是", "在"):
                 break  # the subject comes before the first verb
@@ -210,6 +212,21 @@ def _owner(words: list[tuple[str, str]]) -> tuple[Owner, str]:
                     return Owner.OTHER, nxt.removeprefix("的")  # "我哥哥搬到成都了"
                 return Owner.SPEAKER, ""
     return Owner.SPEAKER, ""
+
+
+def _relative_subject(clause: list[tuple[str, str]]) -> str:
+    """The person a relative clause opening the clause describes: a verb, then 的 and a
+    person noun, with no person before it (住在苏州的同学, 刚认识的朋友)."""
+    tokens = [w for w, _f in clause]
+    if "的" not in tokens:
+        return ""
+    k = tokens.index("的")
+    noun = tokens[k + 1] if k + 1 < len(tokens) else ""
+    before = clause[:k]
+    if noun not in PERSON_NOUNS or any(
+            w in FIRST_PERSON | THIRD_PERSON | SECOND_PERSON for w in tokens[:k]):
+        return ""
+    return noun if any(f.startswith("v") for _w, f in before) else ""
 
 
 def _clauses(words: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
