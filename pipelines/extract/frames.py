@@ -65,6 +65,9 @@ FRAMES: dict[str, Frame] = {f.attribute: f for f in (
     Frame("hobby", "preference", True),
     Frame("relationship", "fact", False),
     Frame("health", "fact", True),
+    # What the body does not tolerate: the agent must never forget it, whatever the type of
+    # the other things said around it.
+    Frame("allergy", "identity", True),
 )}
 
 

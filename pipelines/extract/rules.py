@@ -724,6 +724,8 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     if not body:
         return None
     third = third_person_zh(body) if zh else third_person_en(body)
+    if zh and reading.owner is Owner.SPEAKER and "用户" not in third:
+        third = "用户" + third  # 每天早上画鸟: Chinese leaves the speaker out; a memory names them
     statement = sentence_case(clean_statement(third, zh), zh)
     kind = "preference" if reading.mood in (Mood.INSTRUCTION, Mood.WISH) or (
         preference_cue(body)) else "fact"
@@ -751,7 +753,7 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
         # fact (or preference) in an open slot named by its head, never an episode.
         details.update(unclassified=True, type_by="reading" if reading.mood in (
             Mood.INSTRUCTION, Mood.WISH) else "grammar")
-        relation = reading.head
+        relation = reading.head or "state"  # a clause with no verb the reader knows
         attribute = OPEN_SLOT_PREFIX + relation
         multi = relation.split("_")[0] + "s" in MANY_VALUED_RELATIONS
     details["open_slot"] = {"relation": relation, "object": value, "multi": multi}

@@ -197,7 +197,11 @@ def _about_talk(doc: Any, root: Any) -> bool:
     comp = [c for c in root.children if c.dep_ in ("acomp", "attr", "dobj", "oprd")]
     if root.lemma_ == "be" and comp and all(c.lemma_.lower() in FEELINGS for c in comp):
         return True
-    # Only pointed at: "I like that idea", "I love it", "I collect those".
+    # Only pointed at: "I like that idea", "I love it", "I collect those". What was done
+    # to a thing pointed at is an event all the same ("I painted that lake sunrise last
+    # year"), unless the thing is the talk ("I asked that question").
+    if root.tag_ == "VBD":
+        return any(c.lower_ in DEMONSTRATIVES or c.lemma_.lower() in TALK_NOUNS for c in comp)
     return bool(comp) and all(c.lower_ in DEMONSTRATIVES or any(
         d.dep_ == "det" and d.lower_ in DEMONSTRATIVES for d in c.children) for c in comp)
 
@@ -388,4 +392,6 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
               "I play tennis on weekends."),
     "relationship": ("I'm married.", "My partner and I got engaged.", "I'm single."),
     "health": ("I have asthma.", "I was diagnosed with diabetes.", "My back hurts a lot."),
+    "allergy": ("I'm allergic to peanuts.", "I have a shellfish allergy.",
+                "Penicillin gives me a bad reaction."),
 }

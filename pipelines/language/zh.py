@@ -133,8 +133,9 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
     if vocab & MOMENT_WORDS or (vocab & {"你", "您"} and not vocab & (
             HABIT_WORDS | {"以后", "今后", "往后", "从现在起"})):
         time = Time.ONE_OFF  # 在学校门口等你: an arrangement with the listener, for now
-    elif vocab & FUTURE_WORDS and not vocab & {"以后", "今后", "往后", "现在"}:
-        time = Time.FUTURE
+    elif vocab & FUTURE_WORDS and not vocab & {"以后", "今后", "往后", "现在"} and not (
+            vocab & HABIT_WORDS and not vocab & FUTURE_WORDS - {"会"}):
+        time = Time.FUTURE  # 每天都会画鸟: 会 after a habit word is the habit, not a plan
     elif vocab & HABIT_WORDS:
         time = Time.HABITUAL
     elif (vocab & PAST_WORDS or vocab & EVENT_VERBS or _did_for_a_while(words)
@@ -301,4 +302,5 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
     "hobby": ("我的爱好是钓鱼。", "我周末去爬山。"),
     "relationship": ("我结婚了。", "我单身。"),
     "health": ("我有哮喘。", "我被诊断出糖尿病。"),
+    "allergy": ("我对花生过敏。", "我海鲜过敏。"),
 }
