@@ -803,7 +803,8 @@ class Resolver:
                 continue
             if mem.details.get("speaker") != speaker:
                 continue
-            if _mentions(_unprefixed(own_words(mem), speaker), value):
+            if _mentions(_unprefixed(own_words(mem), speaker), value) or _quotes_state(
+                    mem, old, value):
                 self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
                 self.plan.audits.append(
                     AuditDraft(
@@ -983,6 +984,16 @@ def _disputes(cand: Candidate) -> bool:
     """Whether ``cand`` comes from feedback the extractor judged negative: an episode of
     it says so, and anything said in reply to the agent's turn names that turn."""
     return cand.details.get("feedback") == "negative" or bool(cand.details.get("disputes"))
+
+
+def _quotes_state(episode: Memory, old: Memory, value: str) -> bool:
+    """Whether an episode is a reply that carries, as the turn it answers, the very
+    statement of a superseded state ("User: I live in Berlin. / Assistant: Nice to meet
+    you"): kept, it would put the old state back in front of every question about it."""
+    offset = episode.details.get("reply_offset")
+    context = episode.details.get("context_event")
+    return isinstance(offset, int) and context in old.provenance and _mentions(
+        episode.statement[:offset], value)
 
 
 def _said(cand: Candidate) -> str:

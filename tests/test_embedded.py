@@ -162,5 +162,9 @@ class TestQuickStartDemo:
         # One message, two facts: a preference (never identity) and an allergy.
         assert ("preference", "The user always prefers a window seat.") in report.memories
         assert ("identity", "The user is allergic to peanuts.") in report.memories
+        # The move retires Berlin everywhere: the fact and the reply that carries it as
+        # the turn it answers; no stale state reaches the answers.
+        assert not [s for _t, s in report.memories if "Berlin" in s], report.memories
+        assert report.answers and not [a for a in report.answers[:3] if "Berlin" in a]
         assert not any(FAKE_KEY in line for line in lines)
         assert lines[-1].startswith("stopped cleanly")
