@@ -860,6 +860,18 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
             kind = type_of(attribute)
             importance = IMPORTANCE[kind]
             details.pop("unclassified")
+    seen = turn.understood(sentence)
+    if "unclassified" in details and seen.frame is not None and (
+            not turn.speaker.person or seen.score >= PERSON_FRAME_FLOOR):
+        # No matcher knew it, but its meaning is an attribute's ("我对青霉素有反应" is an
+        # allergy): it fills that attribute, at that attribute's type and importance.
+        frame = seen.frame
+        kind, importance = frame.type, IMPORTANCE[frame.type]
+        attribute = OPEN_SLOT_PREFIX + frame.attribute if frame.multi else frame.attribute
+        value = slot.object if slot else norm_value(seen.reading.value)
+        details = {"type_by": "frame", "frame": round(seen.score, 3),
+                   "open_slot": {"relation": frame.attribute, "object": value,
+                                 "multi": frame.multi}}
     if feedback:
         details["feedback"] = True
     one_off = is_one_off(sentence)
