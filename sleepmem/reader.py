@@ -99,7 +99,7 @@ class Reader:
         # Read before any memory is: a hit is written only if no erasure began since.
         epoch = res.hits.epoch()
         now, result = self._run(request, None)
-        # Every returned card counts as a hit (README rule 6), written after the answer
+        # Every returned card counts as a hit (docs/semantics.md rule 6), written after the answer
         # and applied later by refresh.
         res.hits.record(hit_ids(result), at=now, epoch=epoch)
         SEARCH_SECONDS.observe(time.perf_counter() - started)

@@ -427,7 +427,7 @@ def reach_every_byte(res: Resources) -> dict[str, str]:
     SQL rows are deleted in the erasure's transactions (SQLite runs with secure_delete, so
     freed pages are zeroed); the vector index is rewritten from its live points; Redis
     rewrites its append-only file and its snapshot. The audit keeps ids, counts and a
-    content hash, never content (see README, "Erasure").
+    content hash, never content (see docs/security.md, "Erasure").
     """
     stores = {"sql": "deleted"}
     if res.engine.dialect.name == "sqlite":

@@ -1,4 +1,4 @@
-"""README "Security and fault hardening": crashes lose nothing and duplicate nothing.
+"""docs/security.md "Crashes lose nothing": crashes lose nothing and duplicate nothing.
 
 One run of the crash bench's own code (``sleepmem bench chaos``, short): a redis-server
 (AOF on) and a PostgreSQL cluster of this test's own, real ``celery worker`` processes and

@@ -216,10 +216,24 @@ class TestReadme:
         assert "exec scripts/test" in ci
 
     def test_every_setting_is_documented(self) -> None:
-        readme = (ROOT / "README.md").read_text()
+        operations = (ROOT / "docs" / "operations.md").read_text()
         undocumented = [
             f"SLEEPMEM_{name.upper()}"
             for name in Settings.model_fields
-            if f"SLEEPMEM_{name.upper()}`" not in readme
+            if f"SLEEPMEM_{name.upper()}`" not in operations
         ]
         assert undocumented == []
+
+    def test_the_readme_fits_on_a_few_screens(self) -> None:
+        lines = (ROOT / "README.md").read_text().splitlines()
+        assert len(lines) <= 300, len(lines)
+
+    def test_every_relative_link_of_the_readme_and_docs_resolves(self) -> None:
+        broken = []
+        for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+            for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+                if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                    continue
+                if not (doc.parent / target.split("#", 1)[0]).exists():
+                    broken.append(f"{doc.relative_to(ROOT)}: {target}")
+        assert broken == []

@@ -82,6 +82,6 @@ class TestTheExtraction:
 class TestFetchedPresidioCorpus:
     def test_more_than_half_the_id_numbers_go_and_few_look_alikes_change(self) -> None:
         scored = pii.score(pii.load(FETCHED))
-        # Measured: 166 of 427 missed, 18 of 902 benign strings changed (see the README).
+        # Measured: 166 of 427 missed, 18 of 902 benign strings changed (see the README's figures).
         assert scored["missed_rate"] < 0.5, json.dumps(scored["per_kind"])
         assert scored["changed_rate"] < 0.03, scored["changed_examples"]

@@ -1,5 +1,5 @@
 """Retrieval ranking: min-max fusion of dense and lexical candidates, then the rerank by
-recency, importance and confidence (README "Retrieval")."""
+recency, importance and confidence (docs/semantics.md, rule 7 "Retrieval")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The README runs as written: its first Client example prints what it just taught, and
-its working-memory agent loop checkpoints every step, against the real API."""
+"""The docs run as written: the README's first Client example prints what it just taught,
+and the agent loop of docs/working-memory.md checkpoints every step, against the real API."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from sleepmem.resources import Resources
 from sleepmem.runtime import Runtime
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+WORKING = Path(__file__).resolve().parents[1] / "docs" / "working-memory.md"
 
 
 def first_client_example() -> str:
@@ -30,10 +31,9 @@ def first_client_example() -> str:
 
 
 def loop_source() -> str:
-    text = README.read_text()
-    section = text[text.index("## Working memory"):]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the Working memory section has no python example"
+    text = WORKING.read_text()
+    match = re.search(r"```python\n(.*?)```", text, re.S)
+    assert match, "docs/working-memory.md has no python example"
     return match.group(1)
 
 
@@ -76,7 +76,7 @@ def test_the_readme_agent_loop_checkpoints_every_step_and_ends_the_session(
             "user_message": "Book me the 9:14 to Vienna on Friday.",
         }
         source = loop_source().replace("import httpx\n", "")
-        exec(compile(source, str(README), "exec"), namespace)
+        exec(compile(source, str(WORKING), "exec"), namespace)
         final = client.get("/v1/checkpoints",
                            params={"scope": "t=acme/a=travel/u=ann/p=/s=trip-42"}).json()
     assert ran == Counter({s.key: 1 for s in steps})

@@ -1,5 +1,5 @@
-"""README "Retries": tasks are acknowledged late and rejected when their worker dies, so a
-crash redelivers instead of losing work.
+"""docs/architecture.md "Retries": tasks are acknowledged late and rejected when their
+worker dies, so a crash redelivers instead of losing work.
 
 Real ``celery worker`` processes (the production app factory and process hooks) run a
 consolidation whose first delivery hangs; the test kills them with SIGKILL mid-task and

@@ -1,5 +1,6 @@
-"""README "Retries": transient failures back off with jitter and retry; anything else cools
-the scope down for lease_seconds; a lease is renewed while a long run holds it.
+"""docs/architecture.md "Retries": transient failures back off with jitter and retry;
+anything else cools the scope down for lease_seconds; a lease is renewed while a long run
+holds it.
 
 The transient failures here are real: the tasks' Redis is a redis-server that is not
 running yet when the task first runs, and starts a moment later.

@@ -1,7 +1,7 @@
 """A story, told in English and in Chinese: an agent is interrupted mid-task, a new process
 picks the task up from the session checkpoint, and no completed step runs twice.
 
-The agent loop is the one the README shows: checkpoint → context → model call → emit →
+The agent loop is the one docs/working-memory.md shows: checkpoint → context → model call → emit →
 checkpoint. The "model" is a deterministic planner (the one part that cannot run here);
 the tools are a small booking system that counts how often each side effect happened.
 The interruption is a crash of the agent's process: it holds nothing afterwards, and the

@@ -9,7 +9,7 @@ while the harness SIGKILLs a worker's pool process or the whole worker mid-drain
 mid-consolidation, kills redis-server and restarts it from its AOF, and stops PostgreSQL
 as in a crash (``-m immediate``) and starts it again.
 
-Once everything settles it counts what the README promises: every accepted event stored
+Once everything settles it counts what docs/security.md promises: every accepted event stored
 exactly once, no memory current twice, no scope left pending, leased or undrained, and the
 vector index holding exactly the memory rows of SQL. ``tests/test_chaos.py`` runs a short
 version of the same code in CI; the long one is this command.

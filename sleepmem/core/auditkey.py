@@ -1,4 +1,4 @@
-"""The key of the audit's pseudonyms (README "Erasure").
+"""The key of the audit's pseudonyms (docs/security.md "Erasure").
 
 After an erasure the audit keeps its rows, with the user, project and session of their
 scope keys replaced by HMAC-SHA256 digests under this key. Keyed, not a plain or salted

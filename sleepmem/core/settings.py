@@ -88,8 +88,8 @@ class Settings(BaseSettings):
     admin_key: SecretStr | None = Field(
         default=None, description="operator bearer key for all-tenant jobs (sweep, refresh)"
     )
-    # Keys the hashes that replace user ids in the audit after an erasure (README "Erasure");
-    # unset: a random key kept in <data dir>/audit-key (sleepmem.core.auditkey).
+    # Keys the hashes that replace user ids in the audit after an erasure (docs/security.md,
+    # "Erasure"); unset: a random key kept in <data dir>/audit-key (sleepmem.core.auditkey).
     audit_key: SecretStr = SecretStr("")
 
     # -- event limits ------------------------------------------------------------------
@@ -323,5 +323,5 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
             continue  # nested: SLEEPMEM_TTL_S__TASK=3600
         hint = _nearest(upper, sorted(known)).replace("'", "")
         raise ConfigurationError(
-            f"unknown setting {name}{hint}; see the Configuration table in README.md"
+            f"unknown setting {name}{hint}; see the Configuration table in docs/operations.md"
         )

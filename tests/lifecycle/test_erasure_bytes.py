@@ -93,7 +93,7 @@ class TestEraseReachesEveryByte:
             holding = [name for name, blob in files.items() if word.encode() in blob]
             assert holding == [], (word, holding)
         # The id: nowhere, not even in the audit and the erasure's job row, which name the
-        # scope by its keyed pseudonym (README "Erasure").
+        # scope by its keyed pseudonym (docs/security.md "Erasure").
         holding_id = [name for name, blob in files.items() if user.encode() in blob]
         assert holding_id == []
         for table, table_rows in rows.items():

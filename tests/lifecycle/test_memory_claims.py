@@ -1,4 +1,4 @@
-"""The README's memory semantics, each through the public consolidation pipeline.
+"""The memory semantics of docs/semantics.md, each through the public consolidation pipeline.
 
 The candidates come from a scripted extractor (each event's content is the candidate it
 stands for), so these tests pin what the gate, the judgement and the store do with a
