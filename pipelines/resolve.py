@@ -458,17 +458,18 @@ class Resolver:
         """
         if self.meaning is None or cand.trust != Trust.high.value:
             return None
-        is_tool = cand.attribute.startswith(TOOL_PREFIX)
+        # A tool's side is a field it returned, under its key path or a known attribute
+        # ("email"); the user's side is anything they said, episodes included.
+        is_tool = _tooled(cand.attribute, cand.source)
         pool = [
             m for m in self._restatable(cand)
             if m.trust == Trust.high.value and m.subject == cand.subject
-            and (m.attribute.startswith(TOOL_PREFIX) != is_tool)
-            and (m.source != "tool" if is_tool else m.attribute.startswith(TOOL_PREFIX))
+            and _tooled(m.attribute, m.source) != is_tool
         ]
         for rank, (mem, sim, same) in enumerate(self._near(cand, pool)):
             tool_side, user_side = (cand.attribute, _as_said(mem.statement, mem.details)) if (
                 is_tool) else (mem.attribute, _as_said(cand.statement, cand.details))
-            value = cand.value if is_tool else str(mem.details.get("value") or "")
+            value = cand.value if is_tool else str(mem.details.get("value") or _value(mem))
             said = set(tokens(user_side))
             keyed = bool(set(_key_words(tool_side)) & said)
             paired = rank == 0 and sim >= semantic.RELATED and (
@@ -478,11 +479,14 @@ class Resolver:
                 # "subscription_plan"): what they said is about that field when it is
                 # close in meaning to the field named as theirs ("my subscription plan");
                 # the record's container words ("account", "customer") would dilute it.
+                # Without a word in common ("I am subscribed to the Pro service"), the
+                # meaning alone must still say it, at a looser bar, for the nearest pair.
                 leaf = " ".join(_leaf_words(tool_side))
-                if set(tokens(leaf)) & said:
-                    phrases = [f"my {leaf}", f"my {leaf} is {value}" if value else f"my {leaf}"]
-                    paired = max(self.meaning.similarities(self._gist(user_side), phrases)) >= (
-                        semantic.RELATED)
+                phrases = [f"my {leaf}", f"my {leaf} is {value}" if value else f"my {leaf}"]
+                bar = semantic.RELATED if set(tokens(leaf)) & said else (
+                    semantic.LOOSELY_RELATED if rank == 0 else 2.0)
+                paired = bool(leaf) and max(self.meaning.similarities(
+                    self._gist(user_side), phrases)) >= bar
             if not paired:
                 continue
             agrees = same or bool(value and _mentions(user_side, norm_text(value)))
@@ -984,6 +988,12 @@ def _disputes(cand: Candidate) -> bool:
     """Whether ``cand`` comes from feedback the extractor judged negative: an episode of
     it says so, and anything said in reply to the agent's turn names that turn."""
     return cand.details.get("feedback") == "negative" or bool(cand.details.get("disputes"))
+
+
+def _tooled(attribute: str, source: str) -> bool:
+    """Whether a memory or candidate is a tool's field: under its key path, or a known
+    attribute a tool filled."""
+    return attribute.startswith(TOOL_PREFIX) or (source == "tool" and bool(attribute))
 
 
 def _quotes_state(episode: Memory, old: Memory, value: str) -> bool:

@@ -407,6 +407,10 @@ def m_my_x_is(c: Clause) -> list[Slot]:
         # "my husband is a doctor": a lasting fact about family, but no slot to replace.
         return [clause_slot(c, "", value, type="identity", importance=0.7)]
     attr = ATTR_SYNONYMS.get(key)
-    if attr is None:
-        attr = key.replace("'s", "").replace(" ", "_")
-    return [clause_slot(c, attr, value, importance=0.5)]
+    if attr is not None:
+        return [clause_slot(c, attr, value, importance=0.5)]
+    # A key no vocabulary knows ("my body is sensitive to latex"): the sentence's meaning
+    # may name the attribute (rules._framed_found); else the key itself does.
+    slot = clause_slot(c, key.replace("'s", "").replace(" ", "_"), value, importance=0.5)
+    slot.details["improvised"] = True
+    return [slot]

@@ -518,6 +518,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             continue
         if found and rewrite is None and _reads_first_person(turn):
             found = _owned(found, clauses, turn.reading(sentence), zh)
+            _framed_found(found, turn.understood(sentence), person=bool(turn.speaker.person))
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (
                 read_as := _from_reading(turn, sentence, zh, feedback=feedback)) is not None:
@@ -608,7 +609,7 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     readings = read(unique)
     # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
     holding = [r for r in readings if _may_hold(r, history=r.text in told)
-               and not _match_sentence(r.text, is_zh(r.text), None)[0]]
+               and _improvised(_match_sentence(r.text, is_zh(r.text), None)[0])]
     # Judged on the clause that holds, not the whole sentence: what else the sentence says
     # ("…, the lease started Monday") only blurs its meaning.
     framed = dict(zip([r.text for r in holding],
@@ -639,6 +640,25 @@ HISTORY = frozenset({Time.PAST, Time.FUTURE})
 # talk between people most clauses are near some attribute by chance (measured with
 # `sleepmem eval extraction` on dev8: same-thing share highest here).
 PERSON_FRAME_FLOOR = 0.45
+
+
+def _improvised(found: list[_Found]) -> bool:
+    """Whether no matcher read a sentence, or each one that did named its attribute after
+    the sentence's own key word ("my body is …"): then its meaning is placed too."""
+    return all(f.slot.details.get("improvised") for f in found)
+
+
+def _framed_found(found: list[_Found], seen: Understood, *, person: bool) -> None:
+    """An improvised attribute gives way to the attribute the sentence means, when its
+    meaning is clear ("my body is sensitive to latex" is an allergy, not a "body")."""
+    frame = seen.frame
+    clear = frame is not None and not (person and seen.score < PERSON_FRAME_FLOOR)
+    for f in found:
+        if f.slot.details.pop("improvised", None) and frame is not None and clear:
+            f.slot.type, f.slot.importance = frame.type, IMPORTANCE[frame.type]
+            f.slot.attribute = (OPEN_SLOT_PREFIX + frame.attribute if frame.multi
+                                else frame.attribute)
+            f.slot.details.update(type_by="frame", frame=round(seen.score, 3))
 
 
 def _asks_for_now(reading: Reading) -> bool:
