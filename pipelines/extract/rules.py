@@ -538,7 +538,8 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             continue
         structured_any = True
         change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback
-        one_off = bool((ONE_OFF_ZH if zh else ONE_OFF_EN).search(sentence))
+        one_off = bool((ONE_OFF_ZH if zh else ONE_OFF_EN).search(sentence)) or (
+            rewrite is None and turn.reading(sentence).time is Time.ONE_OFF)
         emphasis = _emphasis(sentence)
         hedged = bool(HEDGE_EN.search(sentence)) and not zh
         for f in found:
@@ -560,12 +561,23 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     rest = _joined(remainder)
     if rest and not ACK.match(rest):
         event = _event(turn, rest if structured_any else text, feedback=feedback)
-        if is_one_off(rest) and not event.details.get("chitchat"):
+        if (is_one_off(rest) or _asks_for_the_moment(turn, remainder)) and not (
+                event.details.get("chitchat")):
             # A one-off request stays in its session, short-lived, whatever it asks for.
             event.one_off = True
             event.scope = turn.event.scope
         out.append(event)
     return out
+
+
+def _asks_for_the_moment(turn: _Turn, sentences: list[str]) -> bool:
+    """Whether the turn's words ask for something for this moment only ("I'm only
+    needing an aisle seat for now"): a wish or request whose time is one-off."""
+    if turn.speaker.source != "user" or turn.speaker.person:
+        return False
+    readings = [turn.reading(s) for s in sentences]
+    return any(r.time is Time.ONE_OFF and r.mood in (Mood.INSTRUCTION, Mood.WISH)
+               for r in readings)
 
 
 def _joined(sentences: list[str]) -> str:

@@ -82,7 +82,7 @@ class Reading:
     def lasting(self) -> bool:
         """Whether the clause states something that holds beyond the moment it is said."""
         return self.time in (Time.LASTING, Time.HABITUAL) or (
-            self.change and self.time not in (Time.FUTURE, Time.POSSIBLE))
+            self.change and self.time not in (Time.FUTURE, Time.POSSIBLE, Time.ONE_OFF))
 
 
 class LanguagePack(Protocol):

@@ -320,6 +320,10 @@ def _value(doc: list[Any], root: Any, denied: Any) -> str:
     subj = _subject(root)
     if root.lemma_ == "be" and subj is not None and subj.pos_ == "PROPN":
         return _span(subj)  # "Lisbon is home now": the name is what is said
+    attr = next((c for c in root.children if c.dep_ == "attr"), None)
+    if root.lemma_ == "be" and subj is not None and subj.pos_ == "NOUN" and attr is not None and (
+            any(d.lower_ in ("my", "our") for d in attr.children)):
+        return _span(subj)  # "dark mode is my preferred choice": the speaker's choice is named
     names = [t for t in doc if t.pos_ == "PROPN" and t.dep_ not in ("nsubj", "nsubjpass")
              and (denied is None or t.i != denied.i)]
     if names:
