@@ -831,6 +831,8 @@ class Resolver:
         # topic, the context (and its raw event) goes and the reply stays.
         stripped = [m for m in matched if _only_in_context(m, topic)]
         lineages = {m.lineage for m in matched if m not in stripped}
+        lineages |= {m.lineage for m in self._told_with(
+            [m for m in matched if m not in stripped])}
         victims = [m for m in self._versions.values() if m.lineage in lineages]
         for m in victims:
             self.plan.deleted[m.id] = m
@@ -857,6 +859,25 @@ class Resolver:
                 content_hash(*sorted(m.statement for m in [*victims, *stripped])),
             )
         )
+
+    def _told_with(self, forgotten: list[Memory]) -> list[Memory]:
+        """Current memories read from the same event as a forgotten one that say the same
+        thing in part ("我最近在看心理医生，因为我有焦虑症" gave an episode and a condition):
+        the event goes, and what was read from it about the topic goes with it."""
+        if self.meaning is None or not forgotten:
+            return []
+        events = {e for m in forgotten for e in m.provenance}
+        pool = [m for m in self.current() if m not in forgotten and events & set(m.provenance)
+                and m.type != "procedure"]
+        out = []
+        for mem in pool:
+            sims = self.meaning.similarities(self._gist(mem.statement),
+                                             [self._gist(m.statement) for m in forgotten])
+            # Its source event goes: a memory left with no source is only worth keeping
+            # when it is plainly about something else (the stamps beside the surgery).
+            if max(sims) >= semantic.LOOSELY_RELATED:
+                out.append(mem)
+        return out
 
     def _meant(self, topic: str) -> list[Memory]:
         """Current memories a forget request's topic means, by meaning (any language).
