@@ -23,10 +23,10 @@ from sleepmem.core.tokens import TOKENIZER, count_tokens
 from sleepmem.evals.harness import ingest
 from sleepmem.models import ConflictGroup, Memory, MemoryCard, Scope, SearchResult
 from sleepmem.pipelines.memories import new_memory
-from sleepmem.pipelines.retrieve import hit_ids, search
+from sleepmem.pipelines.retrieve import hit_ids
 from sleepmem.pipelines.snippets import best_line, lead, pick_lines, query_terms
 from sleepmem.pipelines.types import Candidate
-from sleepmem.reader import build_request, explain_query, rank_weights
+from sleepmem.reader import Reader, build_request, explain_query
 from sleepmem.resources import Resources
 
 TIM = Scope(tenant="acme", agent="bot", user="tim")
@@ -115,10 +115,12 @@ def conversation(talk: dict[str, Any]) -> list[dict[str, Any]]:
 
 def find(res: Resources, query: str, *, k: int, format: str = "cards",
          max_tokens: int | None = None) -> SearchResult:
+    """The search an agent runs (every route, the entity route included), with no hit
+    recorded: what explain_query traces."""
     request = build_request(query, scope=TIM, k=k, with_provenance=True, format=format,
                             max_tokens=max_tokens)
-    return search(engine=res.engine, ports=res.ports(), request=request,
-                  weights=rank_weights(res))
+    result, _trace, _now = Reader(res).trace(request)
+    return result
 
 
 def read_events(result: SearchResult) -> set[str]:
