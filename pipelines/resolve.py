@@ -334,9 +334,17 @@ class Resolver:
         values apart ("英文" / "中文" differ by one character)."""
         if self.meaning is None:
             return None
-        for mem, _sim, same in self._near(cand, members)[:1]:
+        for mem, sim, same in self._near(cand, members)[:1]:
             old, new = _value(mem), norm_text(cand.value)
-            if not same or not new:
+            if not new:
+                return None
+            # One value holds the other ("avid vegetarian" / "vegetarian", said in two
+            # languages): the same value, qualified, when the statements are related.
+            a, b = set(_content_words(old)), set(_content_words(new))
+            if a and b and (a <= b or b <= a) and sim >= semantic.RELATED and not (
+                    _marks_correction(cand) or cand.negated):
+                return mem
+            if not same:
                 return None
             # A correction names the value it retires ("gave up the violin"): that is a
             # change, not a misread of the same value.

@@ -893,12 +893,12 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
             importance = IMPORTANCE[kind]
             details.pop("unclassified")
     seen = turn.understood(sentence)
-    # A preference needs a word of liking or wanting: "we deploy every Friday" is near a
-    # schedule preference in meaning but states a practice.
+    # A preference by meaning alone must be clearly one: "I'm an avid vegetarian" is a
+    # diet (0.91), "we deploy every Friday" only near a schedule preference (0.45).
     if "unclassified" in details and seen.frame is not None and (
             not turn.speaker.person or seen.score >= PERSON_FRAME_FLOOR) and (
             seen.frame.type != "preference" or kind == "preference"
-            or seen.reading.mood is Mood.WISH):
+            or seen.reading.mood is Mood.WISH or seen.score >= FOR_NOW_FLOOR):
         # No matcher knew it, but its meaning is an attribute's ("我对青霉素有反应" is an
         # allergy): it fills that attribute, at that attribute's type and importance.
         frame = seen.frame
