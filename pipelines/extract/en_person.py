@@ -387,7 +387,7 @@ def m_answer_style(c: Clause) -> list[Slot]:
 
 def m_instruction(c: Clause) -> list[Slot]:
     """A lasting (or one-off) instruction to the assistant that fits no known slot."""
-    if not _INSTRUCTION_VERB.search(c.text) or CONNECTOR.match(c.raw):
+    if not _INSTRUCTION_VERB.search(c.text) or CONNECTOR.starts(c.raw):
         return []
     if not (_LASTING.search(c.text) or ONE_OFF_EN.search(c.raw)):
         return []

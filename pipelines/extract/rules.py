@@ -917,8 +917,8 @@ def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
                 if not REDACTED.search(clauses[j].raw) and not is_small_talk(clauses[j].raw)
                 and not is_discourse(clauses[j].raw)]
     if (f.clause_index > 0 and slot.from_clause and not zh and any(
-            j < f.clause_index for j in attached) and (m := CONNECTOR.match(raw))):
-        head = f"{m.group(0).lower()} {head[:1].lower()}{head[1:]}"
+            j < f.clause_index for j in attached) and (m := CONNECTOR.opening(raw))):
+        head = f"{m.lower()} {head[:1].lower()}{head[1:]}"
     if zh and f.clause_index > 0:
         head = _JOIN.sub("", head) or head  # "而且用户对花生过敏" -> "用户对花生过敏"
     if zh and slot.subject == "user" and slot.from_clause and "用户" not in head[:6]:
@@ -1068,7 +1068,7 @@ def _tool(turn: _Turn) -> list[Candidate]:
         return [_event(turn, summary, importance=0.2)] if summary else []
     kept: list[str] = []
     for sentence in split_sentences(content):
-        if INSTRUCTION.search(sentence) or IMPERATIVE_START.match(sentence):
+        if INSTRUCTION.search(sentence) or IMPERATIVE_START.starts(sentence):
             continue
         if REDACTED.search(sentence) and len(REDACTED.sub("", sentence).split()) <= 3:
             continue
