@@ -22,6 +22,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
+from sleepmem.pipelines.language import has_cjk
 from sleepmem.pipelines.ports import Hit
 
 _CJK = "\u3400-\u9fff"
@@ -32,7 +33,6 @@ _LINE_SPEAKER = re.compile(
     re.MULTILINE,
 )
 
-_HAN = re.compile(f"[{_CJK}]")
 # Runs of letters and digits: "Jon's" and "O'Brien" become "jon s" and "o brien" alike in
 # the query and in the name.
 _WORDS = re.compile(r"[^\W_]+")
@@ -67,7 +67,7 @@ def names_in(query: str, candidates: frozenset[str]) -> frozenset[str]:
     spaced = f" {' '.join(_WORDS.findall(text))} "
     return frozenset(
         name for name in candidates
-        if (name in text if _HAN.search(name) else f" {' '.join(_WORDS.findall(name))} " in spaced)
+        if (name in text if has_cjk(name) else f" {' '.join(_WORDS.findall(name))} " in spaced)
     )
 
 

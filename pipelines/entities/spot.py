@@ -32,6 +32,7 @@ from sleepmem.pipelines.extract.vocab import (
     SOCIAL_ROLES_EN,
     SOCIAL_ROLES_ZH,
 )
+from sleepmem.pipelines.language import has_cjk, is_han
 from sleepmem.pipelines.lexical import STOPWORDS
 
 # Words that are capitalised without being names: the pronoun, and calendar words (time
@@ -138,7 +139,7 @@ def alias_key(text: str) -> str:
 def spot(text: str) -> list[Spotted]:
     """Every name in ``text``, English and Chinese, in order of appearance."""
     out = _spot_en(text)
-    if re.search(f"[{_CJK}]", text):
+    if has_cjk(text):
         out += _spot_zh(text)
     return sorted(out, key=lambda s: s.start)
 
@@ -159,7 +160,7 @@ def without_people(text: str, known: Iterable[str] = ()) -> str:
         if key and len(folded) == len(text):
             # A Han name is found anywhere (no spaces); another only as a whole word, so
             # a known "Mel" leaves "Melanie" alone.
-            pattern = re.escape(key) if re.match(f"[{_CJK}]", key) else rf"\b{re.escape(key)}\b"
+            pattern = re.escape(key) if is_han(key) else rf"\b{re.escape(key)}\b"
             spans += [(m.start(), m.end()) for m in re.finditer(pattern, folded)]
     out = text
     for start, stop in sorted(_merged(spans), reverse=True):
