@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.types import Candidate
 
@@ -133,8 +134,18 @@ _REQUEST_WORDS_ZH = re.compile(
 )
 # An extractor's third-person rewording of a request ("the user has forgotten …",
 # "the user wants … deleted") reads as a statement: go back to what the user said.
-_REWORDED = re.compile(r"(?i)^(?:the )?user\b|^用户")
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
+_REWORDED = Phrases(["the user", "user"])
+
+
+def _sentences(text: str) -> list[str]:
+    """The text cut after each sentence mark."""
+    out, start = [], 0
+    for i, ch in enumerate(text):
+        if ch in ".!?。！？":
+            out.append(text[start:i + 1])
+            start = i + 1
+    out.append(text[start:])
+    return out
 _TRIM = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）-—"
 
 
@@ -149,7 +160,7 @@ def topic_of(statement: str) -> str:
 def cued_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that carry a cue in a form that may be a request: said to
     the listener, and not a negated forget."""
-    sentences = (s.strip() for s in _SENTENCE.split(text))
+    sentences = (s.strip() for s in _sentences(text))
     return [s for s in sentences
             if CUE.search(s) and REQUEST_FRAME.search(s) and not NOT_A_REQUEST.search(s)]
 
@@ -164,7 +175,7 @@ def _own_words(cand: Candidate, said: Mapping[str, str]) -> str:
     ("The user has forgotten about their divorce."), the user's own event when it carries
     the cue."""
     text = cand.statement.rsplit("\n", 1)[-1]
-    if cand.attribute or not _REWORDED.search(text):
+    if cand.attribute or not (_REWORDED.starts(text) or text.startswith("用户")):
         return text  # the user's own words already (or a slot fact, never a request)
     raw = said.get(cand.provenance[-1], "") if cand.provenance else ""
     return raw if CUE.search(raw) else text

@@ -64,7 +64,6 @@ def index_text(mem: Memory) -> str:
 _SENTENCE_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_]+", re.UNICODE)
 # A question asks the other person; it tells something of its speaker only when it speaks
 # of them ("Can I smoke brisket in my new smoker?").
-_QUESTION = re.compile(r"[?？]\s*$")
 _OF_SPEAKER = re.compile(
     r"(?i)\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|us|our|ours)\b|[我俺]")
 MIN_SENTENCE_WORDS = 3
@@ -94,7 +93,7 @@ def own_sentences(mem: Memory) -> list[str]:
     kept = [p for p in split_sentences(own) if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
     if len(kept) < 2:
         return []
-    said = [p for p in kept if not _QUESTION.search(p) or _OF_SPEAKER.search(p)]
+    said = [p for p in kept if not p.rstrip().endswith(("?", "？")) or _OF_SPEAKER.search(p)]
     return said[:MAX_SENTENCES]
 
 

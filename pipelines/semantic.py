@@ -101,7 +101,6 @@ _THIRD_EN = (
     (re.compile(r"\bthe user was\b", re.IGNORECASE), "I was"),
     (re.compile(r"\bthe user\b", re.IGNORECASE), "I"),
 )
-_THIRD_ZH = re.compile(r"用户")
 # Discourse and time markers change no fact (corrections are told apart separately).
 _DISCOURSE = re.compile(
     r"(?i)\b(?:actually|honestly|basically|really|these days|nowadays|currently|right now|"
@@ -113,7 +112,7 @@ _NEG_EN = re.compile(
     r"didnt|isnt|arent|wasnt|wont|cant)\b|n't\b",
     re.IGNORECASE,
 )
-_NEG_ZH = re.compile(r"不|没|别|非|无|未|莫|勿")
+_NEG_ZH = "不没别非无未莫勿"
 _NUM_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
     "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11",
@@ -151,7 +150,7 @@ def gist(statement: str) -> str:
     text = _SOURCE_NOTE.sub("", text)
     for pattern, repl in _THIRD_EN:
         text = pattern.sub(repl, text)
-    text = _THIRD_ZH.sub("我", text)
+    text = text.replace("用户", "我")
     text = _DISCOURSE.sub("", text)
     return text.strip(" .,;:!?。，；：！？") or statement.strip()
 
@@ -181,7 +180,7 @@ def is_zh(text: str) -> bool:
 
 def negation_parity(text: str) -> int:
     """Odd (1) when the text negates, even (0) when it does not ("not … never" affirms)."""
-    n = len(_NEG_EN.findall(text)) + len(_NEG_ZH.findall(text))
+    n = len(_NEG_EN.findall(text)) + sum(text.count(c) for c in _NEG_ZH)
     return n % 2
 
 
@@ -244,7 +243,7 @@ _IDENTIFIER = re.compile(r"[^\s,;()（）]*(?:@|://|\d)[^\s,;()（）]*")
 def identifiers(text: str) -> frozenset[str]:
     """E-mail addresses, URLs and codes: tokens that are right only when exactly equal."""
     return frozenset(t.strip(".。").lower() for t in _IDENTIFIER.findall(text)
-                     if re.search(r"[a-z@/]", t, re.IGNORECASE))
+                     if any(c in "@/" or (c.isascii() and c.isalpha()) for c in t))
 
 
 def guards_agree(a: str, b: str) -> bool:

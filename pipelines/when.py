@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language.words import Literals
 
 MONTHS = {
     name: i + 1
@@ -115,7 +116,8 @@ _WHEN_EN = re.compile(
     r"|what year|what month|how long ago|how long since|since when)\b",
     re.I,
 )
-_WHEN_ZH = re.compile(r"什么时候|何时|哪天|哪一天|哪年|哪一年|几月|几号|多久以前|多久前|多长时间前")
+_WHEN_ZH = Literals(("什么时候", "何时", "哪天", "哪一天", "哪年", "哪一年", "几月", "几号",
+                     "多久以前", "多久前", "多长时间前"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,12 +172,11 @@ _GUARDED = (
     (tuple({name[:3] for name in WEEKDAYS}), _EN_WEEKDAY),
 )
 _ZH_PATTERNS = (_ZH_DAY, _ZH_OFFSET, _ZH_RELATIVE, _ZH_DATE, _ZH_YEAR)
-_DIGIT = re.compile(r"\d")
 
 
 def carries_date(text: str) -> bool:
     """The text names a time: a relative day or unit, a weekday, a dated month, a year."""
-    if _DIGIT.search(text) and any(p.search(text) for p in _NEEDS_DIGIT):
+    if any(c.isdecimal() for c in text) and any(p.search(text) for p in _NEEDS_DIGIT):
         return True
     low = text.lower()
     if any(p.search(text) for words, p in _GUARDED if any(w in low for w in words)):

@@ -129,6 +129,7 @@ from sleepmem.pipelines.extract.zh import (
     mz_tools,
 )
 from sleepmem.pipelines.language import Mood, Owner, Reading, Time, read
+from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.types import (
     MANY_VALUED_RELATIONS,
@@ -956,19 +957,27 @@ def _merge_same_slot(cands: list[Candidate]) -> list[Candidate]:
     return out
 
 
+_OWN_WORDS = Phrases(["my", "i'm", "i am", "i have", "i've", "我的"])
+_ASKS_YOU = Phrases(["can you", "could you", "would you", "will you"], loose=True)
+_PATH_MARKS = str.maketrans("._-", "   ")
+
+
+def _dialled(text: str) -> str:
+    return "".join(c for c in text if c.isdecimal() or c == "+")
+
+
 def _event(turn: _Turn, text: str, *, feedback: bool = False,
            importance: float | None = None) -> Candidate:
     text = text.strip()
-    chit = (bool(CHITCHAT.search(text)) and len(text) < 160 and not re.search(
-        r"(?i)\b(?:my|i'm|i am|i have|i've|我的)\b", text)) or (bool(
-        CHITCHAT.search(text)) and len(text) < 60)
+    chit = (bool(CHITCHAT.search(text)) and len(text) < 160 and not _OWN_WORDS.search(
+        text)) or (bool(CHITCHAT.search(text)) and len(text) < 60)
     details: dict[str, Any] = {}
     if chit:
         imp = 0.1
         details["chitchat"] = True
     elif importance is not None:
         imp = importance
-    elif text.endswith(("?", "？")) or re.match(r"(?i)(?:can|could|would|will)\s+you\b", text):
+    elif text.endswith(("?", "？")) or _ASKS_YOU.starts(text):
         imp = 0.3
     else:
         imp = 0.45 if len(text) > 200 else 0.4
@@ -1007,7 +1016,7 @@ _OUTCOME = re.compile(
     r"error|成功|失败)\s*(?P<note>.*)$",
     re.IGNORECASE | re.DOTALL,
 )
-_FAILED = re.compile(r"(?i)^(?:failure|failed|fail|error|失败)")
+_FAILED = ("failure", "failed", "fail", "error", "失败")
 
 
 def _outcome(turn: _Turn) -> list[Candidate]:
@@ -1023,7 +1032,7 @@ def _outcome(turn: _Turn) -> list[Candidate]:
         trigger = trigger or m.group("trigger").strip()
         action = action or m.group("action").strip()
         if success is None:
-            success = not _FAILED.match(m.group("result"))
+            success = not m.group("result").lower().startswith(_FAILED)
     if not trigger or not action:
         return [_event(turn, ev.content)] if ev.content.strip() else []
     subject = norm_value(trigger)
@@ -1068,7 +1077,7 @@ def _tool(turn: _Turn) -> list[Candidate]:
         return [_event(turn, summary, importance=0.2)] if summary else []
     kept: list[str] = []
     for sentence in split_sentences(content):
-        if INSTRUCTION.search(sentence) or IMPERATIVE_START.starts(sentence):
+        if INSTRUCTION.search(sentence) or IMPERATIVE_START.starts(sentence, lstrip=True):
             continue
         if REDACTED.search(sentence) and len(REDACTED.sub("", sentence).split()) <= 3:
             continue
@@ -1167,7 +1176,7 @@ def _profile_facts(turn: _Turn, data: Any, depth: int = 0, path: str = "") -> li
             continue
         label = "shipping address" if "shipping" in key.lower() or "delivery" in key.lower() \
             else _PROFILE_LABEL.get(attr, attr)
-        norm = re.sub(r"[^\d+]", "", text) if attr == "phone" else norm_value(text)
+        norm = _dialled(text) if attr == "phone" else norm_value(text)
         if attr == "residence":
             statement = f"The user lives in {text} (according to {source})."
         else:
@@ -1205,7 +1214,7 @@ def _tool_field(turn: _Turn, path: str, key: str, value: Any, source: str, *,
     if not text or len(text) > 300 or REDACTED.search(text) or INSTRUCTION.search(text):
         return None
     label = " ".join(
-        w for w in re.split(r"[._\s-]+", path) if w and not w.isdigit()
+        w for w in path.translate(_PATH_MARKS).split() if w and not w.isdigit()
     ).lower() or low
     # "renews on is 2026-12-01" reads badly: a label ending in a verb or preposition
     # takes a colon instead of "is".

@@ -64,7 +64,34 @@ SECRET_WORDS = re.compile(
     r"(?i)\b(?:key|password|passcode|passwd|pin|token|secret|otp|code|card|cvv|ssn|"
     r"social security)\b|密码|验证码|卡号|密钥|口令|令牌"
 )
-REDACTED = re.compile(r"\[REDACTED[^\]]*\]", re.IGNORECASE)
+class _Redacted:
+    """A "[REDACTED…]" mark the redaction stage left in a text (any case)."""
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        low = text.lower()
+        out: list[tuple[int, int]] = []
+        at = low.find("[redacted")
+        while at >= 0:
+            end = low.find("]", at + 9)
+            if end < 0:
+                break
+            out.append((at, end + 1))
+            at = low.find("[redacted", end + 1)
+        return out
+
+    def search(self, text: str) -> bool:
+        at = text.lower().find("[redacted")
+        return at >= 0 and text.find("]", at + 9) >= 0
+
+    def sub(self, repl: str, text: str) -> str:
+        pos, out = 0, []
+        for start, end in self.spans(text):
+            out += [text[pos:start], repl]
+            pos = end
+        return "".join(out) + text[pos:]
+
+
+REDACTED = _Redacted()
 
 LANGS_EN: dict[str, str] = {
     "english": "english", "chinese": "chinese", "mandarin": "chinese", "cantonese": "cantonese",

@@ -73,13 +73,15 @@ class Phrases:
 
     def starts(self, text: str, *, lstrip: bool = False) -> bool:
         """Whether the text opens with one phrase, ending at a word boundary."""
-        low = self._text(text)
-        if lstrip:
-            low = low.lstrip()
+        if not lstrip and text[:1].isspace():
+            return False
+        low = self._text(text).lstrip()
         return any(low.startswith(p) and _bounded(low, 0, len(p)) for p in self.phrases)
 
     def opening(self, text: str) -> str | None:
         """The first listed phrase the text opens with (as ``starts``), in the text's case."""
+        if text[:1].isspace():
+            return None
         low = self._text(text)
         for p in self.phrases:
             if low.startswith(p) and _bounded(low, 0, len(p)):
