@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-__all__ = ["Literals", "Phrases", "gap", "is_word_char", "strip_prefix", "words"]
+__all__ = ["Literals", "Phrases", "gap", "is_word_char", "strip_prefix", "strip_trailing_word",
+           "strip_word", "without_word", "words"]
 
 
 def is_word_char(ch: str) -> bool:
@@ -36,28 +37,36 @@ def words(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _bounded(text: str, start: int, end: int) -> bool:
-    return (start == 0 or not is_word_char(text[start - 1])) and (
-        end == len(text) or not is_word_char(text[end]))
+def _bounded(text: str, start: int, end: int, prefix: bool = False) -> bool:
+    """Whether text[start:end] has a word boundary at each end (as ``\\b``: a word
+    character on one side only, the text's ends counting as non-word)."""
+    before = start > 0 and is_word_char(text[start - 1])
+    after = end < len(text) and is_word_char(text[end])
+    return before != is_word_char(text[start]) and (
+        prefix or after != is_word_char(text[end - 1]))
 
 
 class Phrases:
     """Phrases matched case-insensitively as whole words.
 
-    A phrase starts and ends with a word character; it matches where the text holds it
-    with no word character right before or after. With ``loose`` a space in a phrase
-    stands for any run of white space in the text.
+    A phrase matches where the text holds it with a word boundary at each end, as
+    ``\\b`` would have it (before "'ve" that is a word character). With ``loose`` a space
+    in a phrase stands for any run of white space in the text; with ``case`` case counts;
+    with ``prefix`` a phrase may end inside a word.
     """
 
-    def __init__(self, phrases: Iterable[str], *, loose: bool = False) -> None:
-        self.phrases = tuple(dict.fromkeys(p.lower() for p in phrases))
+    def __init__(self, phrases: Iterable[str], *, loose: bool = False, case: bool = False,
+                 prefix: bool = False) -> None:
+        self.case = case
+        self.phrases = tuple(dict.fromkeys(p if case else p.lower() for p in phrases))
         self.loose = loose
+        self.prefix = prefix
         for p in self.phrases:
-            if not (p and is_word_char(p[0]) and is_word_char(p[-1])):
-                raise ValueError(f"a phrase starts and ends with a word character: {p!r}")
+            if not p:
+                raise ValueError("an empty phrase")
 
     def _text(self, text: str) -> str:
-        low = text.lower()
+        low = text if self.case else text.lower()
         return " ".join(low.split()) if self.loose else low
 
     def search(self, text: str) -> bool:
@@ -66,7 +75,7 @@ class Phrases:
         for p in self.phrases:
             at = low.find(p)
             while at >= 0:
-                if _bounded(low, at, at + len(p)):
+                if _bounded(low, at, at + len(p), self.prefix):
                     return True
                 at = low.find(p, at + 1)
         return False
@@ -76,7 +85,8 @@ class Phrases:
         if not lstrip and text[:1].isspace():
             return False
         low = self._text(text).lstrip()
-        return any(low.startswith(p) and _bounded(low, 0, len(p)) for p in self.phrases)
+        return any(low.startswith(p) and _bounded(low, 0, len(p), self.prefix)
+                   for p in self.phrases)
 
     def opening(self, text: str) -> str | None:
         """The first listed phrase the text opens with (as ``starts``), in the text's case."""
@@ -100,6 +110,40 @@ class Literals:
 
     def starts(self, text: str) -> bool:
         return text.startswith(self.phrases)
+
+
+def strip_word(text: str, lead: tuple[str, ...]) -> str:
+    """The text without the first of the ``lead`` words (any case) that opens it followed by
+    white space, and without that white space ("to  go" -> "go")."""
+    for w in lead:
+        if text[:len(w)].lower() == w and text[len(w):len(w) + 1].isspace():
+            return text[len(w):].lstrip()
+    return text
+
+
+def strip_trailing_word(text: str, tail: tuple[str, ...]) -> str:
+    """The text without the longest of the ``tail`` words (any case) that ends it after
+    white space, and without that white space ("teacher now" -> "teacher")."""
+    low = text.lower()
+    for w in sorted(tail, key=len, reverse=True):
+        head = text[:len(text) - len(w)]
+        if low.endswith(w) and head[-1:].isspace():
+            return head.rstrip()
+    return text
+
+
+def without_word(text: str, word: str) -> str:
+    """The text without each whole-word occurrence of ``word`` (any case)."""
+    low, out, pos = text.lower(), [], 0
+    at = low.find(word)
+    while at >= 0:
+        if _bounded(low, at, at + len(word)):
+            out.append(text[pos:at])
+            pos = at + len(word)
+            at = low.find(word, pos)
+        else:
+            at = low.find(word, at + 1)
+    return "".join(out) + text[pos:]
 
 
 def strip_prefix(text: str, prefixes: tuple[str, ...]) -> str:
