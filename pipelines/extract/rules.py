@@ -814,7 +814,7 @@ def _first_person_tail(sentence: str, zh: bool) -> str:
         return ""
     parts = split_clauses(clean_end(sentence), zh)
     if len(parts) == 1 and not zh:
-        parts = [p for p in re.split(r"\s*[,;]\s*", clean_end(sentence)) if p]
+        parts = [p for p in _comma_parts(clean_end(sentence)) if p]
     joiner = "，" if zh else ", "
     for i in range(1, len(parts)):
         rest = joiner.join(parts[i:])
@@ -960,6 +960,14 @@ def _merge_same_slot(cands: list[Candidate]) -> list[Candidate]:
 _OWN_WORDS = Phrases(["my", "i'm", "i am", "i have", "i've", "我的"])
 _ASKS_YOU = Phrases(["can you", "could you", "would you", "will you"], loose=True)
 _PATH_MARKS = str.maketrans("._-", "   ")
+
+
+def _comma_parts(text: str) -> list[str]:
+    """The text cut at each comma or semicolon, the white space around the cut dropped."""
+    parts = text.replace(";", ",").split(",")
+    last = len(parts) - 1
+    return [(p if i == 0 else p.lstrip()) if i == last else
+            (p if i == 0 else p.lstrip()).rstrip() for i, p in enumerate(parts)]
 
 
 def _dialled(text: str) -> str:

@@ -171,10 +171,8 @@ _CLAUSE_EN = re.compile(
     r"|\s+(?=(?:and|but)\s+(?:i|i'm|i've|i'd|my|we|we're|our)\b)"
     r"|\s*[;—–]\s*"
 )
-_CLAUSE_ZH = re.compile(r"[，,]\s*")
 
 
-_LABEL_END = re.compile(r"[:：]|[.!?。！？]")
 
 
 def opens_label(text: str, at: int) -> bool:
@@ -183,8 +181,9 @@ def opens_label(text: str, at: int) -> bool:
     it asks for nothing, so the style it names is no wish about answers."""
     if text[:at].strip():
         return False
-    end = _LABEL_END.search(text, at)
-    return end is not None and end.group() in ":：" and end.start() - at <= 40
+    ends = [i for i in (text.find(c, at) for c in ":：.!?。！？") if i >= 0]
+    end = min(ends, default=-1)
+    return end >= 0 and text[end] in ":：" and end - at <= 40
 
 
 def split_sentences(text: str) -> list[str]:
@@ -203,8 +202,12 @@ def is_zh(text: str) -> bool:
 
 
 def split_clauses(sentence: str, zh: bool) -> list[str]:
-    splitter = _CLAUSE_ZH if zh else _CLAUSE_EN
-    return [c.strip(" ,，") for c in splitter.split(sentence) if c and c.strip(" ,，;")]
+    if zh:
+        head, *rest = sentence.replace(",", "，").split("，")
+        parts = [head, *(p.lstrip() for p in rest)]
+    else:
+        parts = _CLAUSE_EN.split(sentence)
+    return [c.strip(" ,，") for c in parts if c and c.strip(" ,，;")]
 
 
 def clean_end(text: str) -> str:

@@ -6,7 +6,7 @@ normalisation, so that every extractor files a fact under the same slot name.
 
 from __future__ import annotations
 
-import re
+from sleepmem.pipelines.language.words import Literals, Phrases
 
 IDENTITY_ATTRS = frozenset(
     {"name", "age", "birthday", "birthplace", "nationality", "native_language", "pronouns",
@@ -59,11 +59,18 @@ ZH_ATTRS: dict[str, str] = {
     "公司": "employer", "单位": "employer", "母语": "native_language", "国籍": "nationality",
     "老家": "hometown", "家乡": "hometown", "时区": "timezone",
 }
+
 # Keys that name secrets: a slot is never built around them (redaction removed the value).
-SECRET_WORDS = re.compile(
-    r"(?i)\b(?:key|password|passcode|passwd|pin|token|secret|otp|code|card|cvv|ssn|"
-    r"social security)\b|密码|验证码|卡号|密钥|口令|令牌"
-)
+class _SecretWords:
+    english = Phrases(["key", "password", "passcode", "passwd", "pin", "token", "secret", "otp",
+                       "code", "card", "cvv", "ssn", "social security"])
+    chinese = Literals(("密码", "验证码", "卡号", "密钥", "口令", "令牌"))
+
+    def search(self, text: str) -> bool:
+        return self.english.search(text) or self.chinese.search(text)
+
+
+SECRET_WORDS = _SecretWords()
 class _Redacted:
     """A "[REDACTED…]" mark the redaction stage left in a text (any case)."""
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-__all__ = ["Literals", "Phrases", "gap", "is_word_char", "strip_prefix", "strip_trailing_word",
-           "strip_word", "without_word", "words"]
+__all__ = ["Literals", "Phrases", "alnum_runs", "gap", "is_word_char", "strip_prefix",
+           "strip_trailing_word", "strip_word", "without_word", "words"]
 
 
 def is_word_char(ch: str) -> bool:
@@ -35,6 +35,11 @@ def words(text: str) -> tuple[str, ...]:
     if start >= 0:
         out.append(text[start:])
     return tuple(out)
+
+
+def alnum_runs(text: str) -> list[str]:
+    """The runs of letters and digits in a text ("_" and everything else separates)."""
+    return [w for run in words(text) for w in run.split("_") if w]
 
 
 def _bounded(text: str, start: int, end: int, prefix: bool = False) -> bool:
