@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from sleepmem.pipelines.language import has_cjk
-from sleepmem.pipelines.language.words import Literals
+from sleepmem.pipelines.language.words import Literals, Phrases
 
 MONTHS = {
     name: i + 1
@@ -109,13 +109,11 @@ _ZH_DATE = re.compile(
     rf"(?:\s*(?P<d>{_ZH_NUM})\s*[日号])?"
 )
 _ZH_YEAR = re.compile(r"(?P<y>\d{4})\s*年")
-_ZH_RELATION_AFTER = re.compile(r"^\s*(?P<rel>之前|以前|前|之后|以后|后|以来)")
+_ZH_RELATION_AFTER = ("之前", "以前", "前", "之后", "以后", "后", "以来")
 
-_WHEN_EN = re.compile(
-    r"\b(?:when|what time|what date|what day|which day|which date|which year|which month"
-    r"|what year|what month|how long ago|how long since|since when)\b",
-    re.I,
-)
+_WHEN_EN = Phrases(["when", "what time", "what date", "what day", "which day", "which date",
+                    "which year", "which month", "what year", "what month", "how long ago",
+                    "how long since", "since when"])
 _WHEN_ZH = Literals(("什么时候", "何时", "哪天", "哪一天", "哪年", "哪一年", "几月", "几号",
                      "多久以前", "多久前", "多长时间前"))
 
@@ -316,10 +314,10 @@ def _zh_int(text: str) -> int:
 
 def _zh_relation(query: str, m: re.Match[str], pattern: re.Pattern[str]) -> str:
     """"X之前 / X以后 / X以来": the relation follows the expression (an offset has its own)."""
-    after = _ZH_RELATION_AFTER.match(query[m.end():]) if pattern is not _ZH_OFFSET else None
-    if after is None:
+    rest = query[m.end():].lstrip() if pattern is not _ZH_OFFSET else ""
+    word = next((w for w in _ZH_RELATION_AFTER if rest.startswith(w)), "")
+    if not word:
         return ""
-    word = after.group("rel")
     return "before" if "前" in word else "since" if word == "以来" else "after"
 
 

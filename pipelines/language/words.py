@@ -72,6 +72,8 @@ class Phrases:
 
     def _text(self, text: str) -> str:
         low = text if self.case else text.lower()
+        if len(low) != len(text):  # "İ" folds to two characters: keep every offset
+            low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
         return " ".join(low.split()) if self.loose else low
 
     def search(self, text: str) -> bool:
@@ -92,6 +94,29 @@ class Phrases:
         low = self._text(text).lstrip()
         return any(low.startswith(p) and _bounded(low, 0, len(p), self.prefix)
                    for p in self.phrases)
+
+    def replace(self, text: str, new: str, *, eat_space: bool = False) -> str:
+        """The text with each phrase found (leftmost first; at one place, the first listed)
+        replaced by ``new``; with ``eat_space`` the white space after it goes too."""
+        low = self._text(text)
+        out, pos = [], 0
+        while True:
+            best: tuple[int, int] | None = None
+            for p in self.phrases:
+                at = low.find(p, pos)
+                while at >= 0 and (best is None or at < best[0]):
+                    if _bounded(low, at, at + len(p), self.prefix):
+                        best = (at, at + len(p))
+                        break
+                    at = low.find(p, at + 1)
+            if best is None:
+                return "".join(out) + text[pos:]
+            start, end = best
+            if eat_space:
+                while end < len(text) and text[end].isspace():
+                    end += 1
+            out += [text[pos:start], new]
+            pos = end
 
     def opening(self, text: str) -> str | None:
         """The first listed phrase the text opens with (as ``starts``), in the text's case."""
