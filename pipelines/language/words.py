@@ -99,7 +99,8 @@ class Phrases:
         """The text with each phrase found (leftmost first; at one place, the first listed)
         replaced by ``new``; with ``eat_space`` the white space after it goes too."""
         low = self._text(text)
-        out, pos = [], 0
+        out: list[str] = []
+        pos = 0
         while True:
             best: tuple[int, int] | None = None
             for p in self.phrases:
