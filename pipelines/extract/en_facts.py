@@ -38,6 +38,40 @@ _LIVE = re.compile(
     r"am\s+residing|'m\s+residing)\s+in\s+(?:the\s+(?:suburbs|outskirts|centre|center|"
     r"north|south|east|west|middle|heart|countryside)\s+(?:of|outside)\s+)?)" + _PLACE
 )
+_THANKS = Phrases(["please", "thanks", "thank you"])
+
+
+def _not_an_employer(name: str) -> bool:
+    """"myself", "home", "a living": what "I work for …" names that is no employer."""
+    low = name.lower()
+    low = low[:-1] if low.endswith("\n") else low
+    return low in ("myself", "home") or (
+        low.startswith("a") and low[1:2].isspace() and low[1:].lstrip() == "living")
+
+
+def _before_thanks(raw: str) -> str:
+    """The text before the white space that leads a closing "please" / "thanks"."""
+    for i, ch in enumerate(raw):
+        if ch.isspace() and (i == 0 or not raw[i - 1].isspace()):
+            rest = raw[i:].lstrip()
+            if _THANKS.starts(rest):
+                return raw[:i]
+    return raw
+
+
+def _snake_spaced(text: str) -> str:
+    """Each run of white space made one "_"."""
+    out: list[str] = []
+    space = False
+    for ch in text:
+        if not ch.isspace():
+            out.append(ch)
+        elif not space:
+            out.append("_")
+        space = ch.isspace()
+    return "".join(out)
+
+
 _LIVED = Phrases(["lived"])
 _HAVE = Phrases(["have", "'ve"])
 _CHANGED = Phrases(["now", "moved", "changed", "switched"])
@@ -179,7 +213,7 @@ def m_employment(c: Clause) -> list[Slot]:
                                         change=True, importance=0.65))
     if org:
         name = org.strip(STRIP_CHARS)
-        if re.match(r"(?i)(?:myself|home|a\s+living)$", name):
+        if _not_an_employer(name):
             return out
         # Both slots keep the whole clause: "works as a nurse at X" answers "where does
         # the user work?" better than a bare "works at X".
@@ -223,7 +257,7 @@ def m_contact(c: Clause) -> list[Slot]:
     m = _ADDRESS.search(c.text)
     if m:
         raw = m.group("v") or m.group("v2") or m.group("v3")
-        address = clean_end(re.split(r"(?i)\s+(?:please|thanks|thank you)\b", raw)[0])
+        address = clean_end(_before_thanks(raw))
         if REDACTED.search(address) or not any(c.isdecimal() or "A" <= c <= "Z" for c in address):
             return []
         kind = (m.group("kind") or "").strip().lower()
@@ -354,7 +388,7 @@ _DEADLINE = re.compile(
 def m_task(c: Clause) -> list[Slot]:
     out: list[Slot] = []
     for ref_m in _REF.finditer(c.text):
-        kind = re.sub(r"\s+", "_", ref_m.group("k").lower())
+        kind = _snake_spaced(ref_m.group("k").lower())
         if kind == "appointment":
             kind = "appointment_ref"
         ref = ref_m.group("v")

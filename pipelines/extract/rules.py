@@ -772,7 +772,17 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
 
 
 # A clause joined by "and" / "而且" is a statement of its own once the join is cut.
-_JOIN = re.compile(r"(?i)^(?:and|also|plus|as well as|而且|并且|另外|还有|同时)\s*[，,]?\s*")
+_JOINS = ("and", "also", "plus", "as well as", "而且", "并且", "另外", "还有", "同时")
+
+
+def _unjoined(text: str) -> str:
+    """The clause without the join that opens it ("and, " / "而且，")."""
+    low = text.lower()
+    for j in _JOINS:
+        if low.startswith(j):
+            rest = text[len(j):].lstrip()
+            return (rest[1:].lstrip() if rest.startswith(("，", ",")) else rest)
+    return text
 
 
 def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> list[str]:
@@ -783,12 +793,12 @@ def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> l
     vegan, so no dairy")."""
     matched = {f.clause_index for f in found}
     alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
-             and lasting_first_person(_JOIN.sub("", c.raw))]
+             and lasting_first_person(_unjoined(c.raw))]
     if not alone:
         return []
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
-    return [rest, *(_JOIN.sub("", clauses[i].raw) for i in alone)]
+    return [rest, *(_unjoined(clauses[i].raw) for i in alone)]
 
 
 def _reads_first_person(turn: _Turn) -> bool:
@@ -921,7 +931,7 @@ def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
             j < f.clause_index for j in attached) and (m := CONNECTOR.opening(raw))):
         head = f"{m.lower()} {head[:1].lower()}{head[1:]}"
     if zh and f.clause_index > 0:
-        head = _JOIN.sub("", head) or head  # "而且用户对花生过敏" -> "用户对花生过敏"
+        head = _unjoined(head) or head  # "而且用户对花生过敏" -> "用户对花生过敏"
     if zh and slot.subject == "user" and slot.from_clause and "用户" not in head[:6]:
         head = "用户" + head  # Chinese drops the subject; the statement must not
     parts: list[tuple[int, str]] = [(f.clause_index, head)]

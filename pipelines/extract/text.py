@@ -9,7 +9,7 @@ import re
 from itertools import product
 
 from sleepmem.pipelines.language import has_cjk
-from sleepmem.pipelines.language.words import Literals, Phrases, gap
+from sleepmem.pipelines.language.words import Literals, Phrases, gap, is_word_char
 
 STRIP_CHARS = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）[]【】-—"
 
@@ -164,7 +164,19 @@ IMPERATIVE_START = Phrases(_each(("please ", ""), _IMPERATIVE), loose=True)
 # ---------------------------------------------------------------------------------------
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
-_ABBREV = re.compile(r"(?i)(?:\b(?:mr|mrs|ms|dr|st|prof|jr|sr|vs|etc|no|e\.g|i\.e|approx|ave)\.)$")
+_ABBREV = ("mr", "mrs", "ms", "dr", "st", "prof", "jr", "sr", "vs", "etc", "no", "e.g", "i.e",
+           "approx", "ave")
+
+
+def _ends_abbreviated(text: str) -> bool:
+    """Whether the text ends with an abbreviation's full stop ("Dr.", "e.g.")."""
+    low = text.lower()
+    low = low[:-1] if low.endswith("\n") else low
+    for a in _ABBREV:
+        at = len(low) - len(a) - 1
+        if low.endswith(a + ".") and (at == 0 or (at > 0 and not is_word_char(low[at - 1]))):
+            return True
+    return False
 _CLAUSE_EN = re.compile(
     r"(?i),\s*(?=(?:so|but|because|since|which|though|although|and so|and then)\b)"
     r"|,\s*(?=(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our|please)\b)"
@@ -190,7 +202,7 @@ def split_sentences(text: str) -> list[str]:
     parts = [p.strip() for p in _SENTENCE.split(text) if p and p.strip()]
     out: list[str] = []
     for part in parts:
-        if out and _ABBREV.search(out[-1]):
+        if out and _ends_abbreviated(out[-1]):
             out[-1] = f"{out[-1]} {part}"
         else:
             out.append(part)
