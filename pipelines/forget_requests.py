@@ -28,18 +28,31 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from sleepmem.pipelines.language.words import Phrases
+from sleepmem.pipelines.language.words import Literals, Phrases
 from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.types import Candidate
 
-CUE = re.compile(
-    r"(?i)\b(?:forget|forgetting|delete|erase|remove|wipe|purge|scrub|discard|unlearn|"
-    r"clear|drop|get rid of|stop (?:remembering|storing|keeping|saving)|"
-    r"(?:don'?t|do not|no need to|never) (?:remember|keep|store|save|record|retain|hold on to)|"
-    r"no longer (?:remember|keep|store))\b"
-    r"|忘|删|清除|清掉|抹掉|抹去|去掉|别再记|不要再记|不要记|别记|不用记|不需要记|不必记|"
-    r"不要保存|别保存|不要存|别存|不要保留|别保留|不要留|移除"
-)
+
+class _Cue:
+    """The words that may ask to forget ("delete", "stop storing", 别再记)."""
+
+    english = Phrases([
+        "forget", "forgetting", "delete", "erase", "remove", "wipe", "purge", "scrub", "discard",
+        "unlearn", "clear", "drop", "get rid of",
+        *(f"stop {v}" for v in ("remembering", "storing", "keeping", "saving")),
+        *(f"{n} {v}" for n in ("don't", "dont", "do not", "no need to", "never")
+          for v in ("remember", "keep", "store", "save", "record", "retain", "hold on to")),
+        *(f"no longer {v}" for v in ("remember", "keep", "store"))])
+    chinese = Literals((
+        "忘", "删", "清除", "清掉", "抹掉", "抹去", "去掉", "别再记", "不要再记", "不要记", "别记",
+        "不用记", "不需要记", "不必记", "不要保存", "别保存", "不要存", "别存", "不要保留",
+        "别保留", "不要留", "移除"))
+
+    def search(self, text: str) -> bool:
+        return self.english.search(text) or self.chinese.search(text)
+
+
+CUE = _Cue()
 
 # Forms of the cue verbs that never ask to erase anything (see the module docstring).
 NOT_A_REQUEST = re.compile(

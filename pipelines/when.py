@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from sleepmem.pipelines.language import has_cjk
-from sleepmem.pipelines.language.words import Literals, Phrases
+from sleepmem.pipelines.language.words import Literals, Phrases, is_word_char
 
 MONTHS = {
     name: i + 1
@@ -94,8 +94,8 @@ _EN_MONTH = re.compile(
 )
 _EN_YEAR = re.compile(r"\b(?P<y>(?:19|20)\d\d)\b")
 _ISO = re.compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>\d\d)(?:-(?P<d>\d\d))?\b")
-_EN_RELATION = re.compile(r"\b(?P<rel>before|after|since|prior to|until|by)\s*$", re.I)
-_EN_LEAD = re.compile(r"(?P<rel>before|after|since|until|by)\b", re.I)
+_EN_RELATION = ("before", "after", "since", "prior to", "until", "by")
+_EN_LEAD = Phrases(["before", "after", "since", "until", "by"])
 _EN_WEEKDAY = re.compile(rf"\b(?:on\s+)?(?P<w>{_WEEKDAY_NAMES})s?\b", re.I)
 
 _ZH_DAY = re.compile(r"(?P<d>大前天|前天|昨天|昨晚|今天|今晚|明天|后天)")
@@ -212,8 +212,12 @@ def _count(word: str) -> int:
 
 def _en_relation(query: str, m: re.Match[str], _pattern: re.Pattern[str]) -> str:
     """"before X" / "X after": the relation word just before the expression or leading it."""
-    rel = _EN_RELATION.search(query[: m.start()]) or _EN_LEAD.match(m.group(0))
-    return rel.group("rel").lower() if rel else ""
+    before = query[: m.start()].rstrip().lower()
+    for word in _EN_RELATION:
+        at = len(before) - len(word)
+        if before.endswith(word) and (at == 0 or not is_word_char(before[at - 1])):
+            return word
+    return (_EN_LEAD.opening(m.group(0)) or "").lower()
 
 
 def _en_offset(m: re.Match[str], now: datetime, today: datetime) -> tuple[datetime, datetime]:
