@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sleepmem.pipelines.language import has_cjk, is_han
-from sleepmem.pipelines.language.words import Phrases
+from sleepmem.pipelines.language.words import Phrases, is_word_char
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Embedder, Vector
 
@@ -135,11 +135,19 @@ _DISCOURSE = re.compile(
     r"at the moment|by the way|btw|anyway|just so you know|fyi)\b,?\s*"
     r"|其实|目前|如今|最近|顺便说一下|另外|说实话"
 )
-_NEG_EN = re.compile(
-    r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|n't|dont|doesnt|"
-    r"didnt|isnt|arent|wasnt|wont|cant)\b|n't\b",
-    re.IGNORECASE,
-)
+_NEG_EN = Phrases(["not", "no", "never", "none", "nothing", "nobody", "neither", "nor", "without",
+                   "cannot", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "wont", "cant"])
+
+
+def _negations_en(text: str) -> int:
+    """Negation words, and "n't" wherever a word ends with it ("don't", "isn't")."""
+    low = text.lower()
+    nt = 0
+    at = low.find("n't")
+    while at >= 0:
+        nt += at + 3 == len(low) or not is_word_char(low[at + 3])
+        at = low.find("n't", at + 3)
+    return _NEG_EN.count(text) + nt
 _NEG_ZH = "不没别非无未莫勿"
 _NUM_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
@@ -229,7 +237,7 @@ def is_zh(text: str) -> bool:
 
 def negation_parity(text: str) -> int:
     """Odd (1) when the text negates, even (0) when it does not ("not … never" affirms)."""
-    n = len(_NEG_EN.findall(text)) + sum(text.count(c) for c in _NEG_ZH)
+    n = _negations_en(text) + sum(text.count(c) for c in _NEG_ZH)
     return n % 2
 
 

@@ -95,6 +95,20 @@ class Phrases:
         return any(low.startswith(p) and _bounded(low, 0, len(p), self.prefix)
                    for p in self.phrases)
 
+    def count(self, text: str) -> int:
+        """How many times the phrases occur as whole words (phrases that never overlap)."""
+        low = self._text(text)
+        n = 0
+        for p in self.phrases:
+            at = low.find(p)
+            while at >= 0:
+                if _bounded(low, at, at + len(p), self.prefix):
+                    n += 1
+                    at = low.find(p, at + len(p))
+                else:
+                    at = low.find(p, at + 1)
+        return n
+
     def replace(self, text: str, new: str, *, eat_space: bool = False) -> str:
         """The text with each phrase found (leftmost first; at one place, the first listed)
         replaced by ``new``; with ``eat_space`` the white space after it goes too."""
