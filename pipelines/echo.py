@@ -260,14 +260,16 @@ def _headings(text: str, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The labels a context block writes, wherever they stand."""
     spans: list[tuple[int, int]] = []
     for label in (*HEADINGS, CHECKPOINT_HEADING):
-        for m in re.finditer(re.escape(label), text):
-            if not _inside(m.start(), taken):
-                end = m.end()
+        at = text.find(label)
+        while at >= 0:
+            start, end = at, at + len(label)
+            at = text.find(label, end)
+            if not _inside(start, taken):
                 if label == CHECKPOINT_HEADING:
                     # "## Session checkpoint (version 3)": the label and its version.
                     close = text.find(")", end, end + 24)
                     end = close + 1 if text.startswith(" (version ", end) and close > 0 else end
-                spans.append((m.start(), end))
+                spans.append((start, end))
     return spans
 
 

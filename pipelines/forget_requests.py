@@ -28,17 +28,31 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sleepmem.pipelines.language.words import Literals, Phrases
 from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.types import Candidate
 
-CUE = re.compile(
-    r"(?i)\b(?:forget|forgetting|delete|erase|remove|wipe|purge|scrub|discard|unlearn|"
-    r"clear|drop|get rid of|stop (?:remembering|storing|keeping|saving)|"
-    r"(?:don'?t|do not|no need to|never) (?:remember|keep|store|save|record|retain|hold on to)|"
-    r"no longer (?:remember|keep|store))\b"
-    r"|忘|删|清除|清掉|抹掉|抹去|去掉|别再记|不要再记|不要记|别记|不用记|不需要记|不必记|"
-    r"不要保存|别保存|不要存|别存|不要保留|别保留|不要留|移除"
-)
+
+class _Cue:
+    """The words that may ask to forget ("delete", "stop storing", 别再记)."""
+
+    english = Phrases([
+        "forget", "forgetting", "delete", "erase", "remove", "wipe", "purge", "scrub", "discard",
+        "unlearn", "clear", "drop", "get rid of",
+        *(f"stop {v}" for v in ("remembering", "storing", "keeping", "saving")),
+        *(f"{n} {v}" for n in ("don't", "dont", "do not", "no need to", "never")
+          for v in ("remember", "keep", "store", "save", "record", "retain", "hold on to")),
+        *(f"no longer {v}" for v in ("remember", "keep", "store"))])
+    chinese = Literals((
+        "忘", "删", "清除", "清掉", "抹掉", "抹去", "去掉", "别再记", "不要再记", "不要记", "别记",
+        "不用记", "不需要记", "不必记", "不要保存", "别保存", "不要存", "别存", "不要保留",
+        "别保留", "不要留", "移除"))
+
+    def search(self, text: str) -> bool:
+        return self.english.search(text) or self.chinese.search(text)
+
+
+CUE = _Cue()
 
 # Forms of the cue verbs that never ask to erase anything (see the module docstring).
 NOT_A_REQUEST = re.compile(
@@ -133,8 +147,18 @@ _REQUEST_WORDS_ZH = re.compile(
 )
 # An extractor's third-person rewording of a request ("the user has forgotten …",
 # "the user wants … deleted") reads as a statement: go back to what the user said.
-_REWORDED = re.compile(r"(?i)^(?:the )?user\b|^用户")
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
+_REWORDED = Phrases(["the user", "user"])
+
+
+def _sentences(text: str) -> list[str]:
+    """The text cut after each sentence mark."""
+    out, start = [], 0
+    for i, ch in enumerate(text):
+        if ch in ".!?。！？":
+            out.append(text[start:i + 1])
+            start = i + 1
+    out.append(text[start:])
+    return out
 _TRIM = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）-—"
 
 
@@ -149,7 +173,7 @@ def topic_of(statement: str) -> str:
 def cued_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that carry a cue in a form that may be a request: said to
     the listener, and not a negated forget."""
-    sentences = (s.strip() for s in _SENTENCE.split(text))
+    sentences = (s.strip() for s in _sentences(text))
     return [s for s in sentences
             if CUE.search(s) and REQUEST_FRAME.search(s) and not NOT_A_REQUEST.search(s)]
 
@@ -164,7 +188,7 @@ def _own_words(cand: Candidate, said: Mapping[str, str]) -> str:
     ("The user has forgotten about their divorce."), the user's own event when it carries
     the cue."""
     text = cand.statement.rsplit("\n", 1)[-1]
-    if cand.attribute or not _REWORDED.search(text):
+    if cand.attribute or not (_REWORDED.starts(text) or text.startswith("用户")):
         return text  # the user's own words already (or a slot fact, never a request)
     raw = said.get(cand.provenance[-1], "") if cand.provenance else ""
     return raw if CUE.search(raw) else text

@@ -7,7 +7,6 @@ planted in tool output do not become lasting memories.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from sleepmem.pipelines.types import Candidate, Rejection
@@ -15,7 +14,16 @@ from sleepmem.pipelines.types import Candidate, Rejection
 STRUCTURED_TYPES = frozenset({"identity", "preference", "fact", "procedure"})
 # A redaction marker left in a statement means the statement was about a secret: keep the
 # harmless rest only as an episode, never as a structured fact whose value is the secret.
-REDACTED = re.compile(r"\[REDACTED:[a-z_]+\]")
+def _redacted(text: str) -> bool:
+    """Whether the text holds a redaction mark ("[REDACTED:api_key]")."""
+    at = text.find("[REDACTED:")
+    while at >= 0:
+        end = text.find("]", at + 10)
+        kind = text[at + 10:end] if end >= 0 else ""
+        if kind and all("a" <= c <= "z" or c == "_" for c in kind):
+            return True
+        at = text.find("[REDACTED:", at + 1)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +57,9 @@ def _refusal(cand: Candidate, policy: GatePolicy) -> str | None:
         return "untrusted tool output cannot become identity, preference, fact or rule"
     if cand.from_tool and cand.type == "procedure" and cand.source != "system":
         return "tool output cannot write procedures"
-    if cand.type in STRUCTURED_TYPES and REDACTED.search(cand.value):
+    if cand.type in STRUCTURED_TYPES and _redacted(cand.value):
         return "slot value is a secret"
-    if cand.type in STRUCTURED_TYPES and REDACTED.search(cand.statement):
+    if cand.type in STRUCTURED_TYPES and _redacted(cand.statement):
         # Whatever either extractor derived from a sentence that carried a secret is a guess
         # about the secret ("Tech stack — backend: AWS" from an AWS key), not a fact.
         return "structured statement derived from a secret-bearing sentence"

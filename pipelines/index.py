@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 from sleepmem.models import Memory
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.extract.text import split_sentences
+from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.lexical import sparse_document
 from sleepmem.pipelines.memories import own_words
 from sleepmem.pipelines.persons import unnamed
@@ -42,13 +43,25 @@ def payload_for(mem: Memory) -> dict[str, object]:
     }
 
 
-_SUBJECT = re.compile(r"\b(?:the user's|the user|user's)\s*|用户的|用户", re.IGNORECASE)
+_SUBJECT = Phrases(["the user's", "the user", "user's"], prefix=True)
+
+
+def _without_yonghu(text: str) -> str:
+    """The text without each 用户(的)."""
+    out: list[str] = []
+    pos = 0
+    at = text.find("用户")
+    while at >= 0:
+        out.append(text[pos:at])
+        pos = at + (3 if text.startswith("用户的", at) else 2)
+        at = text.find("用户", pos)
+    return "".join(out) + text[pos:]
 
 
 def subjectless(text: str) -> str:
     """Drop the generic subject: queries and statements both name "the user", which
     would otherwise make every third-person statement look relevant to every question."""
-    return _SUBJECT.sub("", text).strip() or text
+    return _without_yonghu(_SUBJECT.replace(text, "", eat_space=True)).strip() or text
 
 
 def index_text(mem: Memory) -> str:
@@ -64,7 +77,6 @@ def index_text(mem: Memory) -> str:
 _SENTENCE_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\d_]+", re.UNICODE)
 # A question asks the other person; it tells something of its speaker only when it speaks
 # of them ("Can I smoke brisket in my new smoker?").
-_QUESTION = re.compile(r"[?？]\s*$")
 _OF_SPEAKER = re.compile(
     r"(?i)\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|us|our|ours)\b|[我俺]")
 MIN_SENTENCE_WORDS = 3
@@ -94,7 +106,7 @@ def own_sentences(mem: Memory) -> list[str]:
     kept = [p for p in split_sentences(own) if len(_SENTENCE_WORD.findall(p)) >= MIN_SENTENCE_WORDS]
     if len(kept) < 2:
         return []
-    said = [p for p in kept if not _QUESTION.search(p) or _OF_SPEAKER.search(p)]
+    said = [p for p in kept if not p.rstrip().endswith(("?", "？")) or _OF_SPEAKER.search(p)]
     return said[:MAX_SENTENCES]
 
 

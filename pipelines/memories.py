@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
 from datetime import datetime, timedelta
 
@@ -12,8 +11,6 @@ from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines.types import Candidate
 
 _ID_NS = uuid.UUID("5f1c6f0e-4d55-4a52-9a0b-1c2f5e6d7a80")
-_SPACE = re.compile(r"\s+")
-_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
 
 def memory_id(*parts: str) -> str:
@@ -26,7 +23,8 @@ def content_hash(*texts: str) -> str:
 
 
 def norm_text(text: str) -> str:
-    return _SPACE.sub(" ", _PUNCT.sub(" ", text.casefold())).strip()
+    return " ".join("".join(c if c.isalnum() or c == "_" or c.isspace() else " "
+                            for c in text.casefold()).split())
 
 
 def expiry(

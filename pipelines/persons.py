@@ -103,6 +103,25 @@ def addressed(statement: str, listener: str) -> str:
     return statement
 
 
+def _latin_letter(ch: str) -> bool:
+    return ch.isascii() and ch.isalpha()
+
+
+def _renamed(text: str, name: str, generic: str) -> str:
+    """The text with each mention of ``name`` not inside a Latin word made ``generic``."""
+    out, pos = [], 0
+    at = text.find(name)
+    while at >= 0:
+        end = at + len(name)
+        if not (_latin_letter(text[at - 1:at] or " ") or _latin_letter(text[end:end + 1] or " ")):
+            out += [text[pos:at], generic]
+            pos = end
+            at = text.find(name, end)
+        else:
+            at = text.find(name, at + 1)
+    return "".join(out) + text[pos:]
+
+
 def unnamed(mem: Memory) -> str:
     """A named fact's statement with the person's name read as "the user" again (the index
     drops that generic subject); any other memory's statement as it is."""
@@ -112,5 +131,5 @@ def unnamed(mem: Memory) -> str:
     # Latin letters bound a name ("Jon" is not in "Jonathan"); Chinese has no spaces to,
     # and reads its own generic subject.
     generic = "用户" if is_zh(person) else "the user"
-    text = re.sub(rf"(?<![A-Za-z]){re.escape(person)}(?![A-Za-z])", generic, mem.statement)
+    text = _renamed(mem.statement, person, generic)
     return "The" + text[3:] if text.startswith("the user") else text

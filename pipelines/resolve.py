@@ -36,6 +36,7 @@ import numpy as np
 from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
 from sleepmem.pipelines import semantic
 from sleepmem.pipelines.extract.frames import frame_named, may_mean, ranked_frames
+from sleepmem.pipelines.language import has_cjk, is_han
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import (
     content_hash,
@@ -56,7 +57,6 @@ from sleepmem.pipelines.types import (
     is_many_valued,
 )
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 TtlFor = Callable[[str], timedelta | None]
 Slot = tuple[str, str, str]  # subject, attribute, session
 # Memories that never absorb a restatement: compressed summaries and procedure statistics.
@@ -1056,7 +1056,7 @@ def _shifts(cand: Candidate) -> bool:
 
 def _content_words(text: str) -> list[str]:
     """Words that name something: Latin words of three letters or more, CJK bigrams."""
-    return [t for t in tokens(text) if len(t) >= (2 if _CJK.match(t) else 3)]
+    return [t for t in tokens(text) if len(t) >= (2 if is_han(t) else 3)]
 
 
 def _holds_both(mem: Memory, cand: Candidate) -> bool:
@@ -1112,7 +1112,7 @@ def _exclusive(mem: Memory) -> bool:
 
 def _mentions(statement: str, needle: str) -> bool:
     """Whether ``statement`` talks about ``needle`` (a normalised value or topic)."""
-    if _CJK.search(needle):
+    if has_cjk(needle):
         return needle in norm_text(statement)
     need = _token_set(needle)
     return bool(need) and need <= _token_set(statement)

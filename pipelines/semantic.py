@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sleepmem.pipelines.language import has_cjk, is_han
+from sleepmem.pipelines.language.words import Phrases, is_word_char
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Embedder, Vector
 
@@ -89,31 +90,65 @@ USEM_BACKGROUND = 0.093
 BACKGROUND_TOLERANCE = 0.05
 
 
-_LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9'+.#-]*")
+def _latin_words(low: str) -> list[str]:
+    """Runs of a-z and 0-9 that may go on with "'+.#-" ("c++", "node.js", "o'brien")."""
+    out, start = [], -1
+    for i, ch in enumerate(low):
+        if ("a" <= ch <= "z" or "0" <= ch <= "9") or (start >= 0 and ch in "'+.#-"):
+            if start < 0:
+                start = i
+        elif start >= 0:
+            out.append(low[start:i])
+            start = -1
+    if start >= 0:
+        out.append(low[start:])
+    return out
 _SPEAKER = re.compile(r"^(?:tool(?: \([^)]*\))?|assistant(?: observation)?|observation|"
                       r"system)\s*:\s*", re.IGNORECASE)
-_SOURCE_NOTE = re.compile(r"\s*\((?:according to|per|from) [^)]*\)", re.IGNORECASE)
+def _without_source_notes(text: str) -> str:
+    """The text without "(according to …)", "(per …)", "(from …)" and the space before."""
+    low, out, pos = text.lower(), [], 0
+    at = low.find("(")
+    while at >= 0:
+        close = low.find(")", at)
+        if close >= 0 and low.startswith(("according to ", "per ", "from "), at + 1):
+            start = at
+            while start > pos and text[start - 1].isspace():
+                start -= 1
+            out.append(text[pos:start])
+            pos = close + 1
+            at = low.find("(", pos)
+        else:
+            at = low.find("(", at + 1)
+    return "".join(out) + text[pos:]
 # Third person to first: "The user lives in Oslo" and "I live in Oslo" compare as one.
 _THIRD_EN = (
-    (re.compile(r"\b(?:the user's|user's)\s*", re.IGNORECASE), "my "),
-    (re.compile(r"\bthe user is\b", re.IGNORECASE), "I am"),
-    (re.compile(r"\bthe user has\b", re.IGNORECASE), "I have"),
-    (re.compile(r"\bthe user was\b", re.IGNORECASE), "I was"),
-    (re.compile(r"\bthe user\b", re.IGNORECASE), "I"),
+    (Phrases(["the user's", "user's"], prefix=True), "my ", True),
+    (Phrases(["the user is"]), "I am", False),
+    (Phrases(["the user has"]), "I have", False),
+    (Phrases(["the user was"]), "I was", False),
+    (Phrases(["the user"]), "I", False),
 )
-_THIRD_ZH = re.compile(r"用户")
 # Discourse and time markers change no fact (corrections are told apart separately).
 _DISCOURSE = re.compile(
     r"(?i)\b(?:actually|honestly|basically|really|these days|nowadays|currently|right now|"
     r"at the moment|by the way|btw|anyway|just so you know|fyi)\b,?\s*"
     r"|其实|目前|如今|最近|顺便说一下|另外|说实话"
 )
-_NEG_EN = re.compile(
-    r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|n't|dont|doesnt|"
-    r"didnt|isnt|arent|wasnt|wont|cant)\b|n't\b",
-    re.IGNORECASE,
-)
-_NEG_ZH = re.compile(r"不|没|别|非|无|未|莫|勿")
+_NEG_EN = Phrases(["not", "no", "never", "none", "nothing", "nobody", "neither", "nor", "without",
+                   "cannot", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "wont", "cant"])
+
+
+def _negations_en(text: str) -> int:
+    """Negation words, and "n't" wherever a word ends with it ("don't", "isn't")."""
+    low = text.lower()
+    nt = 0
+    at = low.find("n't")
+    while at >= 0:
+        nt += at + 3 == len(low) or not is_word_char(low[at + 3])
+        at = low.find("n't", at + 3)
+    return _NEG_EN.count(text) + nt
+_NEG_ZH = "不没别非无未莫勿"
 _NUM_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
     "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11",
@@ -148,20 +183,41 @@ def gist(statement: str) -> str:
     """
     text = statement.rsplit("\n", 1)[-1]
     text = _SPEAKER.sub("", text.strip())
-    text = _SOURCE_NOTE.sub("", text)
-    for pattern, repl in _THIRD_EN:
-        text = pattern.sub(repl, text)
-    text = _THIRD_ZH.sub("我", text)
+    text = _without_source_notes(text)
+    for phrases, repl, eat_space in _THIRD_EN:
+        text = phrases.replace(text, repl, eat_space=eat_space)
+    text = text.replace("用户", "我")
     text = _DISCOURSE.sub("", text)
     return text.strip(" .,;:!?。，；：！？") or statement.strip()
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|[。！？；;\n]+")
+_ENDS = "。！？；;\n"
+
+
+def _sentence_parts(text: str) -> list[str]:
+    """The text cut at white space after ".!?" and at runs of 。！？；; and new lines."""
+    out, start, i, n = [], 0, 0, len(text)
+    while i < n:
+        if text[i].isspace() and i > 0 and text[i - 1] in ".!?":
+            j = i
+            while j < n and text[j].isspace():
+                j += 1
+        elif text[i] in _ENDS:
+            j = i
+            while j < n and text[j] in _ENDS:
+                j += 1
+        else:
+            i += 1
+            continue
+        out.append(text[start:i])
+        start = i = j
+    out.append(text[start:])
+    return out
 
 
 def sentences(text: str) -> list[str]:
     """The sentences of a gist (several facts told in one message are compared one by one)."""
-    parts = [p.strip(" .,;:!?。，；：！？") for p in _SENTENCE_END.split(text)]
+    parts = [p.strip(" .,;:!?。，；：！？") for p in _sentence_parts(text)]
     return [p for p in parts if p] or [text]
 
 
@@ -181,7 +237,7 @@ def is_zh(text: str) -> bool:
 
 def negation_parity(text: str) -> int:
     """Odd (1) when the text negates, even (0) when it does not ("not … never" affirms)."""
-    n = len(_NEG_EN.findall(text)) + len(_NEG_ZH.findall(text))
+    n = _negations_en(text) + sum(text.count(c) for c in _NEG_ZH)
     return n % 2
 
 
@@ -197,14 +253,14 @@ def numbers(text: str) -> frozenset[str]:
 
 def latin_names(text: str) -> frozenset[str]:
     """Latin-script words of a Chinese sentence (brand and place names survive translation)."""
-    return frozenset(w for w in _LATIN_WORD.findall(text.lower()) if len(w) > 1)
+    return frozenset(w for w in _latin_words(text.lower()) if len(w) > 1)
 
 
 def _units(text: str) -> list[str]:
     low = text.lower()
     if is_zh(low):
         return [c for c in low if is_han(c) or c.isalnum()]
-    return [w for w in _LATIN_WORD.findall(low) if w not in _FILLER_EN]
+    return [w for w in _latin_words(low) if w not in _FILLER_EN]
 
 
 def frame_swap(a: str, b: str) -> bool:
@@ -238,13 +294,14 @@ def shares_frame(a: str, b: str) -> bool:
     return len(ta & tb) >= SWAP_OVERLAP * min(len(ta), len(tb))
 
 
-_IDENTIFIER = re.compile(r"[^\s,;()（）]*(?:@|://|\d)[^\s,;()（）]*")
+_TOKEN_BREAKS = str.maketrans(",;()（）", "      ")
 
 
 def identifiers(text: str) -> frozenset[str]:
     """E-mail addresses, URLs and codes: tokens that are right only when exactly equal."""
-    return frozenset(t.strip(".。").lower() for t in _IDENTIFIER.findall(text)
-                     if re.search(r"[a-z@/]", t, re.IGNORECASE))
+    return frozenset(t.strip(".。").lower() for t in text.translate(_TOKEN_BREAKS).split()
+                     if "@" in t or "://" in t or any(c.isdecimal() for c in t)
+                     if any(c in "@/" or (c.isascii() and c.isalpha()) for c in t))
 
 
 def guards_agree(a: str, b: str) -> bool:

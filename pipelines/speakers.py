@@ -22,6 +22,8 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
+from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language.words import alnum_runs
 from sleepmem.pipelines.ports import Hit
 
 _CJK = "\u3400-\u9fff"
@@ -32,10 +34,8 @@ _LINE_SPEAKER = re.compile(
     re.MULTILINE,
 )
 
-_HAN = re.compile(f"[{_CJK}]")
 # Runs of letters and digits: "Jon's" and "O'Brien" become "jon s" and "o brien" alike in
 # the query and in the name.
-_WORDS = re.compile(r"[^\W_]+")
 
 
 def _key(name: str) -> str:
@@ -64,10 +64,10 @@ def names_in(query: str, candidates: frozenset[str]) -> frozenset[str]:
     """Which of the candidate speaker names the query mentions."""
     text = _key(query)
     # Words separated by single spaces, so a name matches only as whole words.
-    spaced = f" {' '.join(_WORDS.findall(text))} "
+    spaced = f" {' '.join(alnum_runs(text))} "
     return frozenset(
         name for name in candidates
-        if (name in text if _HAN.search(name) else f" {' '.join(_WORDS.findall(name))} " in spaced)
+        if (name in text if has_cjk(name) else f" {' '.join(alnum_runs(name))} " in spaced)
     )
 
 

@@ -8,8 +8,6 @@ ZH trigger words per topic), not tied to any story.
 
 from __future__ import annotations
 
-import re
-
 from sleepmem.pipelines.language import has_cjk
 
 _TOPICS: dict[str, tuple[str, ...]] = {
@@ -97,7 +95,21 @@ _KIND_TOPIC = {
 }
 
 
-_WORD = re.compile(r"[a-z][a-z'-]*")
+def _latin_words(low: str) -> list[str]:
+    """Runs of a-z that may go on with "'" and "-" ("don't", "sci-fi")."""
+    out, start = [], -1
+    for i, ch in enumerate(low):
+        if "a" <= ch <= "z" or (start >= 0 and ch in "'-"):
+            if start < 0:
+                start = i
+        elif start >= 0:
+            out.append(low[start:i])
+            start = -1
+    if start >= 0:
+        out.append(low[start:])
+    return out
+
+
 _EN: dict[str, set[str]] = {}
 _ZH: list[tuple[str, str]] = []
 for _topic, _words in _TOPICS.items():
@@ -113,7 +125,7 @@ def topics(text: str) -> list[str]:
     """Topic labels implied by ``text``, in a stable order."""
     low = text.lower()
     found: set[str] = set()
-    for word in _WORD.findall(low):
+    for word in _latin_words(low):
         found.update(_EN.get(word, ()))
     for phrase, topic in _EN_PHRASES:
         if phrase in low:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language.words import Literals, Phrases, is_word_char
 
 MONTHS = {
     name: i + 1
@@ -93,8 +94,8 @@ _EN_MONTH = re.compile(
 )
 _EN_YEAR = re.compile(r"\b(?P<y>(?:19|20)\d\d)\b")
 _ISO = re.compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>\d\d)(?:-(?P<d>\d\d))?\b")
-_EN_RELATION = re.compile(r"\b(?P<rel>before|after|since|prior to|until|by)\s*$", re.I)
-_EN_LEAD = re.compile(r"(?P<rel>before|after|since|until|by)\b", re.I)
+_EN_RELATION = ("before", "after", "since", "prior to", "until", "by")
+_EN_LEAD = Phrases(["before", "after", "since", "until", "by"])
 _EN_WEEKDAY = re.compile(rf"\b(?:on\s+)?(?P<w>{_WEEKDAY_NAMES})s?\b", re.I)
 
 _ZH_DAY = re.compile(r"(?P<d>大前天|前天|昨天|昨晚|今天|今晚|明天|后天)")
@@ -108,14 +109,13 @@ _ZH_DATE = re.compile(
     rf"(?:\s*(?P<d>{_ZH_NUM})\s*[日号])?"
 )
 _ZH_YEAR = re.compile(r"(?P<y>\d{4})\s*年")
-_ZH_RELATION_AFTER = re.compile(r"^\s*(?P<rel>之前|以前|前|之后|以后|后|以来)")
+_ZH_RELATION_AFTER = ("之前", "以前", "前", "之后", "以后", "后", "以来")
 
-_WHEN_EN = re.compile(
-    r"\b(?:when|what time|what date|what day|which day|which date|which year|which month"
-    r"|what year|what month|how long ago|how long since|since when)\b",
-    re.I,
-)
-_WHEN_ZH = re.compile(r"什么时候|何时|哪天|哪一天|哪年|哪一年|几月|几号|多久以前|多久前|多长时间前")
+_WHEN_EN = Phrases(["when", "what time", "what date", "what day", "which day", "which date",
+                    "which year", "which month", "what year", "what month", "how long ago",
+                    "how long since", "since when"])
+_WHEN_ZH = Literals(("什么时候", "何时", "哪天", "哪一天", "哪年", "哪一年", "几月", "几号",
+                     "多久以前", "多久前", "多长时间前"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,12 +170,11 @@ _GUARDED = (
     (tuple({name[:3] for name in WEEKDAYS}), _EN_WEEKDAY),
 )
 _ZH_PATTERNS = (_ZH_DAY, _ZH_OFFSET, _ZH_RELATIVE, _ZH_DATE, _ZH_YEAR)
-_DIGIT = re.compile(r"\d")
 
 
 def carries_date(text: str) -> bool:
     """The text names a time: a relative day or unit, a weekday, a dated month, a year."""
-    if _DIGIT.search(text) and any(p.search(text) for p in _NEEDS_DIGIT):
+    if any(c.isdecimal() for c in text) and any(p.search(text) for p in _NEEDS_DIGIT):
         return True
     low = text.lower()
     if any(p.search(text) for words, p in _GUARDED if any(w in low for w in words)):
@@ -213,8 +212,12 @@ def _count(word: str) -> int:
 
 def _en_relation(query: str, m: re.Match[str], _pattern: re.Pattern[str]) -> str:
     """"before X" / "X after": the relation word just before the expression or leading it."""
-    rel = _EN_RELATION.search(query[: m.start()]) or _EN_LEAD.match(m.group(0))
-    return rel.group("rel").lower() if rel else ""
+    before = query[: m.start()].rstrip().lower()
+    for word in _EN_RELATION:
+        at = len(before) - len(word)
+        if before.endswith(word) and (at == 0 or not is_word_char(before[at - 1])):
+            return word
+    return (_EN_LEAD.opening(m.group(0)) or "").lower()
 
 
 def _en_offset(m: re.Match[str], now: datetime, today: datetime) -> tuple[datetime, datetime]:
@@ -315,10 +318,10 @@ def _zh_int(text: str) -> int:
 
 def _zh_relation(query: str, m: re.Match[str], pattern: re.Pattern[str]) -> str:
     """"X之前 / X以后 / X以来": the relation follows the expression (an offset has its own)."""
-    after = _ZH_RELATION_AFTER.match(query[m.end():]) if pattern is not _ZH_OFFSET else None
-    if after is None:
+    rest = query[m.end():].lstrip() if pattern is not _ZH_OFFSET else ""
+    word = next((w for w in _ZH_RELATION_AFTER if rest.startswith(w)), "")
+    if not word:
         return ""
-    word = after.group("rel")
     return "before" if "前" in word else "since" if word == "以来" else "after"
 
 

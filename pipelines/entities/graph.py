@@ -9,19 +9,18 @@ of exactly one known full name, or when an appositive role says who someone is.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from sleepmem.models import CURRENT_STATUSES, Entity, EntityKind, Memory
 from sleepmem.pipelines.entities.spot import alias_key, read
+from sleepmem.pipelines.language import has_cjk, is_han
 from sleepmem.pipelines.memories import memory_id, own_words
 from sleepmem.pipelines.speakers import speaker_of
 from sleepmem.pipelines.types import OPEN_SLOT_PREFIX, TOOL_PREFIX
 
 USER = "user"
-_HAS_CJK = re.compile(r"[\u3400-\u9fff]")
 # Slot values longer than this are descriptions, not names.
 _MAX_VALUE_WORDS = 4
 _SLOT_KINDS = {
@@ -101,7 +100,7 @@ def build(
 
 def is_cjk(text: str) -> bool:
     """Whether a name opens with a Chinese character."""
-    return bool(_HAS_CJK.match(text))
+    return is_han(text)
 
 
 def subject_of(mem: Memory) -> str:
@@ -160,7 +159,7 @@ def _one(known: Known, delta: GraphDelta, mem: Memory, now: datetime) -> None:
     for s in reading.names:
         _mention(delta, entity(s.name, role=roles.get(alias_key(s.name), "")), mem.id,
                  "mention")
-    if _HAS_CJK.search(mem.statement):
+    if has_cjk(mem.statement):
         # No capitals in Chinese: a name the scope already knows is a name wherever it is.
         for alias in sorted(known.cjk):
             if alias in mem.statement:

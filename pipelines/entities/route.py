@@ -38,6 +38,7 @@ from sleepmem.models import (
     Scope,
 )
 from sleepmem.pipelines.entities.spot import FUNCTION_WORDS, alias_key
+from sleepmem.pipelines.language import han_runs, is_han
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Hit
 
@@ -51,7 +52,6 @@ HUB_FLOOR = 100
 # A memory about an entity says more about it than one that names it in passing.
 _ROLE_WEIGHT = {"subject": 1.0, "object": 1.0, "mention": 0.6}
 _QUERY_WORD = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)
-_CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
 
 
 def entity_route(
@@ -158,7 +158,7 @@ def query_spans(query: str) -> list[str]:
 def _chinese_spans(text: str) -> set[str]:
     """Every 2-6 character substring of the text's Chinese runs (no spaces to split on)."""
     out: set[str] = set()
-    for run in _CJK_RUN.findall(text):
+    for run in han_runs(text, 2):
         for n in range(2, min(6, len(run)) + 1):
             out.update(run[i:i + n] for i in range(len(run) - n + 1))
     return out
@@ -264,7 +264,7 @@ def _coverage(rest: set[str], statements: dict[str, str]) -> dict[str, float]:
     """
     if not rest:
         return dict.fromkeys(statements, 1.0)
-    finders = {t: re.compile(re.escape(t) if _CJK_RUN.match(t) or (len(t) == 1
+    finders = {t: re.compile(re.escape(t) if (is_han(t) and is_han(t[1:])) or (len(t) == 1
                              and not t.isascii()) else rf"\b{re.escape(t)}", re.IGNORECASE)
                for t in rest}
     has = {mid: {t for t, f in finders.items() if f.search(text)}

@@ -32,6 +32,8 @@ from sleepmem.pipelines.extract.vocab import (
     SOCIAL_ROLES_EN,
     SOCIAL_ROLES_ZH,
 )
+from sleepmem.pipelines.language import has_cjk, is_han
+from sleepmem.pipelines.language.words import is_word_char, words
 from sleepmem.pipelines.lexical import STOPWORDS
 
 # Words that are capitalised without being names: the pronoun, and calendar words (time
@@ -64,7 +66,11 @@ _SENTENCE_ENDS = frozenset(".!?。！？:\n\"“”")
 # A word with a dot inside or of at most three letters before its final one is an
 # abbreviation ("St.", "Dr.", "U.S."): the name goes on. Any other final dot ends it.
 _ABBREVIATION = re.compile(r"^(?:\w{1,3}|\w+\.\w+)\.$")
-_POSSESSIVE = re.compile(r"['’]s$|['’]$")
+def _unpossessed(word: str) -> str:
+    """The word without a closing "'s" or "'"."""
+    if word.endswith(("'s", "’s")):
+        return word[:-2]
+    return word[:-1] if word.endswith(("'", "’")) else word
 # What follows a name to make it a possessive: "Melanie's", "James'", "小美的".
 _POSSESSIVE_AFTER = re.compile(r"['’]s?\b|['’]|的")
 _PLACE_BEFORE = frozenset({"in", "to", "from", "near", "visit", "visited", "visiting", "around",
@@ -131,14 +137,30 @@ class Reading:
 def alias_key(text: str) -> str:
     """The form names are matched in: NFKC, case-folded, no possessive, single spaces."""
     text = unicodedata.normalize("NFKC", text).casefold().strip(" \t\n.,;:!?\"'“”‘’()")
-    words = [_POSSESSIVE.sub("", w) for w in text.split()]
+    words = [_unpossessed(w) for w in text.split()]
     return " ".join(w for w in words if w)
+
+
+def _single_spaced(text: str) -> str:
+    """Runs of two or more spaces and tabs made one space."""
+    out, run = [], []
+    for ch in text:
+        if ch in " \t":
+            run.append(ch)
+            continue
+        if run:
+            out.append(" " if len(run) > 1 else run[0])
+            run = []
+        out.append(ch)
+    if run:
+        out.append(" " if len(run) > 1 else run[0])
+    return "".join(out)
 
 
 def spot(text: str) -> list[Spotted]:
     """Every name in ``text``, English and Chinese, in order of appearance."""
     out = _spot_en(text)
-    if re.search(f"[{_CJK}]", text):
+    if has_cjk(text):
         out += _spot_zh(text)
     return sorted(out, key=lambda s: s.start)
 
@@ -159,7 +181,7 @@ def without_people(text: str, known: Iterable[str] = ()) -> str:
         if key and len(folded) == len(text):
             # A Han name is found anywhere (no spaces); another only as a whole word, so
             # a known "Mel" leaves "Melanie" alone.
-            pattern = re.escape(key) if re.match(f"[{_CJK}]", key) else rf"\b{re.escape(key)}\b"
+            pattern = re.escape(key) if is_han(key) else rf"\b{re.escape(key)}\b"
             spans += [(m.start(), m.end()) for m in re.finditer(pattern, folded)]
     out = text
     for start, stop in sorted(_merged(spans), reverse=True):
@@ -167,7 +189,7 @@ def without_people(text: str, known: Iterable[str] = ()) -> str:
         out = out[:start] + out[m.end() if m else stop:]
     if out == text:
         return text
-    return re.sub(r"[ \t]{2,}", " ", out).strip() or text
+    return _single_spaced(out).strip() or text
 
 
 def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -204,13 +226,13 @@ def _spot_en(text: str) -> list[Spotted]:
             else:
                 break
         # Greetings and function words that open the run are not part of the name.
-        while i <= j and _POSSESSIVE.sub("", words[i].group().lower()) in FUNCTION_WORDS:
+        while i <= j and _unpossessed(words[i].group().lower()) in FUNCTION_WORDS:
             i += 1
         if i > j:
             continue
         w = words[i]
         start, end = w.start(), words[j].end()
-        name = _POSSESSIVE.sub("", text[start:end].rstrip(".-"))
+        name = _unpossessed(text[start:end].rstrip(".-"))
         if j == i and name.lower() in _NOT_NAMES:
             i = j + 1
             continue
@@ -320,7 +342,9 @@ def read(
             reading.links.append(Link(subject, _snake(s.role), s.name))
             linked.add(alias_key(s.name))
     for a, b in itertools.pairwise(names):
-        between = re.sub(r"^['’]s\b", "", statement[a.end:b.start])
+        between = statement[a.end:b.start]
+        if between.startswith(("'s", "’s")) and not is_word_char(between[2:3] or " "):
+            between = between[2:]
         words = [w for w in between.lower().split() if w not in _ARTICLES]
         if 0 < len(words) <= 4 and not _STOP_BETWEEN.search(between):
             reading.links.append(Link(a.name, _snake(" ".join(words)), b.name))
@@ -332,4 +356,4 @@ def read(
 
 
 def _snake(text: str) -> str:
-    return "_".join(re.findall(r"[\w]+", text.lower()))[:200] or "related_to"
+    return "_".join(words(text.lower()))[:200] or "related_to"

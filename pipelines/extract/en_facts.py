@@ -23,6 +23,7 @@ from sleepmem.pipelines.extract.vocab import (
     SECRET_WORDS,
     TECH,
 )
+from sleepmem.pipelines.language.words import Phrases, strip_trailing_word, strip_word
 
 # -- facts about the user ----------------------------------------------------------------
 
@@ -37,6 +38,45 @@ _LIVE = re.compile(
     r"am\s+residing|'m\s+residing)\s+in\s+(?:the\s+(?:suburbs|outskirts|centre|center|"
     r"north|south|east|west|middle|heart|countryside)\s+(?:of|outside)\s+)?)" + _PLACE
 )
+_THANKS = Phrases(["please", "thanks", "thank you"])
+
+
+def _not_an_employer(name: str) -> bool:
+    """"myself", "home", "a living": what "I work for …" names that is no employer."""
+    low = name.lower()
+    low = low[:-1] if low.endswith("\n") else low
+    return low in ("myself", "home") or (
+        low.startswith("a") and low[1:2].isspace() and low[1:].lstrip() == "living")
+
+
+def _before_thanks(raw: str) -> str:
+    """The text before the white space that leads a closing "please" / "thanks"."""
+    for i, ch in enumerate(raw):
+        if ch.isspace() and (i == 0 or not raw[i - 1].isspace()):
+            rest = raw[i:].lstrip()
+            if _THANKS.starts(rest):
+                return raw[:i]
+    return raw
+
+
+def _snake_spaced(text: str) -> str:
+    """Each run of white space made one "_"."""
+    out: list[str] = []
+    space = False
+    for ch in text:
+        if not ch.isspace():
+            out.append(ch)
+        elif not space:
+            out.append("_")
+        space = ch.isspace()
+    return "".join(out)
+
+
+_LIVED = Phrases(["lived"])
+_HAVE = Phrases(["have", "'ve"])
+_CHANGED = Phrases(["now", "moved", "changed", "switched"])
+_NOT_A_VALUE = Phrases(["that", "to", "not", "the one", "so", "very", "really", "too", "kind of",
+                        "a bit", "pretty"])
 _BASED = re.compile(
     r"(?i:\b(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:(?:now|currently|still|also|actually)\s+)*"
     r"(?:based|located|settled|living)\s+(?:in|out\s+of)\s+)" + _PLACE
@@ -80,8 +120,7 @@ def m_residence(c: Clause) -> list[Slot]:
         return [make_slot("residence", norm_value(place), head, change=True, importance=0.65)]
     m = _LIVE.search(c.text)
     if m and _place_ok(m.group("v")):
-        if re.search(r"(?i)\blived\b", m.group(0)) and not re.search(
-                r"(?i)\b(?:have|'ve)\b", m.group(0)):
+        if _LIVED.search(m.group(0)) and not _HAVE.search(m.group(0)):
             return []  # "I lived in Paris" is the past, not where the user lives
         if _PAST_WORDS.search(c.text):
             return []
@@ -144,7 +183,7 @@ _SELF_EMPLOYED = re.compile(
 
 def _occupation(raw: str) -> str:
     occ = norm_value(raw)
-    return re.sub(r"(?i)\s+(?:now|currently|here)$", "", occ)
+    return strip_trailing_word(occ, ("now", "currently", "here"))
 
 
 def m_employment(c: Clause) -> list[Slot]:
@@ -174,7 +213,7 @@ def m_employment(c: Clause) -> list[Slot]:
                                         change=True, importance=0.65))
     if org:
         name = org.strip(STRIP_CHARS)
-        if re.match(r"(?i)(?:myself|home|a\s+living)$", name):
+        if _not_an_employer(name):
             return out
         # Both slots keep the whole clause: "works as a nurse at X" answers "where does
         # the user work?" better than a bare "works at X".
@@ -212,14 +251,14 @@ def m_contact(c: Clause) -> list[Slot]:
                       importance=0.6)]
     m = _PHONE.search(c.text)
     if m:
-        digits = re.sub(r"[^\d+]", "", m.group("v"))
+        digits = "".join(c for c in m.group("v") if c.isdecimal() or c == "+")
         return [make_slot("phone", digits, f"The user's phone number is {m.group('v').strip()}",
                       importance=0.6)]
     m = _ADDRESS.search(c.text)
     if m:
         raw = m.group("v") or m.group("v2") or m.group("v3")
-        address = clean_end(re.split(r"(?i)\s+(?:please|thanks|thank you)\b", raw)[0])
-        if REDACTED.search(address) or not re.search(r"\d|[A-Z]", address):
+        address = clean_end(_before_thanks(raw))
+        if REDACTED.search(address) or not any(c.isdecimal() or "A" <= c <= "Z" for c in address):
             return []
         kind = (m.group("kind") or "").strip().lower()
         attr = "billing_address" if kind == "billing" else (
@@ -261,9 +300,9 @@ def m_tools(c: Clause) -> list[Slot]:
     if REDACTED.search(tool) or tool.lower() in ("i", "my"):
         return []
     purpose = m.group("purpose")
-    change = bool(re.search(r"(?i)switched|moved|started", m.group(0)))
+    change = any(w in m.group(0).lower() for w in ("switched", "moved", "started"))
     if purpose:
-        p = norm_value(re.sub(r"(?i)^(?:my|our)\s+", "", purpose.strip()))
+        p = norm_value(strip_word(purpose.strip(), ("my", "our")))
         p = OBJECT_STOP.sub("", p)
         return [clause_slot(c, f"tool_for:{p}", norm_value(tool), change=change,
                              importance=0.55)]
@@ -299,8 +338,8 @@ _SUBJ_STOP = re.compile(
 
 
 def _entity(raw: str) -> str:
-    subj = re.sub(r"(?i)^(?:so|and|but|now|then|also)\s+", "", raw.strip())
-    subj = re.sub(r"(?i)^(?:the|our|my|their)\s+", "", subj)
+    subj = strip_word(raw.strip(), ("so", "and", "but", "now", "then", "also"))
+    subj = strip_word(subj, ("the", "our", "my", "their"))
     return norm_value(subj)
 
 
@@ -315,7 +354,7 @@ def m_project(c: Clause) -> list[Slot]:
         subj = _entity(subj_raw)
         if not subj or _SUBJ_STOP.match(subj):
             continue
-        change = bool(re.search(r"(?i)\b(?:now|moved|changed|switched)\b", c.text))
+        change = _CHANGED.search(c.text)
         return [clause_slot(c, attr, value.lower(), subject=subj, type="fact",
                              change=change, importance=0.6)]
     return []
@@ -349,7 +388,7 @@ _DEADLINE = re.compile(
 def m_task(c: Clause) -> list[Slot]:
     out: list[Slot] = []
     for ref_m in _REF.finditer(c.text):
-        kind = re.sub(r"\s+", "_", ref_m.group("k").lower())
+        kind = _snake_spaced(ref_m.group("k").lower())
         if kind == "appointment":
             kind = "appointment_ref"
         ref = ref_m.group("v")
@@ -399,7 +438,7 @@ def m_my_x_is(c: Clause) -> list[Slot]:
     if (not key or key in _MY_X_STOP or key.split()[-1] in _MY_X_STOP
             or SECRET_WORDS.search(key) or REDACTED.search(m.group("v"))):
         return []
-    if re.match(r"(?i)(?:that|to|not|the one|so|very|really|too|kind of|a bit|pretty)\b", value):
+    if _NOT_A_VALUE.starts(value):
         return []
     if len(value.split()) > 8:
         return []

@@ -27,6 +27,7 @@ from sleepmem.pipelines.extract.vocab import (
     NATIONALITIES,
     UNIQUE_RELATIONS,
 )
+from sleepmem.pipelines.language.words import Phrases, strip_word, without_word
 
 # -- identity ----------------------------------------------------------------------------
 
@@ -121,6 +122,13 @@ _ALLERGY_HAVE = re.compile(
 _ALLERGEN_STOP = re.compile(
     r"(?i)\s+(?:so|which|and\s+(?:i|it|they)|but|because|since|when|if|that|though)\b.*$"
 )
+_ANY_MORE = Phrases(["anymore", "any more"], loose=True)
+_NOT_NOW = Phrases(["no longer", "not", "don't", "do not"])
+_SAYS_I = Phrases(["I", "I'm", "I'd", "I've", "my"], case=True)
+_ASKS_STYLE = Phrases(["use", "prefer", "want", "give", "format", "answer", "repl", "respon",
+                       "please", "like"], prefix=True)
+_POINTS_AWAY = Phrases([f"{to}{w}" for to in ("to ", "") for w in (
+    "it", "that", "this", "them", "you", "the idea", "when", "how", "what")], loose=True)
 _ALLERGY_TRAIL = re.compile(r"(?i)\s+(?:any\s*more|too|as well|either|now)$")
 
 
@@ -128,7 +136,7 @@ def m_allergy(c: Clause) -> list[Slot]:
     m = _ALLERGY.search(c.text)
     neg = False
     if m:
-        neg = bool(m.group("neg")) or bool(re.search(r"(?i)\bany\s*more\b", c.text[m.end():]))
+        neg = bool(m.group("neg")) or _ANY_MORE.search(c.text[m.end():])
     else:
         m = _ALLERGY_HAVE.search(c.text)
     if not m:
@@ -164,7 +172,7 @@ def m_condition(c: Clause) -> list[Slot]:
     if not m:
         return []
     cond = norm_value(m.group("v") or m.group("v2"))
-    neg = bool(re.search(r"(?i)\b(?:no longer|not|don't|do not)\b", c.text[: m.start() + 12]))
+    neg = _NOT_NOW.search(c.text[: m.start() + 12])
     if neg:
         return [clause_slot(c, f"condition:{cond}", "", negated=True, change=True)]
     return [clause_slot(c, f"condition:{cond}", cond, importance=0.9)]
@@ -283,7 +291,7 @@ def m_diet(c: Clause) -> list[Slot]:
         return [clause_slot(c, "diet", d, importance=0.7)]
     m = _DIET_NO.search(c.text)
     if m:
-        foods = split_list(re.sub(r"(?i)^any\s+", "", m.group("f")))
+        foods = split_list(strip_word(m.group("f"), ("any",)))
         return [clause_slot(c, f"avoids:{f}", f"avoids {f}", importance=0.65) for f in foods]
     m = _DIET_EAT.search(c.text)
     if m:
@@ -349,9 +357,10 @@ _INSTRUCTION_VERB = re.compile(
 
 
 def _answer_head(c: Clause, what: str) -> str:
-    if re.search(r"\b(?:I|I'm|I'd|I've|my)\b", c.text):
+    if _SAYS_I.search(c.text):
         return c.third()
-    words = re.sub(r"(?i)^please\s+|\bplease\b", "", c.text).replace("your ", "").strip(STRIP_CHARS)
+    words = without_word(strip_word(c.text, ("please",)), "please").replace(
+        "your ", "").strip(STRIP_CHARS)
     return f"The user wants {what} ({words[:1].lower()}{words[1:]})"
 
 
@@ -370,7 +379,7 @@ def m_answer_style(c: Clause) -> list[Slot]:
         return [make_slot("answer_length", value, _answer_head(c, f"{value} answers"),
                       from_clause=True, importance=0.6)]
     m = _FORMAT.search(c.text)
-    if m and re.search(r"(?i)\b(?:use|prefer|want|give|format|answer|repl|respon|please|like)",
+    if m and _ASKS_STYLE.search(
                        c.text):
         fmt = norm_value(m.group("f")).replace("bulleted", "bullet").replace("-", " ")
         if fmt in ("bullets", "bullet point", "bullet list", "bullet lists"):
@@ -387,7 +396,7 @@ def m_answer_style(c: Clause) -> list[Slot]:
 
 def m_instruction(c: Clause) -> list[Slot]:
     """A lasting (or one-off) instruction to the assistant that fits no known slot."""
-    if not _INSTRUCTION_VERB.search(c.text) or CONNECTOR.match(c.raw):
+    if not _INSTRUCTION_VERB.search(c.text) or CONNECTOR.starts(c.raw):
         return []
     if not (_LASTING.search(c.text) or ONE_OFF_EN.search(c.raw)):
         return []
@@ -441,7 +450,7 @@ _BRIT = {"colour": "color", "flavour": "flavor", "favourite": "favorite"}
 def _topic_of(obj: str) -> tuple[str, bool]:
     """(topic, is_activity): "listening to jazz music" -> ("jazz music", False)."""
     obj = OBJECT_STOP.sub("", obj.strip())
-    obj = re.sub(r"(?i)^(?:to\s+)", "", obj)
+    obj = strip_word(obj, ("to",))
     consumed = _CONSUME.sub("", obj)
     if consumed != obj:
         return norm_value(consumed), False
@@ -468,17 +477,16 @@ def m_likes(c: Clause) -> list[Slot]:
         if not m:
             continue
         # "I prefer X" only counts as a taste when X is a thing, not a way of answering.
-        if (polarity == "likes" and re.match(r"(?i)prefer", m.group("verb"))
+        if (polarity == "likes" and m.group("verb").lower().startswith("prefer")
                 and re.search(_ANSWER_NOUN, m.group("obj"), re.I)):
             return []
-        if re.match(r"(?i)(?:to\s+)?(?:it|that|this|them|you|the\s+idea|when|how|what)\b",
-                     m.group("obj")):
+        if _POINTS_AWAY.starts(m.group("obj")):
             return []
         if re.match(r"(?i)to\s+", m.group("obj")) and not re.match(
                 r"(?i)to\s+(?:listen|watch|read|play|cook|eat|drink|go|visit)", m.group("obj")):
-            obj = re.sub(r"(?i)^to\s+", "", m.group("obj"))
+            obj = strip_word(m.group("obj"), ("to",))
             topic, activity = obj.split()[0].lower() + "ing" if obj.split() else "", True
-            topic = re.sub(r"eing$", "ing", topic)
+            topic = topic[:-4] + "ing" if topic.endswith("eing") else topic
         else:
             topic, activity = _topic_of(m.group("obj"))
         if not topic or len(topic.split()) > 5:

@@ -68,6 +68,7 @@ from sleepmem.pipelines.extract.vocab import (
     PREFERENCE_PREFIXES,
     REDACTED,
 )
+from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.ports import ChatModel, Embedder, LLMUsage
 from sleepmem.pipelines.types import (
     MANY_VALUED_RELATIONS,
@@ -476,11 +477,11 @@ def _open_slot(statement: str) -> tuple[str, str, dict[str, Any]] | None:
     slot = open_slot(first)
     # "sold the Civic and now drives a Model 3": the state it is in now is said last;
     # each clause is read, and the last one with a relation the reader knows wins.
-    clauses = _CLAUSE_ZH.split(first) if zh else _CLAUSE_EN.split(first)
+    clauses = first.translate(_CLAUSE_MARKS_ZH).split("，") if zh else _CLAUSE_EN.split(first)
     if len(clauses) > 1:
         for clause in reversed(clauses):
             clause = clause.strip()
-            if not zh and not re.match(r"(?i)(?:i|we)\b", clause):
+            if not zh and not _I_OR_WE.starts(clause):
                 clause = f"I {clause}"
             read = open_slot(clean_end(clause))
             if read is not None and _known_relation(VOCAB_SLOT.get(read.relation,
@@ -496,7 +497,8 @@ def _open_slot(statement: str) -> tuple[str, str, dict[str, Any]] | None:
 
 
 _CLAUSE_EN = re.compile(r"(?i)\s*[,;]\s*(?:and\s+|but\s+)?|\s+(?:and|but)\s+")
-_CLAUSE_ZH = re.compile(r"[，,；;]")
+_CLAUSE_MARKS_ZH = str.maketrans(",；;", "，，，")
+_I_OR_WE = Phrases(["i", "we"])
 # What says a statement is short-lived (a task, not a lasting fact): a time it is bound
 # to, or an identifier (order, parcel, room, ticket: letters and digits together).
 _TIME_BOUND = re.compile(

@@ -129,6 +129,7 @@ from sleepmem.pipelines.extract.zh import (
     mz_tools,
 )
 from sleepmem.pipelines.language import Mood, Owner, Reading, Time, read
+from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.types import (
     MANY_VALUED_RELATIONS,
@@ -805,7 +806,17 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
 
 
 # A clause joined by "and" / "而且" is a statement of its own once the join is cut.
-_JOIN = re.compile(r"(?i)^(?:and|also|plus|as well as|而且|并且|另外|还有|同时)\s*[，,]?\s*")
+_JOINS = ("and", "also", "plus", "as well as", "而且", "并且", "另外", "还有", "同时")
+
+
+def _unjoined(text: str) -> str:
+    """The clause without the join that opens it ("and, " / "而且，")."""
+    low = text.lower()
+    for j in _JOINS:
+        if low.startswith(j):
+            rest = text[len(j):].lstrip()
+            return (rest[1:].lstrip() if rest.startswith(("，", ",")) else rest)
+    return text
 
 
 def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> list[str]:
@@ -816,12 +827,12 @@ def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> l
     vegan, so no dairy")."""
     matched = {f.clause_index for f in found}
     alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
-             and lasting_first_person(_JOIN.sub("", c.raw))]
+             and lasting_first_person(_unjoined(c.raw))]
     if not alone:
         return []
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
-    return [rest, *(_JOIN.sub("", clauses[i].raw) for i in alone)]
+    return [rest, *(_unjoined(clauses[i].raw) for i in alone)]
 
 
 def _reads_first_person(turn: _Turn) -> bool:
@@ -847,7 +858,7 @@ def _first_person_tail(sentence: str, zh: bool) -> str:
         return ""
     parts = split_clauses(clean_end(sentence), zh)
     if len(parts) == 1 and not zh:
-        parts = [p for p in re.split(r"\s*[,;]\s*", clean_end(sentence)) if p]
+        parts = [p for p in _comma_parts(clean_end(sentence)) if p]
     joiner = "，" if zh else ", "
     for i in range(1, len(parts)):
         rest = joiner.join(parts[i:])
@@ -967,10 +978,10 @@ def _compose(slot: Slot, f: _Found, clauses: list[Clause], zh: bool) -> str:
                 if not REDACTED.search(clauses[j].raw) and not is_small_talk(clauses[j].raw)
                 and not is_discourse(clauses[j].raw)]
     if (f.clause_index > 0 and slot.from_clause and not zh and any(
-            j < f.clause_index for j in attached) and (m := CONNECTOR.match(raw))):
-        head = f"{m.group(0).lower()} {head[:1].lower()}{head[1:]}"
+            j < f.clause_index for j in attached) and (m := CONNECTOR.opening(raw))):
+        head = f"{m.lower()} {head[:1].lower()}{head[1:]}"
     if zh and f.clause_index > 0:
-        head = _JOIN.sub("", head) or head  # "而且用户对花生过敏" -> "用户对花生过敏"
+        head = _unjoined(head) or head  # "而且用户对花生过敏" -> "用户对花生过敏"
     if zh and slot.subject == "user" and slot.from_clause and "用户" not in head[:6]:
         head = "用户" + head  # Chinese drops the subject; the statement must not
     parts: list[tuple[int, str]] = [(f.clause_index, head)]
@@ -1006,19 +1017,35 @@ def _merge_same_slot(cands: list[Candidate]) -> list[Candidate]:
     return out
 
 
+_OWN_WORDS = Phrases(["my", "i'm", "i am", "i have", "i've", "我的"])
+_ASKS_YOU = Phrases(["can you", "could you", "would you", "will you"], loose=True)
+_PATH_MARKS = str.maketrans("._-", "   ")
+
+
+def _comma_parts(text: str) -> list[str]:
+    """The text cut at each comma or semicolon, the white space around the cut dropped."""
+    parts = text.replace(";", ",").split(",")
+    last = len(parts) - 1
+    return [(p if i == 0 else p.lstrip()) if i == last else
+            (p if i == 0 else p.lstrip()).rstrip() for i, p in enumerate(parts)]
+
+
+def _dialled(text: str) -> str:
+    return "".join(c for c in text if c.isdecimal() or c == "+")
+
+
 def _event(turn: _Turn, text: str, *, feedback: bool = False,
            importance: float | None = None) -> Candidate:
     text = text.strip()
-    chit = (bool(CHITCHAT.search(text)) and len(text) < 160 and not re.search(
-        r"(?i)\b(?:my|i'm|i am|i have|i've|我的)\b", text)) or (bool(
-        CHITCHAT.search(text)) and len(text) < 60)
+    chit = (bool(CHITCHAT.search(text)) and len(text) < 160 and not _OWN_WORDS.search(
+        text)) or (bool(CHITCHAT.search(text)) and len(text) < 60)
     details: dict[str, Any] = {}
     if chit:
         imp = 0.1
         details["chitchat"] = True
     elif importance is not None:
         imp = importance
-    elif text.endswith(("?", "？")) or re.match(r"(?i)(?:can|could|would|will)\s+you\b", text):
+    elif text.endswith(("?", "？")) or _ASKS_YOU.starts(text):
         imp = 0.3
     else:
         imp = 0.45 if len(text) > 200 else 0.4
@@ -1057,7 +1084,7 @@ _OUTCOME = re.compile(
     r"error|成功|失败)\s*(?P<note>.*)$",
     re.IGNORECASE | re.DOTALL,
 )
-_FAILED = re.compile(r"(?i)^(?:failure|failed|fail|error|失败)")
+_FAILED = ("failure", "failed", "fail", "error", "失败")
 
 
 def _outcome(turn: _Turn) -> list[Candidate]:
@@ -1073,7 +1100,7 @@ def _outcome(turn: _Turn) -> list[Candidate]:
         trigger = trigger or m.group("trigger").strip()
         action = action or m.group("action").strip()
         if success is None:
-            success = not _FAILED.match(m.group("result"))
+            success = not m.group("result").lower().startswith(_FAILED)
     if not trigger or not action:
         return [_event(turn, ev.content)] if ev.content.strip() else []
     subject = norm_value(trigger)
@@ -1118,7 +1145,7 @@ def _tool(turn: _Turn) -> list[Candidate]:
         return [_event(turn, summary, importance=0.2)] if summary else []
     kept: list[str] = []
     for sentence in split_sentences(content):
-        if INSTRUCTION.search(sentence) or IMPERATIVE_START.match(sentence):
+        if INSTRUCTION.search(sentence) or IMPERATIVE_START.starts(sentence, lstrip=True):
             continue
         if REDACTED.search(sentence) and len(REDACTED.sub("", sentence).split()) <= 3:
             continue
@@ -1217,7 +1244,7 @@ def _profile_facts(turn: _Turn, data: Any, depth: int = 0, path: str = "") -> li
             continue
         label = "shipping address" if "shipping" in key.lower() or "delivery" in key.lower() \
             else _PROFILE_LABEL.get(attr, attr)
-        norm = re.sub(r"[^\d+]", "", text) if attr == "phone" else norm_value(text)
+        norm = _dialled(text) if attr == "phone" else norm_value(text)
         if attr == "residence":
             statement = f"The user lives in {text} (according to {source})."
         else:
@@ -1255,7 +1282,7 @@ def _tool_field(turn: _Turn, path: str, key: str, value: Any, source: str, *,
     if not text or len(text) > 300 or REDACTED.search(text) or INSTRUCTION.search(text):
         return None
     label = " ".join(
-        w for w in re.split(r"[._\s-]+", path) if w and not w.isdigit()
+        w for w in path.translate(_PATH_MARKS).split() if w and not w.isdigit()
     ).lower() or low
     # "renews on is 2026-12-01" reads badly: a label ending in a verb or preposition
     # takes a colon instead of "is".

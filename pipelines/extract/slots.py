@@ -30,6 +30,7 @@ from sleepmem.pipelines.extract.vocab import (
     PREFERENCE_PREFIXES,
     TECH,
 )
+from sleepmem.pipelines.language.words import strip_prefix, strip_word
 
 
 @dataclass(slots=True)
@@ -134,8 +135,8 @@ _TOPIC_TRAIL = re.compile(
 def _topic(raw: str) -> str:
     topic = clean_end(raw)
     topic = _TOPIC_TRAIL.sub("", topic)
-    topic = re.sub(r"(?i)^(?:my|the|our|all|about|that|this)\s+", "", topic)
-    topic = re.sub(r"^(?:我的|我们的|我|有关|关于)", "", topic)
+    topic = strip_word(topic, ("my", "the", "our", "all", "about", "that", "this"))
+    topic = strip_prefix(topic, ("我的", "我们的", "我", "有关", "关于"))
     return topic.strip(STRIP_CHARS)
 
 

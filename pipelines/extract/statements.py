@@ -31,6 +31,7 @@ from sleepmem.pipelines.extract.text import (
     strip_discourse,
 )
 from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language.words import Literals, Phrases, strip_prefix, strip_word
 
 # -- small talk, positively recognised ------------------------------------------------------
 
@@ -108,16 +109,16 @@ def is_one_off(sentence: str) -> bool:
 
 # -- first-person lasting statements and their open slot -------------------------------------------
 
-_FIRST_EN = re.compile(r"(?i)^(?:i|i'm|im|i've|i'd|i\s+am|we|we're|we've)\b")
-_FIRST_ZH = re.compile(r"^(?:我们?|俺)")
-_ADDRESSED = re.compile(r"(?i)\byou(?:r|rs)?\b|[你您]")
+_FIRST_EN = Phrases(["i", "i'm", "im", "i've", "i'd", "i am", "we", "we're", "we've"], loose=True)
+_FIRST_ZH = ("我", "俺")
+_ADDRESSED = Phrases(["you", "your", "yours"])
 _PAST_EPISODE = re.compile(
     r"(?i)\b(?:yesterday|last\s+(?:night|evening)|this\s+(?:morning|afternoon|evening)|"
     r"just\s+now|earlier\s+today|an?\s+hour\s+ago|today|tomorrow|tonight|soon|"
     r"(?:this|next)\s+(?:week|weekend|month|year|time)|right\s+now)\b|昨天|昨晚|刚才|刚刚|今天早上|今早|"
     r"明天|下周|下个月|这周"
 )
-_HEDGE_ZH = re.compile(r"我觉得|可能|也许|大概|好像")
+_HEDGE_ZH = Literals(("我觉得", "可能", "也许", "大概", "好像"))
 _QUESTION = re.compile(r"[?？]\s*$|^(?i:what|how|why|when|where|who|which|can|could|would|"
                        r"should|do|does|is|are)\b")
 _PREFERENCE_CUE = re.compile(
@@ -132,7 +133,7 @@ def _zh(text: str) -> bool:
 
 
 def _first_person(text: str, zh: bool) -> bool:
-    return bool((_FIRST_ZH if zh else _FIRST_EN).match(text.strip()))
+    return text.strip().startswith(_FIRST_ZH) if zh else _FIRST_EN.starts(text.strip())
 
 
 def lasting_first_person(sentence: str) -> bool:
@@ -143,7 +144,7 @@ def lasting_first_person(sentence: str) -> bool:
     body = (_LEAD_ADVERB_ZH if zh else _LEAD_ADVERB_EN).sub("", body, count=1)
     if not body or not _first_person(body, zh) or _QUESTION.search(body):
         return False
-    if _ADDRESSED.search(body) or _PAST_EPISODE.search(body):
+    if (_ADDRESSED.search(body) or "你" in body or "您" in body) or _PAST_EPISODE.search(body):
         return False
     if zh:
         return not _HEDGE_ZH.search(body) and not _PAST_ZH.search(body)
@@ -237,14 +238,15 @@ def _lasting_clause_en(clause: str, *, marker: bool = False) -> bool:
         return True  # "from now on I want …" is a standing wish, not a request
     if verb in _NOT_LASTING_VERB or _REACTION_OBJECT.match(obj):
         return False
-    linking = re.match(r"(?i)^(?:i'm|im|i\s+am|we're|we\s+are)\b", c) is not None
+    linking = _LINKS_I.starts(c)
     if linking and not verb.endswith("ing"):
         # "I'm a morning person" is lasting; "I'm happy", "I'm in Tokyo" are states.
         return verb in ("a", "an")
     return _REACTION_OBJECT.match(rest.split(None, 1)[-1] if " " in rest else "") is None
 
 
-_PAST_ZH = re.compile(r"以前|过去|曾经|小时候|那时|当年|上学的时候")
+_LINKS_I = Phrases(["i'm", "im", "i am", "we're", "we are"], loose=True)
+_PAST_ZH = Literals(("以前", "过去", "曾经", "小时候", "那时", "当年", "上学的时候"))
 _PAST_IRREGULAR = frozenset({"was", "were", "had", "did", "went", "got", "sold", "bought", "left",
                              "made", "took", "saw", "met", "came", "used", "lost", "found",
                              "gave", "told", "said", "thought", "felt", "ate", "drove", "grew"})
@@ -438,6 +440,18 @@ def _open_slot(clause: str) -> OpenSlot | None:
 
 # -- forget requests in any phrasing ------------------------------------------------------
 
+def _forgot(text: str) -> bool:
+    """我(们)(总是…)忘/删 opening the text: the speaker forgot or deleted something."""
+    if not text.startswith("我"):
+        return False
+    rest = text[1:]
+    for r in ((rest[1:], rest) if rest.startswith("们") else (rest,)):
+        for t in (strip_prefix(r, ("总是", "经常", "老是", "又", "常常")), r):
+            if t.startswith(("忘", "删")):
+                return True
+    return False
+
+
 _FORGET_POLITE_EN = re.compile(
     r"(?i)^(?:(?:please|pls|kindly|can\s+you|could\s+you|would\s+you|will\s+you|"
     r"i\s+want\s+you\s+to|i'?d\s+like\s+you\s+to|i\s+need\s+you\s+to|i\s+would\s+like\s+you\s+to|"
@@ -483,7 +497,7 @@ def forget_topic(sentence: str) -> str | None:
     """
     text = clean_end(sentence.strip())
     if _zh(text):
-        if re.match(r"^我(?:们)?(?:总是|经常|老是|又|常常)?(?:忘|删)", text):
+        if _forgot(text):
             return None  # "我忘了带钥匙": the speaker forgot something
         if not _FORGET_VERB_ZH.search(text):
             return None
@@ -501,13 +515,14 @@ def forget_topic(sentence: str) -> str | None:
     while prev != rest:
         prev = rest
         rest = _FORGET_FILL_EN.sub("", rest + " ", count=1).strip()
-    rest = re.sub(r"(?i)^(?:my|our|the)\s+", "", rest)
+    rest = strip_word(rest, ("my", "our", "the"))
     rest = _FORGET_TAIL_EN.sub("", rest).strip(" ,.")
     if rest.lower() in ("it", "that", "this", "them", "about it", "me"):
         return None  # "forget it": never mind, not a request to erase anything
     return rest or None
 
 
+_PRONOUN_LEAD = Phrases(["i", "it", "this", "that", "he", "she", "they", "we", "you", "there"])
 _INVERTED_EN = re.compile(r"(?i)^(?P<x>[^,;]{1,60}?)\s+(?P<be>is|are)\s+my\s+(?P<y>[^,;]{1,60})$")
 _INVERTED_ZH = re.compile(r"^(?P<x>[^，,]{1,20}?)是我(?:的|最喜欢的)(?P<y>[^，,]{1,20})$")
 
@@ -529,7 +544,7 @@ def uninvert(sentence: str) -> str | None:
         fav = "最喜欢的" if "最喜欢的" in text else ""
         return f"我的{fav}{m.group('y')}是{m.group('x')}。"
     m = _INVERTED_EN.match(text)
-    if m and not re.match(r"(?i)^(?:i|it|this|that|he|she|they|we|you|there)\b", m.group("x")):
+    if m and not _PRONOUN_LEAD.starts(m.group("x")):
         return f"My {m.group('y')} {m.group('be')} {m.group('x')}."
     return None
 

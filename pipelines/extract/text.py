@@ -6,51 +6,100 @@ Pure functions and precompiled patterns; nothing here knows about slots or event
 from __future__ import annotations
 
 import re
+from itertools import product
 
 from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language.words import Literals, Phrases, gap, is_word_char
 
-_WS = re.compile(r"\s+")
 STRIP_CHARS = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）[]【】-—"
 
 # ---------------------------------------------------------------------------------------
 # Turn-level markers
 # ---------------------------------------------------------------------------------------
 
-CHANGE_EN = re.compile(
-    r"(?i)\b(?:moved|relocated|went|became|become|turned|started|stopped|quit|gave up|"
-    r"from now on|going forward|in (?:the )?future|from today|"
-    r"any ?more|no longer|not any longer|(?:that'?s|that is|this is|it'?s|you'?re) "
-    r"(?:wrong|incorrect|not right|not true|outdated|out of date)|that'?s not (?:right|true)|"
-    r"actually|now|these days|nowadays|instead|changed|switched|correction|used to|"
-    r"as of (?:today|now)|starting (?:today|now)|not .{1,30} but)\b"
-)
-CHANGE_ZH = re.compile(
-    r"搬到|搬去|搬家|以后|今后|从现在起|从今天起|从现在开始|不再|现在|改成|改为|换成|换到|其实|"
-    r"不对|错了|已经不|更正|纠正|如今|目前|不是.{1,8}了|之后都"
-)
-ONE_OFF_EN = re.compile(
-    r"(?i)\b(?:(?:just|only)\s+(?:for\s+)?(?:this|the)\s+(?:once|one\s+time|time|reply|"
-    r"answer|response|message|question|conversation|chat|session|request|task|email|one|"
-    r"post|draft)|this\s+once|this\s+time\s+only|(?:only|just)\s+for\s+(?:now|today)|"
-    r"for\s+(?:this|the)\s+(?:one|next)\s+(?:reply|answer|response|message|question)|"
-    r"for\s+today\s+only|just\s+today|for\s+this\s+(?:reply|answer|response|message|"
-    r"question|conversation|email))\b"
-)
-ONE_OFF_ZH = re.compile(r"这次|这一次|本次|仅此一次|只此一次|暂时|临时|今天先|这回|这一回|这条")
-EMPHASIS_EN = re.compile(
-    r"(?i)\b(?:always|never|severely|seriously|extremely|deathly|important|importantly|"
-    r"remember|must|make sure|don'?t forget|critical|crucial|absolutely|under no circumstances)"
-    r"\b"
-)
-EMPHASIS_ZH = re.compile(r"务必|一定|千万|记住|永远|绝对|严重|非常重要|切记|不要忘")
-HEDGE_EN = re.compile(r"(?i)\b(?:i think|maybe|probably|perhaps|might|i guess|not sure|possibly)\b")
-NEGATIVE_FEEDBACK = re.compile(
-    r"(?i)\b(?:wrong|incorrect|not right|not true|that'?s not|no longer|not anymore|"
-    r"any ?more|mistake|mistaken|bad answer|useless|inaccurate|not (?:correct|accurate)|"
-    r"mix(?:ed|ing)? (?:it|that|them|this|things|us)? ?up|mix-?up|confus(?:ed|ing)|"
-    r"misremember(?:ed|ing)?|misunderst(?:ood|and))\b"
-    r"|不对|错了|不是这样|不再|没用|(?:搞|弄|记|说|听|看)(?:错|混|反)|有误|不准确|不正确"
-)
+def _each(*parts: tuple[str, ...]) -> list[str]:
+    """Every phrase made of one choice from each part, in order."""
+    return ["".join(p) for p in product(*parts)]
+
+
+_WRONG = ("wrong", "incorrect", "not right", "not true", "outdated", "out of date")
+
+
+class _Change:
+    """Words that mark a change ("moved", "from now on", "not X but Y")."""
+
+    def __init__(self) -> None:
+        self.phrases = Phrases([
+            "moved", "relocated", "went", "became", "become", "turned", "started", "stopped",
+            "quit", "gave up", "from now on", "going forward", "in the future", "in future",
+            "from today", "anymore", "any more", "no longer", "not any longer",
+            *_each(("that's", "thats", "that is", "this is", "it's", "its", "you're",
+                    "youre"), (" ",), _WRONG),
+            "that's not right", "thats not right", "that's not true", "thats not true",
+            "actually", "now", "these days", "nowadays", "instead", "changed", "switched",
+            "correction", "used to", "as of today", "as of now", "starting today",
+            "starting now"])
+
+    def search(self, text: str) -> bool:
+        return self.phrases.search(text) or gap(text.lower(), "not ", " but", 1, 30,
+                                                 bounded=True)
+
+
+CHANGE_EN = _Change()
+
+
+class _ChangeZh:
+    literals = Literals((
+        "搬到", "搬去", "搬家", "以后", "今后", "从现在起", "从今天起",
+        "从现在开始", "不再", "现在", "改成", "改为", "换成", "换到", "其实",
+        "不对", "错了", "已经不", "更正", "纠正", "如今", "目前", "之后都"))
+
+    def search(self, text: str) -> bool:
+        return self.literals.search(text) or gap(text, "不是", "了", 1, 8)
+
+
+CHANGE_ZH = _ChangeZh()
+_ONE_OFF_THING = ("reply", "answer", "response", "message", "question")
+ONE_OFF_EN = Phrases([
+    *_each(("just ", "only "), ("for ", ""), ("this ", "the "),
+           ("once", "one time", "time", *_ONE_OFF_THING, "conversation", "chat", "session",
+            "request", "task", "email", "one", "post", "draft")),
+    "this once", "this time only", *_each(("only", "just"), (" for ",), ("now", "today")),
+    *_each(("for ",), ("this", "the"), (" ",), ("one", "next"), (" ",), _ONE_OFF_THING),
+    "for today only", "just today",
+    *_each(("for this ",), (*_ONE_OFF_THING, "conversation", "email"))], loose=True)
+ONE_OFF_ZH = Literals(("这次", "这一次", "本次", "仅此一次", "只此一次", "暂时",
+                       "临时", "今天先", "这回", "这一回", "这条"))
+EMPHASIS_EN = Phrases([
+    "always", "never", "severely", "seriously", "extremely", "deathly", "important",
+    "importantly", "remember", "must", "make sure", "don't forget", "dont forget", "critical",
+    "crucial", "absolutely", "under no circumstances"])
+EMPHASIS_ZH = Literals(("务必", "一定", "千万", "记住", "永远", "绝对", "严重",
+                        "非常重要", "切记", "不要忘"))
+HEDGE_EN = Phrases(["i think", "maybe", "probably", "perhaps", "might", "i guess", "not sure",
+                    "possibly"])
+
+
+class _NegativeFeedback:
+    """Words that dispute what was said ("that's wrong", 搞错了)."""
+
+    english = Phrases([
+        "wrong", "incorrect", "not right", "not true", "that's not", "thats not", "no longer",
+        "not anymore", "anymore", "any more", "mistake", "mistaken", "bad answer", "useless",
+        "inaccurate", "not correct", "not accurate",
+        *_each(("mix", "mixed", "mixing"), (" up", "  up")),
+        *_each(("mix", "mixed", "mixing"), (" ",), ("it", "that", "them", "this", "things", "us"),
+               (" up", "up")),
+        "mixup", "mix-up", "confused", "confusing", "misremember", "misremembered",
+        "misremembering", "misunderstood", "misunderstand"])
+    chinese = Literals(("不对", "错了", "不是这样", "不再", "没用", *_each(
+        ("搞", "弄", "记", "说", "听", "看"), ("错", "混", "反")), "有误", "不准确", "不正确"))
+
+    def search(self, text: str) -> bool:
+        return self.english.search(text) or self.chinese.search(text)
+
+
+NEGATIVE_FEEDBACK = _NegativeFeedback()
 
 CHITCHAT = re.compile(
     r"(?i)\b(?:weather|sunny|rainy|raining|snowing|cloudy|windy|hot (?:today|out)|"
@@ -83,7 +132,8 @@ DISCOURSE = re.compile(
     r"long\s+story\s+short)\s*[,!:]\s*|(?:其实|另外|对了|记住|顺便说一下|顺便|还有|不过|嗯|好|"
     r"简短回答|简单来说|简而言之|总之|总结一下|是的|没错)[\s,，!:：]*))+"
 )
-CONNECTOR = re.compile(r"(?i)^(?:so|but|because|since|which|though|although|and so|and then|and)\b")
+CONNECTOR = Phrases(["so", "but", "because", "since", "which", "though", "although", "and so",
+                     "and then", "and"])
 FILLER_CLAUSE = re.compile(
     r"(?i)^(?:(?:actually|also|oh|and|but|so|well|honestly|btw|by the way|anyway|remember|"
     r"please|no|yes|ok(?:ay)?|hey|hi|again|as i said|like i said|just so you know|fyi|"
@@ -103,28 +153,38 @@ INSTRUCTION = re.compile(
     r"new\s+instructions?)\b|^\s*(?:important|attention|note)\s*:|忽略|无视|系统提示|"
     r"请记住|永久记住|你必须|助手必须"
 )
-IMPERATIVE_START = re.compile(
-    r"(?i)^\s*(?:please\s+)?(?:remember|ignore|forget|disregard|always|never|do not|don'?t|"
-    r"tell|send|reply|respond|skip|override|store|save|treat|act|pretend|grant|give|"
-    r"delete|execute|run|call|email|transfer)\b"
-)
+_IMPERATIVE = ("remember", "ignore", "forget", "disregard", "always", "never", "do not", "don't",
+               "dont", "tell", "send", "reply", "respond", "skip", "override", "store", "save",
+               "treat", "act", "pretend", "grant", "give", "delete", "execute", "run", "call",
+               "email", "transfer")
+IMPERATIVE_START = Phrases(_each(("please ", ""), _IMPERATIVE), loose=True)
 
 # ---------------------------------------------------------------------------------------
 # Sentences, clauses, pronouns
 # ---------------------------------------------------------------------------------------
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
-_ABBREV = re.compile(r"(?i)(?:\b(?:mr|mrs|ms|dr|st|prof|jr|sr|vs|etc|no|e\.g|i\.e|approx|ave)\.)$")
+_ABBREV = ("mr", "mrs", "ms", "dr", "st", "prof", "jr", "sr", "vs", "etc", "no", "e.g", "i.e",
+           "approx", "ave")
+
+
+def _ends_abbreviated(text: str) -> bool:
+    """Whether the text ends with an abbreviation's full stop ("Dr.", "e.g.")."""
+    low = text.lower()
+    low = low[:-1] if low.endswith("\n") else low
+    for a in _ABBREV:
+        at = len(low) - len(a) - 1
+        if low.endswith(a + ".") and (at == 0 or (at > 0 and not is_word_char(low[at - 1]))):
+            return True
+    return False
 _CLAUSE_EN = re.compile(
     r"(?i),\s*(?=(?:so|but|because|since|which|though|although|and so|and then)\b)"
     r"|,\s*(?=(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our|please)\b)"
     r"|\s+(?=(?:and|but)\s+(?:i|i'm|i've|i'd|my|we|we're|our)\b)"
     r"|\s*[;—–]\s*"
 )
-_CLAUSE_ZH = re.compile(r"[，,]\s*")
 
 
-_LABEL_END = re.compile(r"[:：]|[.!?。！？]")
 
 
 def opens_label(text: str, at: int) -> bool:
@@ -133,15 +193,16 @@ def opens_label(text: str, at: int) -> bool:
     it asks for nothing, so the style it names is no wish about answers."""
     if text[:at].strip():
         return False
-    end = _LABEL_END.search(text, at)
-    return end is not None and end.group() in ":：" and end.start() - at <= 40
+    ends = [i for i in (text.find(c, at) for c in ":：.!?。！？") if i >= 0]
+    end = min(ends, default=-1)
+    return end >= 0 and text[end] in ":：" and end - at <= 40
 
 
 def split_sentences(text: str) -> list[str]:
     parts = [p.strip() for p in _SENTENCE.split(text) if p and p.strip()]
     out: list[str] = []
     for part in parts:
-        if out and _ABBREV.search(out[-1]):
+        if out and _ends_abbreviated(out[-1]):
             out[-1] = f"{out[-1]} {part}"
         else:
             out.append(part)
@@ -153,8 +214,12 @@ def is_zh(text: str) -> bool:
 
 
 def split_clauses(sentence: str, zh: bool) -> list[str]:
-    splitter = _CLAUSE_ZH if zh else _CLAUSE_EN
-    return [c.strip(" ,，") for c in splitter.split(sentence) if c and c.strip(" ,，;")]
+    if zh:
+        head, *rest = sentence.replace(",", "，").split("，")
+        parts = [head, *(p.lstrip() for p in rest)]
+    else:
+        parts = _CLAUSE_EN.split(sentence)
+    return [c.strip(" ,，") for c in parts if c and c.strip(" ,，;")]
 
 
 def clean_end(text: str) -> str:
@@ -359,20 +424,33 @@ def first_person_zh(text: str) -> str:
     return text.replace("该用户", "我").replace("用户", "我")
 
 
-_ARTICLE = re.compile(r"(?i)^(?:the|a|an|my|our|your|his|her|their|some|any)\s+")
-_TRAIL = re.compile(
-    r"(?i)\s+(?:too|as well|either|anymore|any more|again|please|now|though|also|"
-    r"at all|lately|recently|these days)$"
-)
+_ARTICLES = ("the", "a", "an", "my", "our", "your", "his", "her", "their", "some", "any")
+_TRAIL = ("too", "as well", "either", "anymore", "any more", "again", "please", "now", "though",
+          "also", "at all", "lately", "recently", "these days")
+
+
+def _without_article(text: str) -> str:
+    for a in _ARTICLES:
+        if text.startswith(a) and text[len(a):len(a) + 1].isspace():
+            return text[len(a):].lstrip()
+    return text
+
+
+def _without_trail(text: str) -> str:
+    for t in sorted(_TRAIL, key=len, reverse=True):
+        head = text[:-len(t)]
+        if text.endswith(t) and head[-1:].isspace():
+            return head.rstrip()
+    return text
 
 
 def norm_value(text: str) -> str:
-    text = _WS.sub(" ", text.strip(STRIP_CHARS)).strip()
+    text = " ".join(text.strip(STRIP_CHARS).split())
     if is_zh(text):
         return text.strip(STRIP_CHARS)
     text = text.lower()
-    text = _ARTICLE.sub("", text)
-    text = _TRAIL.sub("", text)
+    text = _without_article(text)
+    text = _without_trail(text)
     return text.strip(STRIP_CHARS)
 
 

@@ -6,7 +6,7 @@ normalisation, so that every extractor files a fact under the same slot name.
 
 from __future__ import annotations
 
-import re
+from sleepmem.pipelines.language.words import Literals, Phrases
 
 IDENTITY_ATTRS = frozenset(
     {"name", "age", "birthday", "birthplace", "nationality", "native_language", "pronouns",
@@ -59,12 +59,46 @@ ZH_ATTRS: dict[str, str] = {
     "公司": "employer", "单位": "employer", "母语": "native_language", "国籍": "nationality",
     "老家": "hometown", "家乡": "hometown", "时区": "timezone",
 }
+
 # Keys that name secrets: a slot is never built around them (redaction removed the value).
-SECRET_WORDS = re.compile(
-    r"(?i)\b(?:key|password|passcode|passwd|pin|token|secret|otp|code|card|cvv|ssn|"
-    r"social security)\b|密码|验证码|卡号|密钥|口令|令牌"
-)
-REDACTED = re.compile(r"\[REDACTED[^\]]*\]", re.IGNORECASE)
+class _SecretWords:
+    english = Phrases(["key", "password", "passcode", "passwd", "pin", "token", "secret", "otp",
+                       "code", "card", "cvv", "ssn", "social security"])
+    chinese = Literals(("密码", "验证码", "卡号", "密钥", "口令", "令牌"))
+
+    def search(self, text: str) -> bool:
+        return self.english.search(text) or self.chinese.search(text)
+
+
+SECRET_WORDS = _SecretWords()
+class _Redacted:
+    """A "[REDACTED…]" mark the redaction stage left in a text (any case)."""
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        low = text.lower()
+        out: list[tuple[int, int]] = []
+        at = low.find("[redacted")
+        while at >= 0:
+            end = low.find("]", at + 9)
+            if end < 0:
+                break
+            out.append((at, end + 1))
+            at = low.find("[redacted", end + 1)
+        return out
+
+    def search(self, text: str) -> bool:
+        at = text.lower().find("[redacted")
+        return at >= 0 and text.find("]", at + 9) >= 0
+
+    def sub(self, repl: str, text: str) -> str:
+        pos, out = 0, []
+        for start, end in self.spans(text):
+            out += [text[pos:start], repl]
+            pos = end
+        return "".join(out) + text[pos:]
+
+
+REDACTED = _Redacted()
 
 LANGS_EN: dict[str, str] = {
     "english": "english", "chinese": "chinese", "mandarin": "chinese", "cantonese": "cantonese",

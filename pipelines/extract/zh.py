@@ -26,6 +26,7 @@ from sleepmem.pipelines.extract.vocab import (
     SECRET_WORDS,
     ZH_ATTRS,
 )
+from sleepmem.pipelines.language.words import Literals, strip_prefix
 
 _ZH_END = r"(?=[，,。！？!?；;\s]|$|了|吧|呢|啊)"
 _ZH_NAME = re.compile(
@@ -107,7 +108,8 @@ _ZH_CONCISE = re.compile(
 _ZH_DETAILED = re.compile(
     r"详细|具体一点|具体些|展开(?:说|讲)|深入|多举例|举例说明|讲清楚|说清楚|越详细越好"
 )
-_ZH_ANSWER_CTX = re.compile(r"回答|回复|解释|说明|答复|讲|说|请|以后|希望|喜欢")
+_ZH_ANSWER_CTX = Literals(("回答", "回复", "解释", "说明", "答复", "讲", "说", "请", "以后", "希望",
+                           "喜欢"))
 _ZH_FORMAT = re.compile(
     r"(?:用|使用|以)(?P<f>列表|要点|表格|markdown|Markdown|编号列表|项目符号|代码示例)"
 )
@@ -116,7 +118,7 @@ _ZH_LIKE = re.compile(
     r"(?(neg)|(?:喜欢|热爱|爱|迷上了|钟爱|偏爱))(?P<v>[^，。！？；]{1,20})"
 )
 _ZH_HOBBY = re.compile(r"我的(?:爱好|兴趣|兴趣爱好)(?:是|有)(?P<v>[^，。！？；]{1,20})")
-_ZH_CONSUME = re.compile(r"^(?:听|看|吃|喝|玩|读|去)")
+_ZH_CONSUME = "听看吃喝玩读去"
 _ZH_REF = re.compile(
     r"(?P<k>订单|快递单|快递|运单|工单|预订|预约|航班|发票|票|物流单|退款单|会员)(?:号|编号|号码|单号)"
     r"(?:是|为|：|:)?\s*(?P<v>[A-Za-z0-9-]{3,})"
@@ -141,6 +143,10 @@ _ZH_USE = re.compile(
     r"(?P<v>[A-Za-z][\w.+#-]*(?:\s[A-Za-z0-9][\w.+#-]*)?)"
     r"(?:来|做|写|开发|进行)?(?P<purpose>[^，。！？]*)"
 )
+_ZH_PLACE_END = ("区", "市", "县", "省", "路", "街", "附近", "家", "这边", "那边",
+                 "国", "镇")
+_ZH_LASTING = Literals(("以后", "今后", "从现在起", "从现在开始", "每次", "总是", "永远", "一律"))
+_ZH_ASKING = Literals(("请", "不要", "别", "给我", "帮我", "用", "回答", "回复", "提醒", "记得"))
 _ZH_INSTRUCTION = re.compile(
     r"(?:以后|今后|从现在起|从现在开始|每次|总是|永远|务必|一律|不要|别|请)"
 )
@@ -248,7 +254,7 @@ def mz_employment(c: Clause) -> list[Slot]:
     m = _ZH_EMPLOYER.search(c.text)
     if m:
         org = m.group("v")
-        if re.search(r"(?:区|市|县|省|路|街|附近|家|这边|那边|国|镇)$", org):
+        if org.endswith(_ZH_PLACE_END):
             return [_zh_slot(c, "work_location", org, importance=0.5)]
         return [_zh_slot(c, "employer", org, importance=0.6)]
     return []
@@ -285,7 +291,8 @@ def mz_likes(c: Clause) -> list[Slot]:
     if not m:
         return []
     polarity = "dislikes" if m.group("neg") else "likes"
-    topic = _ZH_CONSUME.sub("", m.group("v")).strip(STRIP_CHARS)
+    topic = m.group("v")
+    topic = (topic[1:] if topic[:1] in _ZH_CONSUME else topic).strip(STRIP_CHARS)
     if not topic or topic.startswith(("你", "这", "那", "它")):
         return []
     return [_zh_slot(c, f"likes:{topic}", f"{polarity} {topic}", importance=0.5)]
@@ -305,7 +312,7 @@ def mz_project(c: Clause) -> list[Slot]:
     if not m:
         return []
     subj = norm_value(m.group("subj") or m.group("subj2") or "")
-    subj = re.sub(r"^(?:我们的?|现在|目前)", "", subj)
+    subj = strip_prefix(subj, ("我们的", "我们", "现在", "目前"))
     if not subj:
         return []
     return [_zh_slot(c, "port", m.group("v") or m.group("v2"), subject=subj, type="fact",
@@ -338,10 +345,10 @@ def mz_my_x_is(c: Clause) -> list[Slot]:
 def mz_instruction(c: Clause) -> list[Slot]:
     if not _ZH_INSTRUCTION.search(c.text) or len(c.text) < 4:
         return []
-    if not (re.search(r"以后|今后|从现在起|从现在开始|每次|总是|永远|一律", c.text)
+    if not (_ZH_LASTING.search(c.text)
             or ONE_OFF_ZH.search(c.raw)):
         return []
-    if not re.search(r"请|不要|别|给我|帮我|用|回答|回复|提醒|记得", c.text):
+    if not _ZH_ASKING.search(c.text):
         return []
     return [make_slot("", "", f"用户要求助手：{third_person_zh(c.text)}", type="preference",
                   importance=0.6, from_clause=True, details={"instruction": True})]

@@ -7,39 +7,64 @@ Adding a language means adding a pack and naming it in ``_PACKS``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import cache
 
 from sleepmem.pipelines.language.base import LanguagePack, Mood, Owner, Reading, Time
 
 __all__ = ["CJK_RANGES", "LanguagePack", "Mood", "Owner", "Reading", "Time", "codes", "detect",
-           "has_cjk", "is_han", "pack", "read"]
+           "han_runs", "has_cjk", "is_han", "pack", "read"]
 
 # The one definition of Han text (CJK ideographs, extension A and compatibility): every
 # module asks `detect` or `has_cjk` instead of keeping its own range.
 CJK_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
 
 
-# One character class built from those ranges: scanning text is the hot loop of extraction.
-_HAN = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES) + "]")
-_LATIN = re.compile("[A-Za-z]")
+_LO, _HI = CJK_RANGES[0][0], CJK_RANGES[-1][1]
 
 
 def is_han(ch: str) -> bool:
-    return _HAN.match(ch) is not None
+    """Whether the first character of ``ch`` is a Han character."""
+    if not ch:
+        return False
+    o = ord(ch[0])
+    return _LO <= o <= _HI and any(lo <= o <= hi for lo, hi in CJK_RANGES)
 
 
 def has_cjk(text: str) -> bool:
-    return _HAN.search(text) is not None
+    # ASCII text (most English) has none: one C-level test instead of a scan.
+    return not text.isascii() and any(is_han(ch) for ch in text)
+
+
+def han_runs(text: str, least: int = 1) -> list[str]:
+    """The runs of consecutive Han characters in a text, of ``least`` characters or more."""
+    if text.isascii():
+        return []
+    out: list[str] = []
+    start = -1
+    for i, ch in enumerate(text):
+        if is_han(ch):
+            if start < 0:
+                start = i
+        elif start >= 0:
+            if i - start >= least:
+                out.append(text[start:i])
+            start = -1
+    if start >= 0 and len(text) - start >= least:
+        out.append(text[start:])
+    return out
 
 
 def detect(text: str) -> str:
     """"zh" when Han characters carry the text, else "en": a sentence that names one
     Chinese place inside English words is English."""
-    han = len(_HAN.findall(text))
-    latin = len(_LATIN.findall(text))
-    return "zh" if han and han * 3 >= latin else "en"
+    if text.isascii():
+        return "en"
+    han = sum(1 for ch in text if is_han(ch))
+    if not han:
+        return "en"
+    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
+    return "zh" if han * 3 >= latin else "en"
 
 
 def _english() -> LanguagePack:
