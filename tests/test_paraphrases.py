@@ -30,10 +30,12 @@ ORIGINALS = HERE / "generalization"
 STORIES = sorted(SUITE.glob("*.toml"))
 # The floor is what the code passes today, not the goal: issue 39 asks for 0.95, as the
 # generalisation suite does. 2026-12-05: 110/155 (0.71) on the code before the clause
-# analysis, 112/155 (0.723) with it; about 17 of the failures are rewrites that changed
-# the meaning (a dropped "just this once", 前男友 -> 前女友: tests/paraphrases/README.md).
-# Raise it as the code passes more; never lower it.
-FLOOR = 0.70
+# analysis, 112/155 (0.723) with it; 2026-12-06: 129/155 (0.832) with named speakers'
+# facts, frames for every unread statement, tool fields met in any memory type. About 17
+# of the failures are rewrites that changed the meaning (a dropped "just this once",
+# 前男友 -> 前女友: tests/paraphrases/README.md). Raise it as the code passes more; never
+# lower it.
+FLOOR = 0.80
 _NAME = re.compile(r"^(?P<stem>.+)-p(?P<i>[1-3])$")
 
 
