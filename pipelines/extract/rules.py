@@ -759,6 +759,15 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     third = third_person_zh(body) if zh else third_person_en(body)
     if zh and reading.owner is Owner.SPEAKER and "用户" not in third:
         third = "用户" + third  # 每天早上画鸟: Chinese leaves the speaker out; a memory names them
+    elif not zh and reading.owner is Owner.SPEAKER and reading.mood is Mood.STATEMENT and (
+            "the user" not in third.lower()):
+        # "Quit coffee last week": casual English leaves its "I" out; a memory names them,
+        # after an opening interjection ("phew, unpacked …").
+        lead, comma, rest = third.partition(", ")
+        if comma and rest and len(lead.split()) <= 2:
+            third = f"{lead}, the user {rest}"
+        else:
+            third = "the user " + third[:1].lower() + third[1:]
     statement = sentence_case(clean_statement(third, zh), zh)
     kind = "preference" if reading.mood in (Mood.INSTRUCTION, Mood.WISH) or (
         preference_cue(body)) else "fact"

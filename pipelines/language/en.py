@@ -104,8 +104,52 @@ class EnglishPack:
         return PROTOTYPES
 
     def readings(self, texts: list[str]) -> list[Reading]:
-        return [read_doc(doc, text) for doc, text in
-                zip(_nlp().pipe(texts, batch_size=128), texts, strict=True)]
+        docs = list(_nlp().pipe(texts, batch_size=128))
+        out = [read_doc(doc, text) for doc, text in zip(docs, texts, strict=True)]
+        # Casual English drops its "I" ("quit coffee last week", "phew, unpacked the last
+        # boxes in Bristol"): the parser then finds no clause, or a verb with no subject.
+        # Such a sentence is read again with the "I" put back, and that reading is kept
+        # when it is the speaker's clause with a verb.
+        retry = [i for i, doc in enumerate(docs) if _dropped_subject(doc)]
+        again = [_with_i(docs[i]) for i in retry]
+        for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
+            reading = read_doc(doc, texts[i])
+            base = _first_word(docs[i]).tag_ == "VB"
+            if _verb_after_i(doc, base=base) and reading.owner is Owner.SPEAKER and (
+                    not reading.fragment) and (
+                    reading.mood is not Mood.QUESTION):
+                out[i] = reading
+        return out
+
+
+def _dropped_subject(doc: Any) -> bool:
+    """Whether a sentence has no subject anywhere and does not open on a base form (an
+    imperative, "book me a seat", keeps its reading): it may have left its "I" out."""
+    words = [t for t in doc if not t.is_punct and t.pos_ != "INTJ"]
+    return bool(words) and words[0].tag_ not in ("MD", "WP", "WRB", "WDT") and not any(
+        t.dep_ in ("nsubj", "nsubjpass", "expl", "csubj") for t in doc)
+
+
+def _first_word(doc: Any) -> Any:
+    return next(t for t in doc if not t.is_punct and t.pos_ != "INTJ")
+
+
+def _with_i(doc: Any) -> str:
+    """The sentence with its "I" put back before its first word."""
+    first = _first_word(doc)
+    return str(doc.text[:first.idx] + "I " + first.text.lower() + doc.text[first.idx + len(first):])
+
+
+def _verb_after_i(doc: Any, *, base: bool) -> bool:
+    """Whether the word after the put-back "I" reads as a verb ("I quit", "I moved"): only
+    then was the "I" what the sentence left out. A sentence that opened on a base form
+    (an imperative, "book me a seat") must read as a past one."""
+    i = next((t for t in doc if t.lower_ == "i"), None)
+    if i is None or i.i + 1 >= len(doc):
+        return False
+    tag = doc[i.i + 1].tag_
+    # "I sounds great" agrees with no "I": what "sounds great" left out was "it".
+    return tag in ("VBD", "VBN") if base else tag in ("VBD", "VBN", "VBP")
 
 
 def read_doc(doc: Any, text: str) -> Reading:
