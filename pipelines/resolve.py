@@ -388,10 +388,14 @@ class Resolver:
             # for context, is someone else's words.
             # A slotless correction ("she goes to Hillcrest, not Oakwood") may be about a
             # person the speaker named before: whose fact it corrects, its meaning says.
+            # A contrast names what it corrects ("是湘潭，不是长沙"): any slot holding
+            # that value is the one it corrects.
+            denied = norm_text(str(cand.details.get("replaces") or ""))
             pool = [
                 m for m in restatable
                 if (m.subject == cand.subject or not cand.attribute) and (
-                    not cand.attribute or not m.attribute or m.attribute == cand.attribute)
+                    not cand.attribute or not m.attribute or m.attribute == cand.attribute
+                    or (len(denied) >= 2 and _mentions(_value(m), denied)))
             ]
             for mem, sim, _same in self._near(cand, pool, own_turns=True)[:1]:
                 if _disputes(cand):

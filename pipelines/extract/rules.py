@@ -419,7 +419,7 @@ class RulesExtractor:
         candidates: list[Candidate] = []
         for event in events:
             candidates.extend(self.extract_event(event, readings))
-        _with_previous_turn(events, candidates)
+        _with_previous_turn(events, candidates, readings)
         self._type_by_meaning(candidates)
         kinds = Counter(c.type for c in candidates)
         self._log.info(
@@ -801,7 +801,7 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     details["open_slot"] = {"relation": relation, "object": value, "multi": multi}
     if reading.replaces:
         details["replaces"] = norm_value(reading.replaces)
-    disputes = feedback and bool(NEGATIVE_FEEDBACK.search(sentence))
+    disputes = feedback and _contradicts(sentence, turn.readings)
     if feedback:
         details["feedback"] = "negative" if disputes else True
     # Feedback that agrees ("Biscuit is my golden retriever, thanks") changes nothing.
@@ -928,10 +928,13 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
         details = {"type_by": "frame", "frame": round(seen.score, 3),
                    "open_slot": {"relation": frame.attribute, "object": value,
                                  "multi": frame.multi}}
+    if seen.reading.replaces:
+        details["replaces"] = norm_value(seen.reading.replaces)  # "是湘潭，不是长沙"
     if feedback:
-        details["feedback"] = True
+        details["feedback"] = "negative" if _contradicts(sentence, turn.readings) else True
     one_off = is_one_off(sentence)
-    change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback
+    change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback or bool(
+        seen.reading.replaces)
     return turn.candidate(
         Slot(type=kind, attribute=attribute, value=slot.object if slot else "", head=statement,
              importance=importance,
@@ -1062,7 +1065,7 @@ def _event(turn: _Turn, text: str, *, feedback: bool = False,
     if emphasis:
         imp = min(1.0, imp + 0.15)
     if feedback:
-        details["feedback"] = "negative" if NEGATIVE_FEEDBACK.search(text) else True
+        details["feedback"] = "negative" if _contradicts(text, turn.readings) else True
     return turn.candidate("event", _prefixed(turn.speaker.prefix, text),
                           importance=round(imp, 3), emphasis=emphasis, details=details)
 
@@ -1343,7 +1346,16 @@ PAIR_CONTEXT_CHARS = 300
 CONVERSATION_KEYS = ("conversation_id", "thread_id", "session_id", "conversation", "session")
 
 
-def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) -> None:
+def _contradicts(text: str, readings: dict[str, Understood]) -> bool:
+    """Whether feedback says the agent erred: in so many words ("you got that wrong", 你记混
+    了), or by a contrast that denies a value ("no, it's a ferry, not a train", 是二中不是一中)."""
+    return bool(NEGATIVE_FEEDBACK.search(text)) or any(
+        (seen := readings.get(_as_read(s))) is not None and bool(seen.reading.replaces)
+        for s in split_sentences(text))
+
+
+def _with_previous_turn(events: list[EventView], candidates: list[Candidate],
+                        readings: dict[str, Understood] | None = None) -> None:
     """Remember a reply together with the turn it answers.
 
     "Five years already!" means nothing alone; it answers "How long have you been
@@ -1368,7 +1380,7 @@ def _with_previous_turn(events: list[EventView], candidates: list[Candidate]) ->
             if text:
                 previous[b.event_id] = (a.event_id, f"{who}: {text}")
             if (a.role == "assistant" and b.kind == "feedback"
-                    and NEGATIVE_FEEDBACK.search(b.content)):
+                    and _contradicts(b.content, readings or {})):
                 disputed[b.event_id] = a.event_id
     for cand in candidates:
         # Whatever negative feedback says (a fact, an episode), it disputes the agent's turn

@@ -110,7 +110,9 @@ def read_sentence(words: list[tuple[str, str]], text: str) -> Reading:
     # 单号是…: a request for now, whatever its second clause states).
     mood = whole.mood if whole.mood is Mood.QUESTION else (
         readings[0].mood if readings[0].mood is not Mood.STATEMENT else chosen.mood)
-    return replace(chosen, change=whole.change, mood=mood)
+    # A contrast spans clauses (是湘潭，不是长沙): the value denied in one is the sentence's.
+    return replace(chosen, change=whole.change, mood=mood,
+                   replaces=chosen.replaces or whole.replaces)
 
 
 def read_words(words: list[tuple[str, str]], text: str) -> Reading:
