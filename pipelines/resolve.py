@@ -907,6 +907,14 @@ class Resolver:
         best = max(sims)
         meant = [m for m, sim in zip(pool, sims, strict=True)
                  if sim >= semantic.FORGET_MATCH and sim >= best - semantic.FORGET_MARGIN]
+        if not meant:
+            # Across languages: only the scope's clear best, in the other language.
+            order = sorted(range(len(sims)), key=lambda i: -sims[i])
+            runner = sims[order[1]] if len(order) > 1 else 0.0
+            top = pool[order[0]]
+            if best >= semantic.FORGET_MATCH_CROSS and best - runner >= semantic.FORGET_MARGIN and (
+                    has_cjk(topic) != has_cjk(top.statement)):
+                meant = [top]
         label = self._topic_named(topic, above=best)
         if label is not None:
             meant += [m for m in pool if m not in meant

@@ -54,6 +54,10 @@ LOOSELY_RELATED = 0.45
 # a memory must also be within FORGET_MARGIN of the scope's best match.
 FORGET_MATCH = 0.30
 FORGET_MARGIN = 0.12
+# A topic in one language and a memory in the other score lower for the same meaning
+# (前女友 / "my ex-girlfriend Rowena …" 0.19, "medication" / 舍曲林 0.18, the scope's other
+# memories 0.03-0.05): across languages the memory must be the scope's clear best instead.
+FORGET_MATCH_CROSS = 0.15
 # A request that names a whole topic ("病史", "my medical history") rather than a thing:
 # its words are near one topic label and clearly nearer to it than to any other.
 FORGET_TOPIC = 0.45
