@@ -519,6 +519,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             continue
         if found and rewrite is None and _reads_first_person(turn):
             found = _owned(found, clauses, turn.reading(sentence), zh)
+            found = _not_for_the_moment(found, turn.reading(sentence))
             _framed_found(found, turn.understood(sentence), person=bool(turn.speaker.person))
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (
@@ -698,6 +699,16 @@ def _owned(found: list[_Found], clauses: list[Clause], reading: Reading,
                 f.slot.subject = subject
                 f.slot.change = False
     return found
+
+
+def _not_for_the_moment(found: list[_Found], reading: Reading) -> list[_Found]:
+    """A sentence bound to the moment ("for this recipe only, …, my grandma is cooking
+    it"; "I'm in Tokyo this week") states no lasting fact or identity: those slots go, and
+    the sentence stays the turn's one-off episode. Preferences stay, marked one-off."""
+    if reading.time is not Time.ONE_OFF or reading.change:
+        return found
+    return [f for f in found if f.slot.type not in ("fact", "identity")
+            or f.slot.forget_topic is not None]
 
 
 # The speaker's own state, which another person's news must never change: "my brother

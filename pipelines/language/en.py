@@ -326,7 +326,8 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
     low = doc.text.lower()
     if _changes_state(root):
         return Time.LASTING  # "moved to Porto", "unpacked at the new place tonight": it holds
-    if any(p in low for p in MOMENT_PHRASES) and not any(p in low for p in CHANGE_PHRASES):
+    if (any(p in low for p in MOMENT_PHRASES) or _for_this(doc)) and not any(
+            p in low for p in CHANGE_PHRASES):
         return Time.ONE_OFF
     if root.lemma_ == "go" and root.tag_ == "VBG":
         return Time.FUTURE  # "I'm going to Paris", "I'm going for my dreams": an intent
@@ -344,6 +345,15 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
     if lemmas & HABIT_WORDS or any(t.lower_ == "when" and t.head.dep_ == "advcl" for t in doc):
         return Time.HABITUAL  # "always", "every", "when you summarise, keep it short"
     return Time.LASTING
+
+
+def _for_this(doc: Any) -> bool:
+    """A request bound to the thing at hand: "for this recipe only", "just for this one",
+    "for these emails": "for" with an object "this" points at."""
+    return any(t.lower_ == "for" and any(
+        c.dep_ == "pobj" and (c.lower_ in ("this", "these") or any(
+            d.dep_ == "det" and d.lower_ in ("this", "these") for d in c.children))
+        for c in t.children) for t in doc)
 
 
 def _head(root: Any) -> str:
