@@ -66,6 +66,7 @@ class Phrases:
         self.phrases = tuple(dict.fromkeys(p if case else p.lower() for p in phrases))
         self.loose = loose
         self.prefix = prefix
+        self._found: dict[str, bool] = {}  # the same sentence is asked about again and again
         for p in self.phrases:
             if not p:
                 raise ValueError("an empty phrase")
@@ -78,6 +79,14 @@ class Phrases:
 
     def search(self, text: str) -> bool:
         """Whether one phrase occurs in the text as whole words."""
+        found = self._found.get(text)
+        if found is None:
+            if len(self._found) >= 4096:
+                self._found.clear()
+            found = self._found[text] = self._search(text)
+        return found
+
+    def _search(self, text: str) -> bool:
         low = self._text(text)
         for p in self.phrases:
             at = low.find(p)
