@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sleepmem.pipelines.language import has_cjk, is_han
-from sleepmem.pipelines.language.words import Phrases, is_word_char
+from sleepmem.pipelines.language.words import Phrases, is_word_char, runs
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Embedder, Vector
 
@@ -96,17 +96,7 @@ BACKGROUND_TOLERANCE = 0.05
 
 def _latin_words(low: str) -> list[str]:
     """Runs of a-z and 0-9 that may go on with "'+.#-" ("c++", "node.js", "o'brien")."""
-    out, start = [], -1
-    for i, ch in enumerate(low):
-        if ("a" <= ch <= "z" or "0" <= ch <= "9") or (start >= 0 and ch in "'+.#-"):
-            if start < 0:
-                start = i
-        elif start >= 0:
-            out.append(low[start:i])
-            start = -1
-    if start >= 0:
-        out.append(low[start:])
-    return out
+    return runs(low, lambda ch: "a" <= ch <= "z" or "0" <= ch <= "9", "'+.#-")
 _SPEAKER = re.compile(r"^(?:tool(?: \([^)]*\))?|assistant(?: observation)?|observation|"
                       r"system)\s*:\s*", re.IGNORECASE)
 def _without_source_notes(text: str) -> str:

@@ -9,6 +9,7 @@ ZH trigger words per topic), not tied to any story.
 from __future__ import annotations
 
 from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language.words import runs
 
 _TOPICS: dict[str, tuple[str, ...]] = {
     "family": (
@@ -97,17 +98,7 @@ _KIND_TOPIC = {
 
 def _latin_words(low: str) -> list[str]:
     """Runs of a-z that may go on with "'" and "-" ("don't", "sci-fi")."""
-    out, start = [], -1
-    for i, ch in enumerate(low):
-        if "a" <= ch <= "z" or (start >= 0 and ch in "'-"):
-            if start < 0:
-                start = i
-        elif start >= 0:
-            out.append(low[start:i])
-            start = -1
-    if start >= 0:
-        out.append(low[start:])
-    return out
+    return runs(low, lambda ch: "a" <= ch <= "z", "'-")
 
 
 _EN: dict[str, set[str]] = {}

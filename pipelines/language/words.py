@@ -9,10 +9,10 @@ phrase is any substring.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
-__all__ = ["Literals", "Phrases", "alnum_runs", "gap", "is_word_char", "strip_prefix",
+__all__ = ["Literals", "Phrases", "alnum_runs", "gap", "is_word_char", "runs", "strip_prefix",
            "strip_trailing_word", "strip_word", "without_word", "words"]
 
 
@@ -20,13 +20,13 @@ def is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
-@lru_cache(maxsize=4096)
-def words(text: str) -> tuple[str, ...]:
-    """The word runs of a text, in order (letters, digits and "_"; case kept)."""
+def runs(text: str, starts: Callable[[str], bool], goes_on: str = "") -> list[str]:
+    """The runs of a text whose characters ``starts`` accepts, each of which may go on
+    (never start) with the characters of ``goes_on`` ("c++", "node.js", "don't")."""
     out: list[str] = []
     start = -1
     for i, ch in enumerate(text):
-        if ch.isalnum() or ch == "_":
+        if starts(ch) or (start >= 0 and ch in goes_on):
             if start < 0:
                 start = i
         elif start >= 0:
@@ -34,7 +34,13 @@ def words(text: str) -> tuple[str, ...]:
             start = -1
     if start >= 0:
         out.append(text[start:])
-    return tuple(out)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def words(text: str) -> tuple[str, ...]:
+    """The word runs of a text, in order (letters, digits and "_"; case kept)."""
+    return tuple(runs(text, is_word_char))
 
 
 def alnum_runs(text: str) -> list[str]:
