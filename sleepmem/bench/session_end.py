@@ -101,7 +101,10 @@ def _measure(res: Resources, consolidate: Callable[[str], None], *, first: int,
         _until(_drained(res, ann, two), "the second session's drain")
         overlapped = token is not None and res.redis.get(lease) == token
         run_end = _until(lambda: res.redis.get(lease) != token, "the first run's end")
-        second_start = _until(lambda: res.redis.get(lease) not in (None, token),
+        # A short second run can start and end between two polls: the session found
+        # fresh also says it ran (then its start is read as that moment, an upper bound).
+        fresh = _fresh(res, ann, two)
+        second_start = _until(lambda: res.redis.get(lease) not in (None, token) or fresh(),
                               "the second run's start")
         done = _until(_fresh(res, ann, two), "the second session's consolidation")
         # The baseline: the same session in a quiet scope, consolidated on request.
