@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sleepmem.models.scope import Scope
+from sleepmem.pipelines.extract import rules
 from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.types import Candidate, EventView
 
@@ -147,8 +148,12 @@ class TestResidence:
         "上周末在上海玩了三天。",
     ])
     def test_a_named_persons_past_event_or_plan_is_their_history_beside_the_episode(
-        self, text: str,
+        self, text: str, monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        """With named speakers' words read as facts (rules.NAMED_SPEAKERS_AS_FACTS, off by
+        default: see its note); off, the turn stays its episode alone."""
+        assert [c.type for c in extract(text, meta={"speaker": "Mel"})] == ["event"]
+        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", True)
         cands = extract(text, meta={"speaker": "Mel"})
         facts = [c for c in cands if c.type == "fact"]
         assert [c.type for c in cands][-1] == "event"

@@ -397,13 +397,29 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     @pytest.mark.parametrize("talk", [
         "我每天早上上班前都会画鸟。",
     ])
-    def test_a_persons_lasting_talk_is_their_own_fact_with_the_episode_beside(
+    def test_a_persons_talk_that_fills_no_known_slot_stays_their_episode(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: EdgeIndex, talk: str,
     ) -> None:
-        """In a shared scope a person's lasting words that no matcher knows are a fact of
-        theirs, named; the turn's episode keeps their words as said, for the replies and
-        passages that read the conversation."""
+        """Alone, a user's first-person words no matcher knows are kept as a low-importance
+        fact; in a shared scope they are conversation, kept as the speaker's episode
+        (rules.NAMED_SPEAKERS_AS_FACTS is off)."""
+        tell(cfg, redis, keys, engine, ports(index), [("小美", talk)])
+        (episode,) = memory_rows(engine)
+        assert episode.type == "event" and episode.statement == f"小美: {talk}"
+
+    @pytest.mark.parametrize("talk", [
+        "我每天早上上班前都会画鸟。",
+    ])
+    def test_a_persons_lasting_talk_is_their_own_fact_with_the_episode_beside(
+        self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
+        index: EdgeIndex, talk: str, monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """With named speakers' words read as facts, a person's lasting words that no
+        matcher knows are a fact of theirs, named; the turn's episode keeps their words as
+        said, for the replies and passages that read the conversation."""
+        from sleepmem.pipelines.extract import rules
+        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", True)
         tell(cfg, redis, keys, engine, ports(index), [("小美", talk)])
         rows = memory_rows(engine)
         (episode,) = [m for m in rows if m.type == "event"]
