@@ -43,6 +43,12 @@ class Frame:
     type: str
     multi: bool
 
+    @property
+    def slot(self) -> str:
+        """The memory attribute the frame fills: its own, or an open slot of it when it
+        holds many values (the inverse of :func:`frame_named`)."""
+        return OPEN_SLOT_PREFIX + self.attribute if self.multi else self.attribute
+
 
 FRAMES: dict[str, Frame] = {f.attribute: f for f in (
     Frame("residence", "fact", False),

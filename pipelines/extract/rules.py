@@ -684,8 +684,7 @@ def _framed_found(found: list[_Found], seen: Understood, *, person: bool) -> Non
     for f in found:
         if f.slot.details.pop("improvised", None) and frame is not None and clear:
             f.slot.type, f.slot.importance = frame.type, IMPORTANCE[frame.type]
-            f.slot.attribute = (OPEN_SLOT_PREFIX + frame.attribute if frame.multi
-                                else frame.attribute)
+            f.slot.attribute = frame.slot
             f.slot.details.update(type_by="frame", frame=round(seen.score, 3))
 
 
@@ -815,7 +814,7 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     elif frame is not None:
         kind, importance = frame.type, IMPORTANCE[frame.type]
         details.update(type_by="frame", frame=round(seen.score, 3))
-        attribute = OPEN_SLOT_PREFIX + frame.attribute if frame.multi else frame.attribute
+        attribute = frame.slot
         relation, multi = frame.attribute, frame.multi
     else:
         # Fail safe: a lasting statement of the speaker's own that no attribute fits is a
@@ -950,7 +949,7 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
         # allergy): it fills that attribute, at that attribute's type and importance.
         frame = seen.frame
         kind, importance = frame.type, IMPORTANCE[frame.type]
-        attribute = OPEN_SLOT_PREFIX + frame.attribute if frame.multi else frame.attribute
+        attribute = frame.slot
         value = slot.object if slot else norm_value(seen.reading.value)
         details = {"type_by": "frame", "frame": round(seen.score, 3),
                    "open_slot": {"relation": frame.attribute, "object": value,
