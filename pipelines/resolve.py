@@ -810,7 +810,9 @@ class Resolver:
         state: another's week in Oslo stays when they move away from it. And only in their
         own words: a reply keeps the turn it answers, and its speaker's name, in front.
         """
-        value = _value(old) if _exclusive(old) else ""
+        # An open slot is named by a clause's head, its value a span of the clause: neither
+        # names a state that other words about the value describe.
+        value = _value(old) if _exclusive(old) and not _open(old.attribute) else ""
         if len(value) < 2:
             return
         speaker = old.details.get("speaker")
