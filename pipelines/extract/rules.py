@@ -144,6 +144,8 @@ from sleepmem.pipelines.types import (
 # ("give me temperatures in Fahrenheit" 0.71 to the units frame; "book me a flight to Rome"
 # 0.35 to the seat frame: scripts/frame_scores.py).
 FOR_NOW_FLOOR = 0.5
+# The lemmas a parser gives an owning clause's predicate ("I have a corgi", "I've got two").
+OWNING_LEMMAS = frozenset({"have", "get", "own", "buy"})
 # Low: an unclassified statement must earn its keep through mentions and hits.
 UNCLASSIFIED_IMPORTANCE = 0.3
 # What each lasting type sounds like; an unclassified statement takes the nearest one's
@@ -486,7 +488,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
     while queue:
         sentence = queue.pop(0)
         zh = is_zh(sentence)
-        sentence = _as_read(sentence)
+        sentence = said_as = _as_read(sentence)
         found, clauses = _match_sentence(sentence, zh, rewrite)
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)) and (
@@ -524,7 +526,9 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         if found and rewrite is None and _reads_first_person(turn):
             found = _owned(found, clauses, turn.reading(sentence), zh)
             found = _not_for_the_moment(found, turn.reading(sentence))
-            _framed_found(found, turn.understood(sentence), person=bool(turn.speaker.person))
+            # Its meaning is the sentence's as said: a reordered one ("coffee is my go-to
+            # choice" -> "my go-to choice is coffee") was placed under its own words.
+            _framed_found(found, turn.understood(said_as), person=bool(turn.speaker.person))
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (
                 read_as := _from_reading(turn, sentence, zh, feedback=feedback)) is not None:
@@ -922,6 +926,13 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
         slot = open_slot(clause)
         if slot is not None:
             break
+    if slot is not None and slot.relation == "owns" and not zh and (
+            head := turn.understood(clause).reading.head) and (
+            head.split("_")[0] not in OWNING_LEMMAS):
+        # "have" the parser reads as an auxiliary ("I have decided to switch …") owns
+        # nothing: the clause's own predicate and value say what it is about.
+        slot = None
+    seen = turn.understood(sentence)
     kind = "preference" if preference_cue(body) else "fact"
     details: dict[str, Any] = {"unclassified": True, "type_by": "grammar"}
     attribute = ""
@@ -938,7 +949,6 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
             kind = type_of(attribute)
             importance = IMPORTANCE[kind]
             details.pop("unclassified")
-    seen = turn.understood(sentence)
     # A preference by meaning alone must be clearly one: "I'm an avid vegetarian" is a
     # diet (0.91), "we deploy every Friday" only near a schedule preference (0.45).
     if "unclassified" in details and seen.frame is not None and (not turn.speaker.person or (
