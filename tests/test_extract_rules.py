@@ -150,8 +150,9 @@ class TestResidence:
     def test_a_named_persons_past_event_or_plan_is_their_history_beside_the_episode(
         self, text: str, monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """With named speakers' words read as facts (rules.NAMED_SPEAKERS_AS_FACTS, off by
+        """With named speakers' words read as facts (rules.NAMED_SPEAKERS_AS_FACTS, on by
         default: see its note); off, the turn stays its episode alone."""
+        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", False)
         assert [c.type for c in extract(text, meta={"speaker": "Mel"})] == ["event"]
         monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", True)
         cands = extract(text, meta={"speaker": "Mel"})

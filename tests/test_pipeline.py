@@ -399,11 +399,13 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_a_persons_talk_that_fills_no_known_slot_stays_their_episode(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, talk: str,
+        index: EdgeIndex, talk: str, monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """Alone, a user's first-person words no matcher knows are kept as a low-importance
-        fact; in a shared scope they are conversation, kept as the speaker's episode
-        (rules.NAMED_SPEAKERS_AS_FACTS is off)."""
+        fact; in a shared scope, with named speakers' words not read as facts
+        (rules.NAMED_SPEAKERS_AS_FACTS off), they are conversation, the speaker's episode."""
+        from sleepmem.pipelines.extract import rules
+        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", False)
         tell(cfg, redis, keys, engine, ports(index), [("小美", talk)])
         (episode,) = memory_rows(engine)
         assert episode.type == "event" and episode.statement == f"小美: {talk}"
@@ -415,11 +417,9 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: EdgeIndex, talk: str, monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """With named speakers' words read as facts, a person's lasting words that no
-        matcher knows are a fact of theirs, named; the turn's episode keeps their words as
-        said, for the replies and passages that read the conversation."""
-        from sleepmem.pipelines.extract import rules
-        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", True)
+        """With named speakers' words read as facts (the default), a person's lasting
+        words that no matcher knows are a fact of theirs, named; the turn's episode keeps
+        their words as said, for the replies and passages that read the conversation."""
         tell(cfg, redis, keys, engine, ports(index), [("小美", talk)])
         rows = memory_rows(engine)
         (episode,) = [m for m in rows if m.type == "event"]

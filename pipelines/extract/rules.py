@@ -490,6 +490,10 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         zh = is_zh(sentence)
         sentence = said_as = _as_read(sentence)
         found, clauses = _match_sentence(sentence, zh, rewrite)
+        if not found and rewrite is None and not turn.speaker.prefix and (
+                pieces := _split_standalone(found, clauses, zh, least=2)):
+            queue[:0] = [p for p in pieces if p]
+            continue
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)) and (
                 _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback,
@@ -661,13 +665,13 @@ HISTORY = frozenset({Time.PAST, Time.FUTURE})
 # Whether a named person's words no matcher reads (meta.speaker: people talking to each
 # other, LoCoMo's shape) become their facts: lasting ones by meaning, past events and plans
 # as history, others' news as those people's facts, each beside the turn's episode.
-# Measured on LoCoMo dev8 (2026-12-06): on, `sleepmem eval extraction` reaches coverage
-# 0.652, same thing 0.509, unmatched 0.204 (off: 0.066 / 0.051 / 0.090), but evidence
-# recall at 1,000 tokens falls 0.855 -> 0.792 (`sleepmem eval locomo`; 2 conversations
-# 0.871 -> 0.763): the facts take places in the top k from the episodes that carry the
-# turns around them, even hidden from search. Off until search reads them beside their
-# episodes; the tests that pin their reading switch it on.
-NAMED_SPEAKERS_AS_FACTS = False
+# Measured on LoCoMo dev8 (2026-12-06): `sleepmem eval extraction` coverage 0.652, same
+# thing 0.509, unmatched 0.204 (off: 0.066 / 0.051 / 0.090). Evidence recall at 500 /
+# 1,000 / 1,500 / 2,000 tokens (`sleepmem eval locomo`, same run) 0.790 / 0.856 / 0.885 /
+# 0.901 on, 0.781 / 0.855 / 0.885 / 0.900 off, once an open slot's supersession stopped
+# retiring the episodes that carry the turns (resolve._retire_episodes). A switch, not a
+# setting: the tests that pin the episodes-only reading turn it off.
+NAMED_SPEAKERS_AS_FACTS = True
 # A named person's clause takes a frame only when its meaning is clearly the frame's: in
 # talk between people most clauses are near some attribute by chance (measured with
 # `sleepmem eval extraction` on dev8: same-thing share highest here).
@@ -858,16 +862,22 @@ def _unjoined(text: str) -> str:
     return text
 
 
-def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool) -> list[str]:
+def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool, *,
+                      least: int = 1) -> list[str]:
     """Several facts in one sentence: an unmatched clause that states a lasting fact about
     the speaker on its own ("I always prefer a window seat, and I'm allergic to peanuts")
     is a sentence of its own, not a rider on the matched one (which would type it as the
     allergy is typed). Empty when every unmatched clause depends on a matched one ("I'm
-    vegan, so no dairy")."""
+    vegan, so no dairy"), or when fewer than ``least`` stand alone. With nothing matched,
+    two joined by a conjunction are needed: "I relish sci-fi and I also appreciate
+    gardening" is two facts, "I'm a morning person, I do my best work at 6am" one fact
+    and what it means, read whole."""
     matched = {f.clause_index for f in found}
     alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
              and lasting_first_person(_unjoined(c.raw))]
-    if not alone:
+    if least > 1 and not any(clauses[i].raw != _unjoined(clauses[i].raw) for i in alone[1:]):
+        return []
+    if len(alone) < max(least, 1):
         return []
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
