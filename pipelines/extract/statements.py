@@ -36,8 +36,8 @@ from sleepmem.pipelines.language.words import Literals, Phrases, strip_prefix, s
 # -- small talk, positively recognised ------------------------------------------------------
 
 _GREETING_LEAD = re.compile(
-    r"(?i)^(?:(?:hello|hi|hey|hiya|howdy|yo|greetings|good\s+(?:morning|afternoon|evening)|"
-    r"hi\s+there|hey\s+there|thanks?(?:\s+you)?(?:\s+so\s+much|\s+a\s+lot)?|thx|ok(?:ay)?|"
+    r"(?i)^(?:(?:hi\s+there|hey\s+there|hello|hi|hey|hiya|howdy|yo|greetings|"
+    r"good\s+(?:morning|afternoon|evening)|thanks?(?:\s+you)?(?:\s+so\s+much|\s+a\s+lot)?|thx|ok(?:ay)?|"
     r"so(?:\s+yeah)?|yeah|yes|yep|and(?:\s+also)?|also|plus|but|oh|ah|well|anyway|btw|"
     r"by\s+the\s+way|actually|actualy|honestly|um+|uh+|hmm+|no|nope|wrong|sorry|correction|update|"
     r"not\s+quite|that'?s\s+(?:wrong|not\s+right|not\s+true|outdated|incorrect))\b"
