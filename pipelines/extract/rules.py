@@ -491,7 +491,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         sentence = said_as = _as_read(sentence)
         found, clauses = _match_sentence(sentence, zh, rewrite)
         if not found and rewrite is None and not turn.speaker.prefix and (
-                pieces := _split_standalone(found, clauses, zh, least=2)):
+                pieces := _split_standalone(found, clauses, zh, joined=True)):
             queue[:0] = [p for p in pieces if p]
             continue
         if not found and rewrite is None and _reads_first_person(turn) and (
@@ -863,21 +863,20 @@ def _unjoined(text: str) -> str:
 
 
 def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool, *,
-                      least: int = 1) -> list[str]:
+                      joined: bool = False) -> list[str]:
     """Several facts in one sentence: an unmatched clause that states a lasting fact about
     the speaker on its own ("I always prefer a window seat, and I'm allergic to peanuts")
     is a sentence of its own, not a rider on the matched one (which would type it as the
     allergy is typed). Empty when every unmatched clause depends on a matched one ("I'm
-    vegan, so no dairy"), or when fewer than ``least`` stand alone. With nothing matched,
-    two joined by a conjunction are needed: "I relish sci-fi and I also appreciate
-    gardening" is two facts, "I'm a morning person, I do my best work at 6am" one fact
-    and what it means, read whole."""
+    vegan, so no dairy"). With ``joined`` (nothing matched), a later clause that stands
+    alone must also be joined to the sentence by a conjunction: "I relish sci-fi and I
+    also appreciate gardening" is two facts, "I'm a morning person, I do my best work at
+    6am" one fact and what it means, read whole."""
     matched = {f.clause_index for f in found}
     alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
              and lasting_first_person(_unjoined(c.raw))]
-    if least > 1 and not any(clauses[i].raw != _unjoined(clauses[i].raw) for i in alone[1:]):
-        return []
-    if len(alone) < max(least, 1):
+    if not alone or (joined and all(clauses[i].raw == _unjoined(clauses[i].raw)
+                                    for i in alone[1:])):
         return []
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
