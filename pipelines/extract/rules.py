@@ -665,8 +665,8 @@ HISTORY = frozenset({Time.PAST, Time.FUTURE})
 # Whether a named person's words no matcher reads (meta.speaker: people talking to each
 # other, LoCoMo's shape) become their facts: lasting ones by meaning, past events and plans
 # as history, others' news as those people's facts, each beside the turn's episode.
-# Measured on LoCoMo dev8 (2026-12-06): `sleepmem eval extraction` coverage 0.652, same
-# thing 0.509, unmatched 0.204 (off: 0.066 / 0.051 / 0.090). Evidence recall at 500 /
+# Measured on LoCoMo dev8 (2026-12-06): `sleepmem eval extraction` coverage 0.658, same
+# thing 0.520, unmatched 0.164 (off: 0.066 / 0.051 / 0.090). Evidence recall at 500 /
 # 1,000 / 1,500 / 2,000 tokens (`sleepmem eval locomo`, same run) 0.790 / 0.856 / 0.885 /
 # 0.901 on, 0.781 / 0.855 / 0.885 / 0.900 off, once an open slot's supersession stopped
 # retiring the episodes that carry the turns (resolve._retire_episodes). A switch, not a
