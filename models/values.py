@@ -9,7 +9,7 @@ A namespace is a path of labels; it is stored joined by ``.``, which no label ma
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import JSON, Column, Index
@@ -25,6 +25,9 @@ MAX_KEY = 512
 NAMESPACE_CHARS = MAX_DEPTH * (MAX_LABEL + 1)
 # A wildcard in a namespace match condition stands for any one label.
 WILDCARD = "*"
+# ``index``: at most this many field paths, each at most this long.
+MAX_INDEX_FIELDS = 32
+MAX_INDEX_PATH = 256
 
 
 def _ts(**kw: Any) -> Any:
@@ -51,6 +54,10 @@ class StoreValue(ScopeColumns, table=True):
     updated_at: datetime = _ts(nullable=False, default=_now)
     expires_at: datetime | None = _ts(nullable=True)
     ttl_s: float | None = None
+    # The field paths a query matches (LangGraph's ``index``): NULL for the whole value,
+    # ``[]`` for none (put with ``index=False``: never found by a query).
+    index_fields: list[str] | None = SQLField(
+        default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
 
 
 def check_label(label: object, *, field: str) -> str:
@@ -72,6 +79,66 @@ def _path(labels: list[str], *, empty: bool, field: str) -> list[str]:
     return [check_label(label, field=f"{field}[{i}]") for i, label in enumerate(labels)]
 
 
+def _check_path(path: str, *, field: str) -> None:
+    from langgraph.store.base.embed import tokenize_path
+
+    if path == "$":
+        return
+    parts = tokenize_path(path)
+    if not parts:
+        raise ValueError(f"{field}: {path!r} names no field")
+    for part in parts:
+        if part.startswith("["):
+            digits = part[1:-1].removeprefix("-")
+            if not part.endswith("]") or not (
+                    part == "[*]" or (digits.isascii() and digits.isdigit())):
+                raise ValueError(f"{field}: {path!r}: an index is [n], [-n] or [*], not "
+                                 f"{part!r}")
+        elif part.startswith("{"):
+            if not part.endswith("}") or not all(f.strip() for f in part[1:-1].split(",")):
+                raise ValueError(f"{field}: {path!r}: a field set is {{a,b}}, not {part!r}")
+        elif any(c in part for c in "]}"):
+            raise ValueError(f"{field}: {path!r}: unbalanced {part!r}")
+
+
+def check_index(index: object, *, field: str = "index",
+                parse: bool = True) -> Literal[False] | list[str] | None:
+    """LangGraph's ``index`` on put, or ValueError naming the rule it breaks: None (the
+    whole value), False (not indexed: no query finds it) or a list of field paths in
+    LangGraph's syntax (``"title"``, ``"a.b"``, ``"a[0]"``, ``"a[*].b"``, ``"{a,b}"``,
+    ``"$"``), parsed by LangGraph's own ``tokenize_path`` unless ``parse`` is False (a
+    client leaves that to the server, which may have LangGraph where it has not)."""
+    if index is None or index is False:
+        return index
+    if not isinstance(index, list | tuple):
+        raise ValueError(f"{field}: give None, False or a list of field paths, not "
+                         f"{type(index).__name__} {index!r}"[:300])
+    if not index:
+        raise ValueError(f"{field}: name at least one field path (False indexes none)")
+    if len(index) > MAX_INDEX_FIELDS:
+        raise ValueError(f"{field}: at most {MAX_INDEX_FIELDS} field paths")
+    for i, path in enumerate(index):
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError(f"{field}[{i}]: a field path is a non-empty string")
+        if len(path) > MAX_INDEX_PATH:
+            raise ValueError(f"{field}[{i}]: a field path is at most {MAX_INDEX_PATH} "
+                             "characters")
+        if not parse:
+            continue
+        try:
+            _check_path(path, field=f"{field}[{i}]")
+        except ImportError:
+            raise ValueError(f"{field}: field paths need LangGraph on the server (pip "
+                             "install 'sleepmem[langgraph]'); None or False need nothing"
+                             ) from None
+    return list(index)
+
+
+def index_fields(index: Literal[False] | list[str] | None) -> list[str] | None:
+    """What the ``index_fields`` column keeps for a put's ``index``."""
+    return [] if index is False else index
+
+
 def join(labels: list[str] | tuple[str, ...]) -> str:
     return SEPARATOR.join(labels)
 
@@ -87,11 +154,20 @@ class ValuePut(BaseModel):
     value: dict[str, Any]
     ttl_s: float | None = Field(default=None, gt=0, description="expire this long after "
                                 "the last write (or read, when reads refresh)")
+    index: Literal[False] | list[str] | None = Field(
+        default=None, description="what a query matches (LangGraph's index): null for the "
+        "whole value, false for nothing (get and filters still find it), or field paths "
+        "such as \"title\", \"a.b\", \"items[*].text\"")
 
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, v: list[str]) -> list[str]:
         return _path(v, empty=False, field="namespace")
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _index(cls, v: object) -> object:
+        return check_index(v, field="index")
 
 
 class ValueSearch(BaseModel):
@@ -140,6 +216,8 @@ class ValuesDeleted(BaseModel):
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_INDEX_FIELDS",
+    "MAX_INDEX_PATH",
     "MAX_KEY",
     "MAX_LABEL",
     "SEPARATOR",
@@ -151,7 +229,9 @@ __all__ = [
     "ValuePut",
     "ValueSearch",
     "ValuesDeleted",
+    "check_index",
     "check_label",
+    "index_fields",
     "join",
     "split",
 ]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import httpx
 from pydantic import TypeAdapter
@@ -35,7 +35,13 @@ from sleepmem.core.errors import (
 from sleepmem.core.localkey import read_local_key
 from sleepmem.models import LEVELS, Scope, SearchResult
 from sleepmem.models.positions import EventId, EventIds, Freshness, latest
-from sleepmem.models.values import StoredValue, StoredValues, ValueNamespaces, ValuesDeleted
+from sleepmem.models.values import (
+    StoredValue,
+    StoredValues,
+    ValueNamespaces,
+    ValuesDeleted,
+    check_index,
+)
 from sleepmem.models.views import ConflictResolution, JobView, MemoryPage, MemoryView
 from sleepmem.models.working import (
     Checkpoint,
@@ -329,10 +335,18 @@ class _Calls:
                 ("key", key)]
 
     def _put_value(self, namespace: Sequence[str], key: str, value: Mapping[str, Any],
-                   scope: Any, ttl_s: float | None) -> Call:
+                   scope: Any, ttl_s: float | None,
+                   index: Literal[False] | builtins.list[str] | None) -> Call:
         body = {"scope": _scope(self.target, scope),
                 "namespace": _labels(namespace, "namespace"), "key": key,
                 "value": value, "ttl_s": ttl_s}
+        try:
+            checked = check_index(index, parse=False)
+        except ValueError as exc:
+            field, _, reason = str(exc).partition(": ")
+            raise ValidationError(field, reason) from None
+        if checked is not None:  # left out by default: a server before index still answers
+            body["index"] = checked
         return Call("PUT", "/v1/store/items", json=body, parse=StoredValue)
 
     def _get_value(self, namespace: Sequence[str], key: str, scope: Any,
@@ -536,11 +550,16 @@ class Client(_Calls):
     # -- stored values -------------------------------------------------------------------
     def put_value(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
                   scope: Scope | Mapping[str, Any] | None = None,
-                  ttl_s: float | None = None) -> StoredValue:
+                  ttl_s: float | None = None,
+                  index: Literal[False] | builtins.list[str] | None = None) -> StoredValue:
         """Keep ``value`` (a JSON object) under (scope, namespace, key), replacing what was
         there; :meth:`get_value` returns it at once, as given less any secret (redacted).
-        ``ttl_s``: it expires that long after its last write, or read when reads refresh."""
-        stored: StoredValue = self._send(self._put_value(namespace, key, value, scope, ttl_s))
+        ``ttl_s``: it expires that long after its last write, or read when reads refresh.
+        ``index``: what a :meth:`search_values` query matches, as LangGraph's put takes it:
+        None the whole value, False nothing (get and filters still find it), or a list of
+        field paths (``"title"``, ``"a.b"``, ``"items[*].text"``)."""
+        stored: StoredValue = self._send(
+            self._put_value(namespace, key, value, scope, ttl_s, index))
         return stored
 
     def get_value(self, namespace: Sequence[str], key: str, *,
@@ -761,10 +780,12 @@ class AsyncClient(_Calls):
 
     async def put_value(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
                         scope: Scope | Mapping[str, Any] | None = None,
-                        ttl_s: float | None = None) -> StoredValue:
+                        ttl_s: float | None = None,
+                        index: Literal[False] | builtins.list[str] | None = None
+                        ) -> StoredValue:
         """See :meth:`Client.put_value`."""
         stored: StoredValue = await self._send(
-            self._put_value(namespace, key, value, scope, ttl_s))
+            self._put_value(namespace, key, value, scope, ttl_s, index))
         return stored
 
     async def get_value(self, namespace: Sequence[str], key: str, *,

@@ -9,10 +9,19 @@ process. Either way the store keeps the ``BaseStore`` contract:
   consolidation stands between the two.
 - ``delete(ns, key)`` (or ``put(…, None)``) deletes it; ``put(…, ttl=minutes)`` makes it
   expire that long after its last write or read (reads refresh it unless told not to).
+- ``put(…, index=…)`` says what a search query matches in the value: ``None`` (the
+  default) every string in it; ``False`` nothing, so no query finds the item, though
+  ``get`` and a search without a query (filters included) still do; a list of field paths
+  in LangGraph's syntax (``["title"]``, ``["a.b", "items[*].text", "tags[0]"]``, ``"$"``
+  for the whole value) only the text at those paths, as LangGraph's ``get_text_at_path``
+  reads it. Matching is lexical (shared words), not embeddings. A bad ``index`` is refused
+  with a ValidationError naming the field.
 - ``search(prefix, filter=…, query=…)`` returns the stored values first (filtered; with a
   query, those sharing its words, best first), then, for a query, the consolidated
   memories of the namespace's scope as extras (keyed by memory id, ``value`` =
-  ``{"content", "type", "memory_id", "trust"}``). Memories never replace a value.
+  ``{"content", "type", "memory_id", "trust"}``). Memories never replace a value. SQL
+  narrows the filtered read (string equality, numeric comparisons), and LangGraph's filter
+  semantics decide each row in Python.
 - ``list_namespaces(prefix=…, suffix=…, max_depth=…)`` lists the namespaces holding values.
 
 A namespace's first labels name the scope below the tenant: ``(agent, user, project,
@@ -155,7 +164,8 @@ class SleepmemStore(BaseStore):
             raise ValidationError("value", "a store value is a dict (a JSON object)")
         # LangGraph gives TTLs in minutes.
         ttl_s = op.ttl * 60 if op.ttl is not None else None
-        self.values.put_value(op.namespace, op.key, dict(op.value), scope=scope, ttl_s=ttl_s)
+        self.values.put_value(op.namespace, op.key, dict(op.value), scope=scope, ttl_s=ttl_s,
+                              index=op.index)
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix: tuple[str, ...] | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -30,6 +30,7 @@ from sleepmem.models.values import (
     ValuePut,
     ValueSearch,
     check_label,
+    index_fields,
     join,
     split,
 )
@@ -121,18 +122,23 @@ class Values:
         return clock() if clock is not None else datetime.now(UTC)
 
     def put_value(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
-                  scope: Scope | Mapping[str, Any], ttl_s: float | None = None) -> StoredValue:
-        """Write ``value`` under (scope, namespace, key), replacing what was there."""
+                  scope: Scope | Mapping[str, Any], ttl_s: float | None = None,
+                  index: Literal[False] | list[str] | None = None) -> StoredValue:
+        """Write ``value`` under (scope, namespace, key), replacing what was there.
+        ``index``: what a query matches, as LangGraph's put takes it (None: the whole value;
+        False: nothing, though get and filters still find it; a list: those field paths)."""
         if not isinstance(value, Mapping):
             raise ValidationError("value", "a value is a JSON object (a dict)")
         request = _parse(ValuePut, {"scope": _scope(scope), "namespace": list(namespace),
-                                    "key": key, "value": dict(value), "ttl_s": ttl_s})
+                                    "key": key, "value": dict(value), "ttl_s": ttl_s,
+                                    "index": index})
         _no_secret_ids(request.namespace, request.key)
         clean = redact_json(request.value)
         now = self._now()
         with Session(self.res.engine, expire_on_commit=False) as session:
             row = repo.upsert(session, scope=request.scope, namespace=join(request.namespace),
-                              key=request.key, value=clean, ttl_s=request.ttl_s, now=now)
+                              key=request.key, value=clean, ttl_s=request.ttl_s, now=now,
+                              index_fields=index_fields(request.index))
             session.commit()
             stored = view(row)
         log.debug("value_put", tenant=request.scope.tenant, redacted=clean is not request.value)
@@ -179,13 +185,17 @@ class Values:
         repo.check_filter(request.filter)
         wanted = bool(request.query and tokens(request.query))
         now = self._now()
+        # SQL narrows the read to rows that may pass the filter; matches() decides.
+        narrowed = repo.filter_clause(spec=request.filter, dialect=self.res.engine.dialect.name)
         with Session(self.res.engine, expire_on_commit=False) as session:
             found: list[tuple[float | None, StoreValue]] = []
             for row in repo.scan(session, scope=request.scope,
-                                 namespace_prefix=join(request.namespace_prefix), now=now):
+                                 namespace_prefix=join(request.namespace_prefix), now=now,
+                                 where=narrowed):
                 if request.filter and not repo.matches(row.value, request.filter):
                     continue
-                score = repo.query_score(row.value, request.query or "") if wanted else None
+                score = (repo.query_score(row.value, request.query or "",
+                                          fields=row.index_fields) if wanted else None)
                 if score == 0.0:
                     continue
                 found.append((score, row))

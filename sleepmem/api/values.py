@@ -61,13 +61,16 @@ def _own(tenant: str | None, scope: Scope) -> Scope:
                 "The value is kept as given, readable at once: no consolidation stands "
                 "between a put and a get. Secrets in it are redacted before it is stored; a "
                 "key or namespace label holding one is refused. With ttl_s the value "
-                "expires that long after its last write (or read, when reads refresh it)."))
+                "expires that long after its last write (or read, when reads refresh it). "
+                "index: what a search query matches, as LangGraph's put takes it: null for "
+                "the whole value, false for nothing (get and filters still find it), or a "
+                "list of field paths (\"title\", \"a.b\", \"items[*].text\")."))
 async def put_value(body: ValuePut, request: Request, tenant: CallerTenant) -> StoredValue:
     scope = _own(tenant, body.scope)
     values = _values(request)
     return await run_in_threadpool(
         lambda: values.put_value(body.namespace, body.key, body.value, scope=scope,
-                                 ttl_s=body.ttl_s))
+                                 ttl_s=body.ttl_s, index=body.index))
 
 
 @router.get("/items", response_model=StoredValue, summary="The value under a key")
