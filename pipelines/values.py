@@ -226,18 +226,24 @@ def _condition(path: tuple[str, ...], op: str, operand: Any) -> Condition | None
     return None
 
 
-def _addressable(name: object) -> bool:
-    # SQLite's JSON path quotes a label in "…" with no escape, so a '"' cannot be named.
-    return isinstance(name, str) and bool(name) and '"' not in name and "\x00" not in name
+def _addressable(name: object, *, dialect: str) -> bool:
+    if not isinstance(name, str) or not name or "\x00" in name:
+        return False
+    if dialect != "sqlite":
+        return True
+    # SQLite's JSON path compares a "quoted" label with the key as written, escapes and
+    # all, and cannot hold a '"': only keys JSON writes without escapes can be named (the
+    # stored JSON is ASCII, "ü" written as "\u00fc").
+    return all(" " <= c <= "~" and c not in '"\\' for c in name)
 
 
-def pushable(*, spec: Mapping[str, Any] | None,
+def pushable(*, spec: Mapping[str, Any] | None, dialect: str,
              path: tuple[str, ...] = ()) -> list[Condition]:
-    """The conditions of ``spec`` SQL can judge as :func:`matches` does, as
+    """The conditions of ``spec`` SQL (``dialect``) can judge as :func:`matches` does, as
     (field path, comparison, operand); ``text`` is equality with a string."""
     found: list[Condition] = []
     for name, wanted in (spec or {}).items():
-        if not _addressable(name):
+        if not _addressable(name, dialect=dialect):
             continue
         at = (*path, name)
         if isinstance(wanted, Mapping):
@@ -245,7 +251,7 @@ def pushable(*, spec: Mapping[str, Any] | None,
                 conds = [_condition(at, op, operand) for op, operand in wanted.items()]
                 found += [c for c in conds if c is not None]
             else:
-                found += pushable(spec=wanted, path=at)
+                found += pushable(spec=wanted, dialect=dialect, path=at)
             continue
         cond = _condition(at, "$eq", wanted)
         if cond is not None:
@@ -302,7 +308,7 @@ def filter_clause(*, spec: Mapping[str, Any] | None,
     """The pushable part of ``spec`` (:func:`pushable`) as a WHERE condition for
     ``dialect`` ("sqlite" or "postgresql"), or None when there is nothing to push. It keeps
     every row :func:`matches` keeps; :func:`matches` still decides."""
-    conds = pushable(spec=spec)
+    conds = pushable(spec=spec, dialect=dialect)
     if not conds:
         return None
     value = col(StoreValue.value)

@@ -155,6 +155,50 @@ def search_by_query_ranks_the_values_that_share_its_words(store: BaseStore,
     assert "pet" not in [i.key for i in found]
 
 
+def values_found(store: BaseStore, root: str, query: str) -> list[str]:
+    """The keys of the stored values a query finds (memories, extras, left out)."""
+    return [i.key for i in store.search((root,), query=query)
+            if i.value.get("memory_id") != i.key]
+
+
+def an_item_put_with_index_false_is_found_by_get_and_filters_but_never_by_a_query(
+    store: BaseStore, root: str
+) -> None:
+    store.put((root,), "hidden", {"title": "Lyon river walk", "kind": "note"}, index=False)
+    store.put((root,), "shown", {"title": "Lyon food guide", "kind": "note"})
+    hidden = store.get((root,), "hidden")
+    assert hidden is not None and hidden.value == {"title": "Lyon river walk", "kind": "note"}
+    assert values_found(store, root, "Lyon river walk") == ["shown"]
+    assert {i.key for i in store.search((root,), filter={"kind": "note"})} == {"hidden", "shown"}
+    assert {i.key for i in store.search((root,))} == {"hidden", "shown"}
+
+
+def an_item_put_with_index_fields_is_found_only_by_words_in_those_fields(
+    store: BaseStore, root: str
+) -> None:
+    store.put((root,), "trip", {"title": "Lyon river walk", "body": "bring the cat"},
+              index=["title"])
+    store.put((root,), "tags", {"title": "misc", "meta": {"tags": ["kayak", "canoe"]},
+                                "body": "Lyon"}, index=["meta.tags[*]"])
+    assert values_found(store, root, "Lyon") == ["trip"]
+    assert values_found(store, root, "cat") == []
+    assert values_found(store, root, "kayak") == ["tags"]
+    assert values_found(store, root, "misc") == []
+    # A later put without index indexes the whole value again.
+    store.put((root,), "trip", {"title": "Lyon river walk", "body": "bring the cat"})
+    assert values_found(store, root, "cat") == ["trip"]
+
+
+def a_bad_index_is_refused_with_a_validation_error_naming_the_field(
+    store: BaseStore, root: str
+) -> None:
+    for bad in (True, "title", [], [""], ["a[x]"], ["{a,}"], [3]):
+        with pytest.raises(ValidationError) as refused:
+            store.put((root,), "k", {"title": "t"}, index=bad)  # type: ignore[arg-type]
+        assert refused.value.field.startswith("index"), (bad, refused.value.field)
+    assert store.get((root,), "k") is None
+
+
 def search_pages_with_limit_and_offset(store: BaseStore, root: str) -> None:
     for n in range(5):
         store.put((root,), f"k{n}", {"n": n})
@@ -240,6 +284,9 @@ CONFORMANCE: list[Callable[[BaseStore, str], None]] = [
     search_lists_the_values_under_a_prefix_newest_first,
     search_filters_by_fields_and_operators,
     search_by_query_ranks_the_values_that_share_its_words,
+    an_item_put_with_index_false_is_found_by_get_and_filters_but_never_by_a_query,
+    an_item_put_with_index_fields_is_found_only_by_words_in_those_fields,
+    a_bad_index_is_refused_with_a_validation_error_naming_the_field,
     search_pages_with_limit_and_offset,
     list_namespaces_matches_cuts_and_pages,
     a_value_with_a_ttl_is_gone_once_it_expires,
@@ -362,6 +409,32 @@ class TestLangGraphStore:
         assert bad_op.value.field == "filter.n"
         assert client.get_value(("nowhere",), "k", scope={"tenant": TENANT}) is None
         assert client.delete_value(("nowhere",), "k", scope={"tenant": TENANT}) is False
+
+    def test_the_clients_carry_index_to_the_server(self, server: Runtime,
+                                                   client: Client) -> None:
+        scope = {"tenant": TENANT, "agent": "indexer"}
+        client.put_value(("indexer",), "off", {"t": "Lyon"}, scope=scope, index=False)
+        client.put_value(("indexer",), "title", {"title": "Paris", "body": "Lyon"},
+                         scope=scope, index=["title"])
+        assert [v.key for v in client.search_values(("indexer",), scope=scope,
+                                                    query="Lyon")] == []
+        assert [v.key for v in client.search_values(("indexer",), scope=scope,
+                                                    query="Paris")] == ["title"]
+        with pytest.raises(ValidationError) as refused:
+            client.put_value(("indexer",), "k", {"v": 1}, scope=scope, index=["a[x]"])
+        assert refused.value.field == "index" and "a[x]" in str(refused.value)
+
+        async def run() -> None:
+            async with AsyncClient(data_dir=server.settings.data_dir, tenant=TENANT) as mem:
+                await mem.put_value(("indexer",), "body", {"title": "Nice", "body": "Lyon"},
+                                    scope=scope, index=["body"])
+                found = await mem.search_values(("indexer",), scope=scope, query="Lyon")
+                assert [v.key for v in found] == ["body"]
+                with pytest.raises(ValidationError) as refused:
+                    await mem.put_value(("indexer",), "k", {"v": 1}, scope=scope, index=True)  # type: ignore[arg-type]
+                assert refused.value.field == "index"
+
+        asyncio.run(run())
 
     def test_the_async_client_has_the_same_value_calls(self, server: Runtime) -> None:
         async def run() -> None:
