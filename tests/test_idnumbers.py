@@ -101,3 +101,97 @@ class TestADocumentNounClaimsItsNumber:
     )
     def test_dates_and_numbers_of_other_clauses_stay(self, text: str) -> None:
         assert redact(text).text == text
+
+
+class TestIdsTheirIssuersDefine:
+    """Ids python-stdnum does not check (or checks by a rule since dropped): their own
+    check characters, embedded dates and allocated ranges prove them."""
+
+    @pytest.mark.parametrize(
+        ("text", "value"),
+        [
+            ("T0412345F", "T0412345F"),  # Singapore NRIC: its check letter
+            ("CE 48 19 27 A", "CE 48 19 27 A"),  # UK NINO as printed on the card
+            ("ce481927a", "ce481927a"),
+            ("WALKE752203JA9BC", "WALKE752203JA9BC"),  # UK driving licence, a woman's month
+            ("12030485M012", "12030485M012"),  # German pension insurance number
+            ("912-58-4410", "912-58-4410"),  # an ITIN of a middle group the IRS added
+            ("2345678T", "2345678T"),  # a DNI written without its leading zero
+            ("3517 28402 1", "3517 28402 1"),  # an Australian Medicare card number
+            ("17-21-654321-09", "17-21-654321-09"),  # a Korean driver's licence
+        ],
+    )
+    def test_a_format_of_its_own_with_its_check_is_enough(self, text: str, value: str) -> None:
+        assert _gone(text, value)
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "T0412345G",  # the wrong check letter
+            "DA 12 34 56 A",  # a NINO prefix HMRC never allocates
+            "CE 48 19 27 E",  # nor a suffix past D
+            "WALKE713203JA9BC",  # month 13
+            "12030485M013",  # the wrong check digit
+            "3517284021",  # a bare digit run: a Medicare number only when named
+            "99-21-654321-09",  # no licence region 99
+        ],
+    )
+    def test_the_same_shapes_failing_their_checks_stay(self, text: str) -> None:
+        assert redact(text).text == text
+
+    def test_a_korean_registration_number_needs_its_date_not_a_check_digit(self) -> None:
+        # Numbers issued since October 2020 end in random digits.
+        rng = random.Random(5)
+        for sex in "12345678":
+            tail = "".join(rng.choice("0123456789") for _ in range(6))
+            number = f"850713-{sex}{tail}"
+            assert _gone(f"등록번호 {number}", number)
+        assert redact("851307-1234567").text == "851307-1234567"  # month 13
+        assert redact("850713-9234567").text == "850713-9234567"  # no 19th-century sign
+
+    @pytest.mark.parametrize(
+        ("named", "bare"),
+        [
+            ("eGK-Nummer K702153866", "K702153866"),  # one check digit behind one letter
+            ("medicare 3517284021", "3517284021"),
+            ("TIN 204-817-365-000", "204-817-365-000"),  # Philippine TIN, mod 11
+            ("Steuer-ID 24680135792", "24680135792"),  # the check digit of a German tax id
+        ],
+    )
+    def test_a_weak_check_goes_only_when_named(self, named: str, bare: str) -> None:
+        assert _gone(named, bare)
+        assert redact(bare).text == bare
+
+
+class TestWordsAroundTheNumber:
+    def test_a_name_after_the_number_counts_when_a_copula_links_them(self) -> None:
+        assert _gone("536904399 is my ssn", "536904399")
+        assert _gone("ZX4417290 es mi número de pasaporte", "ZX4417290")
+        assert _gone("ZX4417290 is my passport number", "ZX4417290")
+
+    def test_a_name_after_the_number_without_a_copula_does_not(self) -> None:
+        for text in ("we met in room 4417290 by the passport office", "536904399, then ssn"):
+            assert redact(text).text == text
+
+    def test_a_negated_name_names_nothing(self) -> None:
+        for text in ("not a TIN 536904399", "this is not an ITIN: 912584410"):
+            assert redact(text).text == text
+
+    def test_a_name_judged_invalid_still_names_the_number(self) -> None:
+        assert _gone("invalid TIN 536904399", "536904399")
+
+    def test_a_document_noun_claims_every_number_it_lists(self) -> None:
+        out = redact("passports: QK7712093 and RT5540981").text
+        assert "QK7712093" not in out and "RT5540981" not in out
+
+
+class TestADashedNumberIsOneNumber:
+    def test_no_id_is_read_in_the_middle_of_a_dashed_number(self) -> None:
+        # 536-90-4399 alone is an SSN in its own grouping; inside a longer part number it is not.
+        assert redact("part 100-536-90-4399-200 is in stock").text == (
+            "part 100-536-90-4399-200 is in stock"
+        )
+        assert _gone("ssn 536-90-4399", "536-90-4399")
+
+    def test_a_check_letter_after_a_dash_still_belongs_to_the_id(self) -> None:
+        assert _gone("DNI 12345678-Z", "12345678-Z")

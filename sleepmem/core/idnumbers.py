@@ -15,6 +15,7 @@ Words that name something else (order, tracking, invoice, phone ...) keep any nu
 
 from __future__ import annotations
 
+import datetime
 import functools
 import importlib
 import re
@@ -39,10 +40,20 @@ _VALIDATORS = (
     ("be.nn", "national_id", (11,)), ("nl.bsn", "national_id", (8, 9)),
     ("de.idnr", "tax_id", (11,)), ("gb.nhs", "health_id", (10,)),
     ("au.tfn", "tax_id", (8, 9)), ("in_.aadhaar", "national_id", (12,)),
+    ("es.dni7", "national_id", (8,)), ("sg.nric", "national_id", (9,)),
+    ("gb.nino", "national_id", (9,)), ("de.rvnr", "national_id", (12,)),
+    ("gb.dvla", "id_number", (16,)), ("au.medicare", "health_id", (10,)),
+    ("kr.driver", "id_number", (12,)), ("de.kvnr", "health_id", (10,)),
+    ("de.idnr-check", "tax_id", (11,)), ("ph.tin", "tax_id", (9, 12)),
 )  # fmt: skip
 # Validators whose national format is too close to a phone number's (gb.nhs: 3-3-4 digits)
 # to count as proof: they need words naming the id.
-_NEVER_ON_SIGHT = frozenset({"gb.nhs", "in_.aadhaar", "th.pin", "za.idnr", "fr.nir"})
+# A single check digit behind one letter (de.kvnr), or a check digit alone where the id's
+# own rules also fix which digits repeat (de.idnr-check, the named fallback of de.idnr),
+# prove too little on sight as well.
+_NEVER_ON_SIGHT = frozenset(
+    {"gb.nhs", "in_.aadhaar", "th.pin", "za.idnr", "fr.nir", "de.kvnr", "de.idnr-check", "ph.tin"}
+)
 
 
 class _Validator(NamedTuple):
@@ -57,14 +68,207 @@ def _by_length() -> dict[int, tuple[_Validator, ...]]:
     # Imported on first use: most texts never hold a candidate.
     out: dict[int, list[_Validator]] = {}
     for name, kind, lengths in _VALIDATORS:
-        module = importlib.import_module(f"stdnum.{name}")
-        is_valid = module.is_valid
-        if name == "fi.hetu":  # temporary ids (individual numbers 900-999) are ids too
-            is_valid = functools.partial(module.is_valid, allow_temporary=True)
-        validator = _Validator(name, kind, is_valid, getattr(module, "format", None))
+        if name in _LOCAL:
+            is_valid, format_ = _LOCAL[name]
+            validator = _Validator(name, kind, is_valid, format_)
+        else:
+            module = importlib.import_module(f"stdnum.{name}")
+            is_valid = module.is_valid
+            if name == "fi.hetu":  # temporary ids (individual numbers 900-999) are ids too
+                is_valid = functools.partial(module.is_valid, allow_temporary=True)
+            validator = _Validator(name, kind, is_valid, getattr(module, "format", None))
         for n in lengths:
             out.setdefault(n, []).append(validator)
     return {n: tuple(vs) for n, vs in out.items()}
+
+
+# -- ids python-stdnum does not check, or checks by rules their issuers have dropped -------
+# Each takes the id as written (separators included) and checks what its issuer publishes:
+# check digits and letters, embedded dates, the ranges a field may hold.
+_SEPARATORS = re.compile(r"[\s\-./]")
+
+
+def _compact(value: str) -> str:
+    return _SEPARATORS.sub("", value).upper()
+
+
+def _is_date(year: int, month: int, day: int) -> bool:
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    return True
+
+
+def _digit_sum(n: int) -> int:
+    return n // 10 + n % 10
+
+
+def _kr_rrn(value: str) -> bool:
+    """Korean resident (and, with 5-8, foreigner) registration number: YYMMDD, a digit
+    for sex and century, six more. Numbers issued since October 2020 carry no check digit
+    (stdnum still demands one), so the birth date and the century digit are the proof."""
+    n = _compact(value)
+    if len(n) != 13 or not n.isdigit() or n[6] not in "12345678":
+        return False
+    century = 1900 if n[6] in "1256" else 2000
+    return _is_date(century + int(n[:2]), int(n[2:4]), int(n[4:6]))
+
+
+# The IRS's ITIN middle groups (stdnum's list predates 50-65 and 83-88).
+_ITIN_GROUPS = frozenset([*range(50, 66), *range(70, 89), 90, 91, 92, *range(94, 100)])
+
+
+def _us_itin(value: str) -> bool:
+    n = _compact(value)
+    return len(n) == 9 and n.isdigit() and n[0] == "9" and int(n[3:5]) in _ITIN_GROUPS
+
+
+def _es_dni7(value: str) -> bool:
+    """A DNI written without its leading zero (1234567L for 01234567L)."""
+    n = _compact(value)
+    return len(n) == 8 and n[:7].isdigit() and n[7].isalpha() and _stdnum_valid("es.dni", "0" + n)
+
+
+_NRIC_LETTERS = {"S": (0, "JZIHGFEDCBA"), "T": (4, "JZIHGFEDCBA"),
+                 "F": (0, "XWUTRQPNMLK"), "G": (4, "XWUTRQPNMLK")}  # fmt: skip
+
+
+def _sg_nric(value: str) -> bool:
+    """Singapore NRIC / FIN: a series letter, seven digits and a check letter."""
+    n = _compact(value)
+    if len(n) != 9 or n[0] not in _NRIC_LETTERS or not n[1:8].isdigit():
+        return False
+    offset, letters = _NRIC_LETTERS[n[0]]
+    total = offset + sum(int(d) * w for d, w in zip(n[1:8], (2, 7, 6, 5, 4, 3, 2), strict=True))
+    return n[8] == letters[total % 11]
+
+
+_NINO_FIRST = frozenset("ABCEGHJKLMNOPRSTWXYZ")
+_NINO_SECOND = frozenset("ABCEGHJKLMNPRSTWXYZ")
+_NINO_NEVER = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
+
+
+def _gb_nino(value: str) -> bool:
+    """UK National Insurance number: two prefix letters HMRC allocates, six digits, A-D."""
+    n = _compact(value)
+    return (
+        len(n) == 9
+        and n[0] in _NINO_FIRST
+        and n[1] in _NINO_SECOND
+        and n[:2] not in _NINO_NEVER
+        and n[2:8].isdigit()
+        and n[8] in "ABCD"
+    )
+
+
+def _letter_number(letter: str) -> str:
+    return f"{ord(letter) - 64:02d}"
+
+
+def _de_rvnr(value: str) -> bool:
+    """German pension insurance number: area, birth date DDMMYY, the surname's initial, a
+    serial and a check digit over all of them (the letter counted as its place, A=01)."""
+    n = _compact(value)
+    if len(n) != 12 or not (n[:8].isdigit() and n[8].isalpha() and n[9:].isdigit()):
+        return False
+    if not 1 <= int(n[4:6]) <= 12:
+        return False
+    digits = n[:8] + _letter_number(n[8]) + n[9:11]
+    weights = (2, 1, 2, 5, 7, 1, 2, 1, 2, 1, 2, 1)
+    total = sum(_digit_sum(int(d) * w) for d, w in zip(digits, weights, strict=True))
+    return total % 10 == int(n[11])
+
+
+def _de_kvnr(value: str) -> bool:
+    """German health insurance number (eGK): a letter, eight digits and a check digit."""
+    n = _compact(value)
+    if len(n) != 10 or not n[0].isalpha() or not n[1:].isdigit():
+        return False
+    digits = _letter_number(n[0]) + n[1:9]
+    total = sum(_digit_sum(int(d) * (1 + i % 2)) for i, d in enumerate(digits))
+    return total % 10 == int(n[9])
+
+
+def _gb_dvla(value: str) -> bool:
+    """UK driving licence number: five letters of the surname (9-padded), the birth
+    decade, month (+50 for women), day and year digit, two initials (9-padded), a digit
+    and two check characters."""
+    n = _compact(value)
+    padded_letters = n[:5] + n[11:13]
+    if len(n) != 16 or not n[0].isalpha() or not n[5:11].isdigit():
+        return False
+    if not all(c == "9" or "A" <= c <= "Z" for c in padded_letters):
+        return False
+    month = int(n[6:8]) % 50
+    return 1 <= month <= 12 and 1 <= int(n[8:10]) <= 31 and n[13].isdigit() and n[14:].isalnum()
+
+
+def _au_medicare(value: str) -> bool:
+    """Australian Medicare card number: 2-6, seven digits, a check digit, an issue digit."""
+    n = _compact(value)
+    if len(n) != 10 or not n.isdigit() or n[0] not in "23456":
+        return False
+    weights = (1, 3, 7, 9, 1, 3, 7, 9)
+    return sum(int(d) * w for d, w in zip(n[:8], weights, strict=True)) % 10 == int(n[8])
+
+
+_KR_LICENCE_REGIONS = frozenset([*range(11, 27), 28])
+
+
+def _kr_driver(value: str) -> bool:
+    """Korean driver's licence: region, year, serial and check, 2-2-6-2 (no checksum that
+    is published: the region code is what it proves)."""
+    n = _compact(value)
+    return len(n) == 12 and n.isdigit() and int(n[:2]) in _KR_LICENCE_REGIONS
+
+
+def _de_idnr_check(value: str) -> bool:
+    """The German tax id's check digit alone (ISO 7064 mod 11,10), for a named number."""
+    n = _compact(value)
+    return len(n) == 11 and n.isdigit() and n[0] != "0" and _stdnum_valid("iso7064.mod_11_10", n)
+
+
+def _ph_tin(value: str) -> bool:
+    """Philippine TIN: eight digits, a mod-11 check digit (weights 9..2), a branch code."""
+    n = _compact(value)
+    if len(n) not in (9, 12) or not n.isdigit():
+        return False
+    return sum(int(d) * w for d, w in zip(n, range(9, 1, -1), strict=False)) % 11 == int(n[8])
+
+
+def _stdnum_valid(name: str, value: str) -> bool:
+    try:
+        return bool(importlib.import_module(f"stdnum.{name}").is_valid(value))
+    except Exception:  # a validator refusing odd input refuses the candidate
+        return False
+
+
+def _grouped(*sizes: int, sep: str = "-") -> Callable[[str], str]:
+    def format_(value: str) -> str:
+        n, out, at = _compact(value), [], 0
+        for size in sizes:
+            out.append(n[at : at + size])
+            at += size
+        return sep.join(out)
+
+    return format_
+
+
+_LOCAL: dict[str, tuple[Callable[[str], bool], Callable[[str], str] | None]] = {
+    "kr.rrn": (_kr_rrn, _grouped(6, 7)),
+    "us.itin": (_us_itin, _grouped(3, 2, 4)),
+    "es.dni7": (_es_dni7, None),
+    "sg.nric": (_sg_nric, None),
+    "gb.nino": (_gb_nino, _grouped(2, 2, 2, 2, 1, sep=" ")),
+    "de.rvnr": (_de_rvnr, None),
+    "gb.dvla": (_gb_dvla, None),
+    "au.medicare": (_au_medicare, _grouped(4, 5, 1, sep=" ")),
+    "kr.driver": (_kr_driver, _grouped(2, 2, 6, 2)),
+    "de.kvnr": (_de_kvnr, None),
+    "de.idnr-check": (_de_idnr_check, None),
+    "ph.tin": (_ph_tin, None),
+}
 
 
 def _alternation(phrases: str) -> re.Pattern[str]:
@@ -91,8 +295,22 @@ _ID_CONTEXT = _alternation(
     "fiscal code, hetu, henkilötunnus, tc kimlik, kimlik, fødselsnummer, pnr, steuer-id, "
     "steuer id, steueridentifikationsnummer, steuernummer, idnr, sozialversicherungsnummer, "
     "assurance sociale, numéro de sécurité sociale, documento de identidad, "
-    "身份证, 身份证号, 护照, 税号, 纳税人识别号, 社保, 社会保障号, 驾照, 证件号"
+    "frn, foreign registration, nric, nino, egk, kvnr, krankenversicherungsnummer, "
+    "versichertennummer, rentenversicherungsnummer, "
+    "身份证, 身份证号, 护照, 税号, 纳税人识别号, 社保, 社会保障号, 驾照, 证件号, "
+    "주민등록번호, 외국인등록번호, 운전면허, 여권번호, เลขประจำตัวประชาชน, บัตรประชาชน"
 )
+# Naming undone: "not a TIN 123456789" says the number is not one ("invalid" or "fake"
+# judge a number that may still be someone's: those go).
+_NEGATED = re.compile(r"(?<![a-z])not an?\s+$")
+# A name after the number counts when a copula links them ("X is my passport number",
+# "X es mi número de pasaporte", "X är mitt pnr"): a few words, one clause.
+_COPULA_AFTER = re.compile(
+    r"\s*(?:[:=]|(?:is|was|es|är|ist|est|è|er)(?![a-z]))(?:\s+[^\s\d,.;:]+){0,4}?\s+$"
+)
+_LOOKAHEAD = 40
+# Numbers a document noun claims after its first: "passports: X and Y".
+_LIST_JOIN = re.compile(r"\s*(?:,|&|/|and|or|und|y|et|e|och|og)\s*")
 # Words that name something else: a number after one of them is not an id.
 _NOT_AN_ID = _alternation(
     "order, tracking, invoice, ref, reference, booking, confirmation, shipment, parcel, "
@@ -118,9 +336,11 @@ _CLAUSE_STOPS = ("\n", ". ", ", ", "; ", "，", "。", "；")
 _LOOKBACK = 48
 # Tokens with a digit joined by one separator, and a check letter after a dash
 # ("55555555-K"): prose words between numbers end a candidate.
+# Two letters before a space and one after may be the id's own (a UK NINO, "AB 12 34 56 C").
 _CANDIDATE = re.compile(
-    r"(?<![A-Za-z0-9])[A-Za-z]*\d[A-Za-z0-9]*(?:[ \-./][A-Za-z]*\d[A-Za-z0-9]*)*"
-    r"(?:-[A-Za-z]{1,2})?(?![A-Za-z0-9])"
+    r"(?<![A-Za-z0-9])(?:[A-Za-z]{2} (?=\d))?[A-Za-z]*\d[A-Za-z0-9]*"
+    r"(?:[ \-./][A-Za-z]*\d[A-Za-z0-9]*)*"
+    r"(?:-[A-Za-z]{1,2}| [A-Za-z](?![A-Za-z0-9]))?(?![A-Za-z0-9])"
 )
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 # Six digits with nothing but letters and single separators between them: what every
@@ -160,18 +380,58 @@ def find(text: str, low: str) -> Iterator[tuple[int, int, str]]:
 
 def _document_numbers(text: str, low: str) -> Iterator[tuple[int, int, str]]:
     """The number a document noun claims: the first token of six digits or more within
-    its clause ("my passport number is CD7654321", "대한민국 여권 S87654321")."""
+    its clause ("my passport number is CD7654321", "대한민국 여권 S87654321"), those
+    listed after it ("passports: X and Y"), or the one a copula links it to before it
+    ("X is my passport number")."""
     for noun in _DOCUMENT.finditer(low):
         if _NOT_AN_ID.search(low[max(0, noun.start() - 16) : noun.start()]):
             continue  # "order licence 123456": another thing's number
+        before = _linked_before(text, low, noun.start())
+        if before is not None:
+            yield before
         for n, m in enumerate(_DOCUMENT_NUMBER.finditer(text, noun.end())):
             gap = text[noun.end() : m.start()]
             if n >= _DOCUMENT_REACH or any(stop in gap for stop in _CLAUSE_STOPS):
                 break
-            token = m.group(0)
-            if sum(c.isdigit() for c in token) >= _MIN_DIGITS and not _ISO_DATE.fullmatch(token):
+            if _document_number(m.group(0)):
                 yield m.start(), m.end(), "id_number"
+                yield from _listed_after(text, m.end())
                 break
+
+
+def _document_number(token: str) -> bool:
+    return sum(c.isdigit() for c in token) >= _MIN_DIGITS and not _ISO_DATE.fullmatch(token)
+
+
+def _listed_after(text: str, end: int) -> Iterator[tuple[int, int, str]]:
+    while (join := _LIST_JOIN.match(text, end)) is not None and join.end() > end:
+        m = _DOCUMENT_NUMBER.match(text, join.end())
+        if m is None or not _document_number(m.group(0)):
+            return
+        yield m.start(), m.end(), "id_number"
+        end = m.end()
+
+
+def _linked_before(text: str, low: str, noun_start: int) -> tuple[int, int, str] | None:
+    """The document number a copula links to a noun after it, in the same clause."""
+    window_start = max(0, noun_start - _LOOKAHEAD)
+    last = None
+    for m in _DOCUMENT_NUMBER.finditer(text, window_start, noun_start):
+        if _document_number(m.group(0)):
+            last = m
+    if last is None or not _COPULA_AFTER.fullmatch(low, last.end(), noun_start):
+        return None
+    if _NOT_AN_ID.search(low[max(0, last.start() - 16) : last.start()]):
+        return None
+    return last.start(), last.end(), "id_number"
+
+
+def _named_after(low: str, end: int) -> bool:
+    """Whether words after the number name an id, linked to it by a copula."""
+    after = low[end : end + _LOOKAHEAD]
+    for m in _ID_CONTEXT.finditer(after):
+        return _COPULA_AFTER.fullmatch(after, 0, m.start()) is not None
+    return False
 
 
 def _in_candidate(
@@ -182,17 +442,22 @@ def _in_candidate(
 ) -> Iterator[tuple[int, int, str]]:
     taken_until = -1
     n = len(tokens)
+    # Tokens joined by a dash, dot or slash are one number: an id is the whole of such a
+    # group or none of it ("000-123-457-000" holds no SSN in its middle).
+    joined = [text[tokens[k][1] : tokens[k + 1][0]] in _JOINERS for k in range(n - 1)]
     for i in range(n):
-        if tokens[i][0] < taken_until:
+        if tokens[i][0] < taken_until or (i > 0 and joined[i - 1]):
             continue
         # The longest run of tokens from i that an id validator accepts.
         for j in range(min(n, i + _MAX_TOKENS), i, -1):
+            if j < n and joined[j - 1] and not text[tokens[j][0] : tokens[j][1]].isalpha():
+                continue  # a check letter after a dash may still be left off
             start, end = tokens[i][0], tokens[j - 1][1]
             compact = "".join(text[a:b] for a, b in tokens[i:j])
             validators = lengths.get(len(compact))
             if validators is None or sum(c.isdigit() for c in compact) < _MIN_DIGITS:
                 continue
-            kind = _identify(validators, text[start:end], compact, low, start)
+            kind = _identify(validators, text[start:end], compact, low, start, end)
             if kind is not None:
                 yield start, end, kind
                 taken_until = end
@@ -200,12 +465,17 @@ def _in_candidate(
 
 
 def _identify(
-    validators: tuple[_Validator, ...], written: str, compact: str, low: str, start: int
+    validators: tuple[_Validator, ...], written: str, compact: str, low: str, start: int, end: int
 ) -> str | None:
     before = low[max(0, start - _LOOKBACK) : start]
-    named = _ID_CONTEXT.search(before) is not None
+    names = list(_ID_CONTEXT.finditer(before))
+    name = names[-1] if names else None
+    if name is not None and _NEGATED.search(before, 0, name.start()):
+        return None
+    named = name is not None
     if not named and _NOT_AN_ID.search(before):
         return None
+    named = named or _named_after(low, end)
     letters = not compact.isdigit()
     for v in validators:
         # As written first: a separator may be part of the id (the century sign of a
@@ -231,6 +501,7 @@ def _valid(v: _Validator, candidate: str) -> bool:
 
 
 _SPACE_OR_DASH = re.compile(r"[ \-]")
+_JOINERS = frozenset("-./")
 
 
 def _formatted_as(v: _Validator, compact: str, written: str) -> bool:

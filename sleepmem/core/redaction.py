@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import ahocorasick_rs
-from stdnum import iban, luhn
+from stdnum import bitcoin, iban, luhn
 
 from sleepmem.core import credentials, idnumbers
 
@@ -304,6 +304,7 @@ _API_KEY = re.compile(
     r"sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"  # OpenAI, Anthropic
     r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe, test keys too
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}"  # AWS key ids
+    r"|ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{100,}={0,2}"  # AWS Bedrock: "BedrockAPIKey-"
     r"|github_pat_[A-Za-z0-9_]{22,}|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub fine-grained
     r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack, any digit grouping
     r"|AIza[0-9A-Za-z_\-]{35}"  # Google
@@ -319,7 +320,9 @@ _AZURE = re.compile(
     r"(?i)(?:AccountKey|SharedAccessKey|(?<![a-z])sig)=([A-Za-z0-9%+/]{16,}(?:={1,2}|%3D){0,2})"
 )
 _SLACK_WEBHOOK = "hooks.slack.com"
-_CARD = re.compile(r"(?<![A-Za-z0-9.\-])[2-6]\d{3}(?:[ \-\u3000]?\d){9,15}(?![A-Za-z0-9])")
+_CARD = re.compile(r"(?<![A-Za-z0-9.\-])[1-6]\d{3}(?:[ \-\u3000]?\d){9,15}(?![A-Za-z0-9])")
+# The country code and check digits an IBAN opens with: the digits after them are its body.
+_IBAN_HEAD = re.compile(r"[A-Z]{2}\d{2}[ \-]\Z")
 _DIGIT_GROUP = re.compile(r"\d+")
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \-]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 _IBAN_GROUP = re.compile(r"[A-Z0-9]+")
@@ -429,7 +432,7 @@ def _random_enough(token: str) -> bool:
 # Substring guards: a rule runs only if its trigger is present. Grouped by a character the
 # whole group needs, so a plain sentence costs a dozen ``in`` tests (~1 µs) and no scan.
 _DASHED_PREFIXES = _words("sk- sk_ rk_ pk_ ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ glpat- xox hf_")
-_UPPER_PREFIXES = _words("AKIA ASIA AGPA AIDA AROA AIza")
+_UPPER_PREFIXES = _words("AKIA ASIA AGPA AIDA AROA AIza ABSK")
 _KEY_WORDS = _words("key token secret 密钥 秘钥 令牌")
 _PASS_WORDS = _words("pass pwd pw pin 密码 口令 暗码")
 _HEADER_WORDS = _words("cookie authorization")
@@ -508,6 +511,17 @@ def _longest_run(text: str) -> int:
     return max((len(m) for m in _LONG_RUN.findall(text)), default=0)
 
 
+def _public_address(token: str) -> bool:
+    """A Bitcoin address that passes its own checksum (base58check or bech32): what one
+    is paid to, published by its owner; the key that spends from it is another string."""
+    if not 26 <= len(token) <= 90 or token[0] not in "13bB":
+        return False
+    try:
+        return bool(bitcoin.is_valid(token))
+    except Exception:  # a validator refusing odd input refuses the token
+        return False
+
+
 def _luhn_ok(digits: str) -> bool:
     try:
         return bool(luhn.is_valid(digits))
@@ -548,6 +562,11 @@ _NETWORKS: tuple[tuple[tuple[int, int], frozenset[int]], ...] = (
     ((300, 305), frozenset({14})),  # Diners Club
     ((36, 36), frozenset({14})),
     ((38, 39), frozenset({14, 16})),
+    ((1, 1), frozenset({15})),  # UATP
+    ((50, 50), frozenset({16, 17, 18, 19})),  # Maestro, Dankort (5019)
+    ((56, 58), frozenset({16, 17, 18, 19})),  # Maestro
+    ((67, 67), frozenset({16, 17, 18, 19})),  # Maestro (UK 6759)
+    ((2200, 2204), frozenset({16, 17, 18, 19})),  # Mir
 )
 
 
@@ -676,6 +695,8 @@ class _Finder:
 
     def cards(self) -> None:
         for m in _CARD.finditer(self.text):
+            if _IBAN_HEAD.search(self.text, max(0, m.start() - 5), m.start()):
+                continue  # "RS35 2600 0560 …": an IBAN's body, whatever its checksum says
             raw = m.group(0)
             groups = list(_DIGIT_GROUP.finditer(raw))
             # A run may swallow a trailing number ("4111 1111 1111 1111 2024"): drop groups
@@ -708,6 +729,8 @@ class _Finder:
     def random_tokens(self) -> None:
         for m in _ENTROPY_TOKEN.finditer(self.text):
             token = m.group(0)
+            if _public_address(token):
+                continue
             if _random_enough(token.rstrip("=")):
                 self.spans.append((*m.span(), "secret"))
             elif "/" in token or "." in token or "=" in token:

@@ -1,0 +1,64 @@
+"""Secrets and public strings told apart by what they are: a card network's issuer range,
+an IBAN's head, a Bitcoin address's checksum, a provider's key prefix."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+from stdnum import luhn
+
+from sleepmem.core.redaction import redact
+
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def _card(prefix: str, length: int, rng: random.Random) -> str:
+    body = prefix + "".join(rng.choice("0123456789") for _ in range(length - len(prefix) - 1))
+    return body + luhn.calc_check_digit(body)
+
+
+def _base58check(payload: bytes) -> str:
+    raw = payload + hashlib.sha256(hashlib.sha256(payload).digest()).digest()[:4]
+    n, out = int.from_bytes(raw, "big"), ""
+    while n:
+        n, r = divmod(n, 58)
+        out = _BASE58[r] + out
+    return "1" * (len(raw) - len(raw.lstrip(b"\0"))) + out
+
+
+class TestCardNetworks:
+    def test_cards_of_the_smaller_networks_are_cards(self) -> None:
+        rng = random.Random(3)
+        for prefix, length in (("1", 15), ("5019", 16), ("6759", 16), ("2201", 16), ("57", 18)):
+            number = _card(prefix, length, rng)
+            assert number not in redact(f"paid with {number}").text, (prefix, number)
+
+    def test_the_digits_after_an_ibans_head_are_no_card(self) -> None:
+        rng = random.Random(4)
+        for _ in range(20):
+            card = _card("4", 16, rng)
+            grouped = " ".join(card[i : i + 4] for i in range(0, 16, 4))
+            assert "card_number" not in redact(f"GB71 {grouped} 12").kinds
+
+
+class TestBitcoinAddresses:
+    def test_an_address_that_passes_its_checksum_is_kept(self) -> None:
+        rng = random.Random(6)
+        for version in (b"\x00", b"\x05"):  # pay-to-key-hash "1…", pay-to-script "3…"
+            address = _base58check(version + rng.randbytes(20))
+            text = f"send it to {address} please"
+            assert redact(text).text == text
+
+    def test_the_same_shape_failing_the_checksum_is_still_a_secret(self) -> None:
+        rng = random.Random(6)
+        address = _base58check(b"\x00" + rng.randbytes(20))
+        broken = address[:-3] + ("A" if address[-3] != "A" else "B") + address[-2:]
+        assert broken not in redact(f"send it to {broken} please").text
+
+
+class TestProviderPrefixes:
+    def test_an_aws_bedrock_key_goes_by_its_prefix_random_or_not(self) -> None:
+        # "ABSK" and base64 of "BedrockAPIKey-": the body need not look random.
+        key = "ABSKQmVkcm9ja0FQSUtleS1" + ("Sample" * 18) + "="
+        assert "Sample" not in redact(f"use {key} for bedrock").text
