@@ -191,6 +191,26 @@ class TestAFilteredSearchOverManyRows:
         assert len(search({"parity": {"$ne": "odd"}})) == 150 and len(read) == 300
 
 
+class TestAQueryOnIndexedFields:
+    def test_field_paths_read_the_text_langgraph_reads_there(self) -> None:
+        doc = {"title": "Lyon walk", "body": "bring the cat",
+               "chapters": [{"text": "river kayak"}, {"text": "old town"}],
+               "meta": {"tags": ["canoe", "bridge"]}, "count": 7}
+
+        def words(*fields: str) -> set[str]:
+            return repo.indexed_words(doc, fields=list(fields))
+
+        assert words("$") == repo.indexed_words(doc, fields=None) == repo.words(doc)
+        assert repo.indexed_words(doc, fields=[]) == set()
+        assert "cat" not in words("title") and "lyon" in {w.lower() for w in words("title")}
+        assert words("chapters[*].text") == words("chapters[0].text") | words("chapters[1].text")
+        assert words("{title,body}") == words("title") | words("body")
+        assert words("meta.tags[-1]") == words("meta.tags[1]") != words("meta.tags[0]")
+        assert words("missing", "meta.tags[9]") == set()
+        assert repo.query_score(doc, "cat", fields=["title"]) == 0.0
+        assert repo.query_score(doc, "cat", fields=["title", "body"]) == 1.0
+
+
 class TestIndexIsKeptOnBothDatabases:
     def test_index_false_hides_from_queries_and_fields_narrow_them(self, values: Values) -> None:
         values.put_value(NS, "off", {"title": "Lyon"}, scope=SCOPE, index=False)
