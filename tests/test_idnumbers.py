@@ -195,3 +195,30 @@ class TestADashedNumberIsOneNumber:
 
     def test_a_check_letter_after_a_dash_still_belongs_to_the_id(self) -> None:
         assert _gone("DNI 12345678-Z", "12345678-Z")
+
+
+class TestMedicareBeneficiaryIds:
+    @pytest.mark.parametrize("value", ["5KT3-WX8-RD21", "5KT3WX8RD21", "5kt3wx8rd21"])
+    def test_the_cms_layout_is_enough_with_or_without_dashes(self, value: str) -> None:
+        assert _gone(f"beneficiary {value} seen today", value)
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "5ST3-WX8-RD21",  # S is never an MBI letter
+            "0KT3-WX8-RD21",  # nor 0 its first digit
+            "5KT3-WX8RD21",  # one dash without the other
+            "5KT3-WX8-RD210",  # a twelfth character
+        ],
+    )
+    def test_other_layouts_stay(self, text: str) -> None:
+        assert redact(text).text == text
+
+
+class TestNationalityNamesTheId:
+    def test_a_countrys_id_named_by_its_nationality_goes(self) -> None:
+        assert _gone("my Polish ID is 44051401458", "44051401458")
+        assert _gone("RSA ID: 8501015800085", "8501015800085")
+
+    def test_a_bare_id_word_does_not(self) -> None:
+        assert redact("user ID 44051401458").text == "user ID 44051401458"

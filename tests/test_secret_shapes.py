@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from stdnum import luhn
+from stdnum import iban, luhn
 
 from sleepmem.core.redaction import redact
 
@@ -62,3 +62,17 @@ class TestProviderPrefixes:
         # "ABSK" and base64 of "BedrockAPIKey-": the body need not look random.
         key = "ABSKQmVkcm9ja0FQSUtleS1" + ("Sample" * 18) + "="
         assert "Sample" not in redact(f"use {key} for bedrock").text
+
+
+class TestIbans:
+    def test_an_iban_of_a_bank_missing_from_stdnums_registry_is_still_an_iban(self) -> None:
+        # Bank code 539 is not in stdnum's Belgian snapshot; structure and mod 97 hold.
+        bban = "5394417209"
+        bban += f"{int(bban) % 97 or 97:02d}"
+        number = "BE" + iban.calc_check_digits("BE00" + bban) + bban
+        assert not iban.is_valid(number)
+        assert number not in redact(f"pay into {number}").text
+
+    def test_an_iban_failing_mod_97_stays(self) -> None:
+        text = "pay into BE54539441720953"  # the check digits above, off by one
+        assert redact(text).text == text

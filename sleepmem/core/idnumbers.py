@@ -282,6 +282,12 @@ def _alternation(phrases: str) -> re.Pattern[str]:
     return re.compile(r"(?<![a-z])(?:" + "|".join(english) + r")(?![a-z])|" + "|".join(other))
 
 
+_NATIONALITIES = (
+    "american, australian, belgian, brazilian, british, canadian, chinese, danish, dutch, "
+    "filipino, finnish, french, german, indian, irish, italian, korean, mexican, norwegian, "
+    "philippine, polish, rsa, singapore, singaporean, south african, spanish, swedish, thai, "
+    "turkish, uk, us"
+)
 # Words that name an id: a number after one of them is the id it names when its
 # country's validator accepts it.
 _ID_CONTEXT = _alternation(
@@ -295,10 +301,13 @@ _ID_CONTEXT = _alternation(
     "fiscal code, hetu, henkilötunnus, tc kimlik, kimlik, fødselsnummer, pnr, steuer-id, "
     "steuer id, steueridentifikationsnummer, steuernummer, idnr, sozialversicherungsnummer, "
     "assurance sociale, numéro de sécurité sociale, documento de identidad, "
-    "frn, foreign registration, nric, nino, egk, kvnr, krankenversicherungsnummer, "
+    "frn, foreign registration, resident number, residence permit, nric, nino, egk, kvnr, "
+    "krankenversicherungsnummer, "
     "versichertennummer, rentenversicherungsnummer, "
     "身份证, 身份证号, 护照, 税号, 纳税人识别号, 社保, 社会保障号, 驾照, 证件号, "
-    "주민등록번호, 외국인등록번호, 운전면허, 여권번호, เลขประจำตัวประชาชน, บัตรประชาชน"
+    "주민등록번호, 외국인등록번호, 운전면허, 여권번호, เลขประจำตัวประชาชน, บัตรประชาชน, "
+    # "Thai ID", "Turkish ID": an id of a country whose ids are checked here.
+    + ", ".join(f"{nationality} id" for nationality in _NATIONALITIES.split(", "))
 )
 # Naming undone: "not a TIN 123456789" says the number is not one ("invalid" or "fake"
 # judge a number that may still be someone's: those go).
@@ -355,6 +364,23 @@ CLASSES = bytes(
 )
 LETTERS = bytes(range(0x41, 0x5B)) + bytes(range(0x61, 0x7B))
 DENSE_CLASSES = re.compile(rb"d(?:s?d){5}")
+
+
+# A US Medicare Beneficiary Identifier: eleven characters, each position of a fixed class
+# (CMS: a digit 1-9, letters but S L O I B Z, either, a digit; a letter, either, a digit; two
+# letters, two digits). No other text takes that layout; it holds as few as five digits, so
+# it has its own scan, run on texts of five digits or more.
+_MBI_LETTER = "AC-HJKMNP-RT-Yac-hjkmnp-rt-y"
+MBI = re.compile(
+    rf"(?<![A-Za-z0-9])[1-9][{_MBI_LETTER}][{_MBI_LETTER}0-9]\d(-?)[{_MBI_LETTER}]"
+    rf"[{_MBI_LETTER}0-9]\d\1[{_MBI_LETTER}]{{2}}\d{{2}}(?![A-Za-z0-9])"
+)
+MBI_MIN_DIGITS = 5
+
+
+def medicare_beneficiary_ids(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in MBI.finditer(text):
+        yield m.start(), m.end(), "health_id"
 
 
 def may_hold_one(text: str, ascii_bytes: bytes | None = None) -> bool:

@@ -721,7 +721,9 @@ class _Finder:
             groups = list(_IBAN_GROUP.finditer(raw))
             while groups:
                 candidate = raw[: groups[-1].end()]
-                if iban.is_valid(candidate):
+                # Structure and mod 97, not stdnum's bank registries: a bank missing from
+                # their snapshot still holds accounts.
+                if iban.is_valid(candidate, check_country=False):
                     self.spans.append((m.start(), m.start() + len(candidate), "iban"))
                     break
                 groups.pop()
@@ -806,13 +808,15 @@ def _numbers_worth_scanning(text: str) -> bool:
         digits >= _ID_MIN_DIGITS
         and idnumbers.DENSE_CLASSES.search(raw.translate(idnumbers.CLASSES, idnumbers.LETTERS))
         is not None
-    )
+    ) or (digits >= idnumbers.MBI_MIN_DIGITS and idnumbers.MBI.search(text) is not None)
 
 
 def _digits_worth_scanning(text: str, digits: int, ascii_bytes: bytes | None = None) -> bool:
     # Ten digits may make an IBAN or a card; from six, only when close together (an id).
-    return digits >= _IBAN_MIN_DIGITS or (
-        digits >= _ID_MIN_DIGITS and idnumbers.may_hold_one(text, ascii_bytes)
+    return (
+        digits >= _IBAN_MIN_DIGITS
+        or (digits >= _ID_MIN_DIGITS and idnumbers.may_hold_one(text, ascii_bytes))
+        or (digits >= idnumbers.MBI_MIN_DIGITS and idnumbers.MBI.search(text) is not None)
     )
 
 
@@ -1059,6 +1063,8 @@ def _redact_segment(text: str, low: str) -> RedactionResult:
         f.ibans()
     if digits >= _ID_MIN_DIGITS and idnumbers.may_hold_one(text):
         f.id_numbers()
+    if digits >= idnumbers.MBI_MIN_DIGITS:
+        f.spans.extend(idnumbers.medicare_beneficiary_ids(text))
     if run >= _ENTROPY_MIN_RUN:
         f.random_tokens()
     return f.result()
