@@ -336,6 +336,30 @@ def locomo_turns(path: Path) -> Iterator[str]:
                         yield str(turn["text"])
 
 
+def order_ids(n: int = 1000, seed: int = 11) -> list[str]:
+    """Random order ids of the shapes shops issue: digit runs of 6-18, a letter prefix and
+    digits, a date then a serial, dash-joined groups. Some pass an id's checksum by chance."""
+    rng = random.Random(seed)
+
+    def digits(k: int) -> str:
+        return _pick(rng, "0123456789", k)
+
+    out = []
+    for _ in range(n):
+        shape = rng.randrange(4)
+        if shape == 0:
+            out.append(digits(rng.randint(6, 18)))
+        elif shape == 1:
+            prefix = _pick(rng, "ABCDEFGHIJKLMNOPQRSTUVWXYZ", rng.randint(1, 3))
+            out.append(prefix + digits(rng.randint(6, 10)))
+        elif shape == 2:
+            day = f"{rng.randint(2015, 2026)}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}"
+            out.append(day + digits(rng.randint(3, 6)))
+        else:
+            out.append("-".join(digits(rng.randint(3, 5)) for _ in range(rng.randint(2, 4))))
+    return out
+
+
 def run_secret_bench(*, per_kind: int = 7, seed: int = 11, locomo: Path | None) -> dict[str, Any]:
     """Redaction alone: secrets left per kind, and the share of benign turns changed."""
     cases = secret_corpus(per_kind=per_kind, seed=seed)
@@ -345,6 +369,14 @@ def run_secret_bench(*, per_kind: int = 7, seed: int = 11, locomo: Path | None) 
         "kinds": len(kinds()),
         "missed": len(missed),
         "missed_kinds": sorted({c.kind for c in missed}),
+    }
+    # Named as orders they must stay; bare, with no word to say what they are, a few that
+    # pass a card's or an id's checks go (reported, not a target).
+    orders = order_ids(seed=seed)
+    out["order_ids"] = {
+        "ids": len(orders),
+        "redacted_named": sum(bool(redact(f"your order {o} has shipped").kinds) for o in orders),
+        "redacted_bare": sum(bool(redact(o).kinds) for o in orders),
     }
     if locomo is not None:
         turns = list(locomo_turns(locomo))
