@@ -731,6 +731,10 @@ class Resolver:
         if explicit or not high or cand.trust != Trust.high.value:
             self._supersede(members, cand)
             return
+        if _restates_own_taste(members, cand):
+            self._supersede(members, cand,
+                            reason="the same person's later word on their own preference")
+            return
         self._conflict(members, cand)
 
     def _supersede(self, members: list[Memory], cand: Candidate, *, reason: str = "") -> None:
@@ -1066,6 +1070,19 @@ def _shifts(cand: Candidate) -> bool:
     last = _said(cand)
     changed = cand.change or bool(cand.details.get("feedback")) or _corrects(last)
     return changed and not _ADDITIVE.search(last)
+
+
+def _restates_own_taste(members: list[Memory], cand: Candidate) -> bool:
+    """Whether ``cand`` is its speaker's later word on a preference only they stated. A
+    taste is theirs to change, and saying another value later is changing it: the two
+    disagree over time, not as two sources do at one time (a user and a trusted tool,
+    DESIGN rule 2's conflict set). Facts keep the conflict: a second value said without a
+    change may be a mistake or a second one the slot cannot hold."""
+    speaker = cand.details.get("speaker")
+    return cand.type == "preference" and cand.source == "user" and all(
+        m.type == "preference" and m.source == "user" and m.details.get("speaker") == speaker
+        and m.valid_from < cand.valid_from and not set(m.provenance) & set(cand.provenance)
+        for m in members)
 
 
 def _content_words(text: str) -> list[str]:

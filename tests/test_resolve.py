@@ -110,6 +110,29 @@ class TestChanges:
         assert {m.status for m in sides} == {"pending_confirmation"}
         assert len({m.conflict_set for m in sides}) == 1
 
+    def test_a_persons_later_word_on_their_own_preference_replaces_it(self) -> None:
+        r = run([cand("Prefers window seats.", type="preference", attribute="seat",
+                      value="window"),
+                 cand("Prefers aisle seats.", type="preference", attribute="seat",
+                      value="aisle", valid_from=T0 + timedelta(days=30))])
+        [mem] = current_in_slot(r, "seat")
+        assert mem.statement == "Prefers aisle seats." and mem.version == 2
+        assert r.plan.audits[-1].reason == "the same person's later word on their own preference"
+
+    def test_two_preferences_said_at_once_or_a_later_fact_still_ask_which_holds(
+        self,
+    ) -> None:
+        at_once = run([cand("Prefers window seats.", type="preference", attribute="seat",
+                            value="window"),
+                       cand("Prefers aisle seats.", type="preference", attribute="seat",
+                            value="aisle")])
+        later_fact = run([cand("Lives in Porto.", attribute="residence", value="porto"),
+                          cand("Lives in Braga.", attribute="residence", value="braga",
+                               valid_from=T0 + timedelta(days=30))])
+        for r, slot in ((at_once, "seat"), (later_fact, "residence")):
+            sides = current_in_slot(r, slot)
+            assert {m.status for m in sides} == {"pending_confirmation"} and len(sides) == 2
+
     def test_a_low_trust_statement_never_supersedes_a_high_trust_one(self) -> None:
         r = run([cand("Prefers detailed answers.", attribute="answer_length", value="detailed"),
                  cand("Might prefer short answers.", attribute="answer_length", value="short",
