@@ -193,6 +193,10 @@ class TestADashedNumberIsOneNumber:
         )
         assert _gone("ssn 536-90-4399", "536-90-4399")
 
+    def test_dots_may_stand_for_the_national_formats_dashes_all_of_them(self) -> None:
+        assert _gone("536.90.4399", "536.90.4399")
+        assert redact("536-90.4399").text == "536-90.4399"
+
     def test_a_check_letter_after_a_dash_still_belongs_to_the_id(self) -> None:
         assert _gone("DNI 12345678-Z", "12345678-Z")
 

@@ -56,6 +56,36 @@ class TestBitcoinAddresses:
         broken = address[:-3] + ("A" if address[-3] != "A" else "B") + address[-2:]
         assert broken not in redact(f"send it to {broken} please").text
 
+    def test_a_taproot_address_that_passes_its_bech32m_checksum_is_kept(self) -> None:
+        address = _taproot(random.Random(9).randbytes(32))
+        assert redact(f"send it to {address} please").text == f"send it to {address} please"
+        broken = address[:-1] + ("q" if address[-1] != "q" else "p")
+        assert broken not in redact(f"send it to {broken} please").text
+
+
+_BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+_BECH32_GENERATOR = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)
+
+
+def _polymod(values: list[int]) -> int:
+    chk = 1
+    for value in values:
+        top = chk >> 25
+        chk = (chk & 0x1FFFFFF) << 5 ^ value
+        for i, g in enumerate(_BECH32_GENERATOR):
+            chk ^= g if (top >> i) & 1 else 0
+    return chk
+
+
+def _taproot(program: bytes) -> str:
+    """A witness version 1 address (BIP 350), encoded here from its definition."""
+    bits = "".join(f"{b:08b}" for b in program)
+    bits += "0" * (-len(bits) % 5)
+    data = [1] + [int(bits[i : i + 5], 2) for i in range(0, len(bits), 5)]
+    mod = _polymod([3, 3, 0, 2, 3, *data, 0, 0, 0, 0, 0, 0]) ^ 0x2BC830A3
+    checksum = [(mod >> 5 * (5 - i)) & 31 for i in range(6)]
+    return "bc1" + "".join(_BECH32[d] for d in data + checksum)
+
 
 class TestProviderPrefixes:
     def test_an_aws_bedrock_key_goes_by_its_prefix_random_or_not(self) -> None:

@@ -526,17 +526,22 @@ def _valid(v: _Validator, candidate: str) -> bool:
         return False
 
 
-_SPACE_OR_DASH = re.compile(r"[ \-]")
+_SPACE_OR_DASH = re.compile(r"[ \-.]")
 _JOINERS = frozenset("-./")
 
 
 def _formatted_as(v: _Validator, compact: str, written: str) -> bool:
     """Whether ``written`` groups the digits as the id's national format does (the
-    dash may be a space: "130 692 544" is a SIN written as 130-692-544)."""
+    dash may be a space or a dot, the same one throughout: "130 692 544" is a SIN written
+    as 130-692-544, "693-09.4444" is no SSN)."""
     if v.format is None:
         return False
     try:
         formatted = v.format(compact)
     except Exception:  # no national format for this one
         return False
-    return _SPACE_OR_DASH.sub("-", formatted) == _SPACE_OR_DASH.sub("-", written)
+    if formatted == written:
+        return True
+    return len(set(_SPACE_OR_DASH.findall(written))) == 1 and _SPACE_OR_DASH.sub(
+        "-", formatted
+    ) == _SPACE_OR_DASH.sub("-", written)

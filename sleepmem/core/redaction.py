@@ -512,14 +512,31 @@ def _longest_run(text: str) -> int:
 
 
 def _public_address(token: str) -> bool:
-    """A Bitcoin address that passes its own checksum (base58check or bech32): what one
-    is paid to, published by its owner; the key that spends from it is another string."""
+    """A Bitcoin address that passes its own checksum (base58check, bech32 or bech32m):
+    what one is paid to, published by its owner; the key that spends from it is another
+    string."""
     if not 26 <= len(token) <= 90 or token[0] not in "13bB":
         return False
     try:
-        return bool(bitcoin.is_valid(token))
+        return bool(bitcoin.is_valid(token)) or _bech32m_address(token)
     except Exception:  # a validator refusing odd input refuses the token
         return False
+
+
+_BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+_BECH32M = 0x2BC830A3  # BIP 350: the checksum constant of witness versions 1-16
+_BC_HRP = (3, 3, 0, 2, 3)  # "bc" expanded for the checksum (BIP 173)
+
+
+def _bech32m_address(token: str) -> bool:
+    """A taproot (or later witness version) address, which stdnum does not read yet."""
+    low = token.lower()
+    if token not in (low, token.upper()) or not low.startswith("bc1") or len(low) < 14:
+        return False
+    if any(c not in _BECH32 for c in low[3:]):
+        return False
+    data = [_BECH32.index(c) for c in low[3:]]
+    return 1 <= data[0] <= 16 and bitcoin.bech32_checksum([*_BC_HRP, *data]) == _BECH32M
 
 
 def _luhn_ok(digits: str) -> bool:
