@@ -226,3 +226,20 @@ class TestNationalityNamesTheId:
 
     def test_a_bare_id_word_does_not(self) -> None:
         assert redact("user ID 44051401458").text == "user ID 44051401458"
+
+
+class TestLookAlikesThatAreNoPersonsId:
+    def test_a_spanish_companys_nif_is_published_and_stays(self) -> None:
+        from stdnum.es import cif
+
+        number = "A5820147" + cif.calc_check_digits("A5820147")[0]
+        assert cif.is_valid(number)
+        assert redact(f"invoice from supplier {number}").text == (f"invoice from supplier {number}")
+
+    @pytest.mark.parametrize("text", ["on 12 34 56 a", "my 12 34 56 b", "at 48 19 27 c"])
+    def test_a_two_letter_word_before_spaced_digits_is_no_nino_prefix(self, text: str) -> None:
+        assert redact(text).text == text
+
+    @pytest.mark.parametrize("text", ["+43 536 904 399", "call +1 130 692 544 tonight"])
+    def test_a_number_after_a_plus_is_a_phone_number(self, text: str) -> None:
+        assert redact(text).text == text

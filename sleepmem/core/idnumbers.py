@@ -124,6 +124,19 @@ def _us_itin(value: str) -> bool:
     return len(n) == 9 and n.isdigit() and n[0] == "9" and int(n[3:5]) in _ITIN_GROUPS
 
 
+def _es_nif(value: str) -> bool:
+    """A Spanish NIF of a person (DNI, NIE, K/L/M): a check letter last. A company's NIF
+    (the old CIF: a letter, seven digits, a check digit) is published, and shaped like the
+    reference numbers of a hundred other things."""
+    n = _compact(value)
+    return (
+        len(n) == 9
+        and n[-1].isalpha()
+        and (n[0].isdigit() or n[0] in "KLMXYZ")
+        and _stdnum_valid("es.nif", n)
+    )
+
+
 def _es_dni7(value: str) -> bool:
     """A DNI written without its leading zero (1234567L for 01234567L)."""
     n = _compact(value)
@@ -147,11 +160,22 @@ def _sg_nric(value: str) -> bool:
 _NINO_FIRST = frozenset("ABCEGHJKLMNOPRSTWXYZ")
 _NINO_SECOND = frozenset("ABCEGHJKLMNPRSTWXYZ")
 _NINO_NEVER = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
+# Two-letter words HMRC's prefix rules let through: before "12 34 56 a" in lower case they
+# are prose ("on 12 34 56 a"), not a prefix.
+_NINO_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        "ah am an as at aw ax ay be by eh em en er ex ha he hm la ma me my oh "
+        "ok on or ow ox pa re sh ta we ya ye",
+    )
+)
 
 
 def _gb_nino(value: str) -> bool:
     """UK National Insurance number: two prefix letters HMRC allocates, six digits, A-D."""
     n = _compact(value)
+    if value[:2] in _NINO_WORDS and value[2:3].isspace():
+        return False
     return (
         len(n) == 9
         and n[0] in _NINO_FIRST
@@ -256,6 +280,7 @@ def _grouped(*sizes: int, sep: str = "-") -> Callable[[str], str]:
 
 
 _LOCAL: dict[str, tuple[Callable[[str], bool], Callable[[str], str] | None]] = {
+    "es.nif": (_es_nif, None),
     "kr.rrn": (_kr_rrn, _grouped(6, 7)),
     "us.itin": (_us_itin, _grouped(3, 2, 4)),
     "es.dni7": (_es_dni7, None),
@@ -399,6 +424,8 @@ def find(text: str, low: str) -> Iterator[tuple[int, int, str]]:
     for m in _CANDIDATE.finditer(text):
         if sum(c.isdigit() for c in m.group(0)) < _MIN_DIGITS:
             continue
+        if m.start() > 0 and text[m.start() - 1] == "+":
+            continue  # "+43 235 845 336": a phone number in international form
         tokens = [(m.start() + t.start(), m.start() + t.end()) for t in _TOKEN.finditer(m.group(0))]
         yield from _in_candidate(text, low, tokens, lengths)
     yield from _document_numbers(text, low)
@@ -505,8 +532,10 @@ def _identify(
     letters = not compact.isdigit()
     for v in validators:
         # As written first: a separator may be part of the id (the century sign of a
-        # Finnish hetu); each validator strips the separators its format allows.
-        if not (_valid(v, written) or (written != compact and _valid(v, compact))):
+        # Finnish hetu); each validator strips the separators its format allows (the
+        # ones defined here read the written form only: it tells them what they need).
+        retry = written != compact and v.name not in _LOCAL
+        if not (_valid(v, written) or (retry and _valid(v, compact))):
             continue
         if "." in written and not _formatted_as(v, compact, written):
             continue  # dotted numbers are addresses and versions unless the id is dotted
