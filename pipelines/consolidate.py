@@ -39,6 +39,7 @@ from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.store import session_scope
 from sleepmem.pipelines.types import EventView, Extractor
+from sleepmem.pipelines.verdicts import Verdicts
 
 
 @dataclass(slots=True)
@@ -76,6 +77,11 @@ def make_extractor(settings: Settings, ports: Ports) -> Extractor:
         return LLMExtractor(ports.chat, batch_events=settings.llm_batch_events,
                             embedder=ports.embedder, route=settings.llm_route)
     return RulesExtractor(embedder=ports.embedder)
+
+
+def make_verdicts(settings: Settings, ports: Ports) -> Verdicts | None:
+    """The judge model's verdicts for a run, when a chat model is configured."""
+    return Verdicts(ports.chat) if ports.chat is not None and settings.llm_judge else None
 
 
 def consolidate_scope(
@@ -142,6 +148,7 @@ def _consolidate_batch(
     resolver = Resolver(
         scope_key=scope_key, existing=versions, all_versions=versions, now=now,
         policy=policy.resolve, meaning=Meaning(ports.embedder),
+        verdicts=make_verdicts(settings, ports),
     )
     try:
         judged = judge(

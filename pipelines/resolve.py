@@ -56,6 +56,7 @@ from sleepmem.pipelines.types import (
     Rejection,
     is_many_valued,
 )
+from sleepmem.pipelines.verdicts import Pair, Verdict, Verdicts
 
 TtlFor = Callable[[str], timedelta | None]
 Slot = tuple[str, str, str]  # subject, attribute, session
@@ -144,10 +145,13 @@ class Resolver:
         policy: ResolvePolicy,
         all_versions: list[Memory] | None = None,
         meaning: Meaning | None = None,
+        verdicts: Verdicts | None = None,
     ) -> None:
-        self.now = now
         self.policy = policy
         self.meaning = meaning
+        # The judge model's answers on uncertain pairs (pipelines.verdicts), when one is
+        # configured: the stages try a batch on a probe first and ask what it left open.
+        self.verdicts = verdicts
         self._gists: dict[str, str] = {}
         # What each event of the batch said, in the speaker's words (set by the stages):
         # a change told over two clauses ("The Canon went to my nephew; these days I own
@@ -155,6 +159,7 @@ class Resolver:
         self.said: dict[str, str] = {}
         self._parts: dict[str, list[str]] = {}
         self._frames: dict[str, list[tuple[str, float]]] = {}
+        self.now = now
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
             m.id: m for m in existing if m.status in CURRENT_STATUSES
@@ -165,6 +170,17 @@ class Resolver:
         self._texts: dict[tuple[str, str], str] = {}
         for mem in self._current.values():
             self._remember(mem)
+
+    def probe(self) -> Resolver:
+        """A resolver over this one's state as it stands, sharing its caches and verdicts:
+        what it decides touches none of this one's rows (every change of an existing row
+        goes through a copy, Plan.touch), so a batch can be tried on it first."""
+        other = Resolver(scope_key=self.plan.scope_key, existing=self.current(),
+                         all_versions=list(self._versions.values()), now=self.now,
+                         policy=self.policy, meaning=self.meaning, verdicts=self.verdicts)
+        other.said = self.said
+        other._gists, other._parts, other._frames = self._gists, self._parts, self._frames
+        return other
 
     def _remember(self, mem: Memory) -> None:
         if mem.attribute:
@@ -735,7 +751,28 @@ class Resolver:
             self._supersede(members, cand,
                             reason="the same person's later word on their own preference")
             return
-        self._conflict(members, cand)
+        self._disagreement(members, cand)
+
+    def _disagreement(self, members: list[Memory], cand: Candidate) -> None:
+        """Two trusted statements of one slot disagree with no marker of a change: the
+        rule asks the user (a conflict set); a judge model, when there is one, may read
+        the pair as a change, one thing said twice, or two things that both hold."""
+        head = max(members, key=lambda m: (m.valid_from, m.version))
+        verdict = self.verdicts.of(Pair(
+            attribute=cand.attribute, older=head.statement, older_at=head.valid_from,
+            older_source=head.source, newer=cand.statement, newer_at=cand.valid_from,
+            newer_source=cand.source)) if self.verdicts is not None else None
+        if verdict is Verdict.UPDATE:
+            self._supersede(members, cand, reason="the judge model read it as a change")
+        elif verdict is Verdict.SAME:
+            self._noop(head, cand, "the judge model read it as the same thing")
+        elif verdict is Verdict.UNRELATED:
+            mem = self._add(self._new(cand))
+            self.plan.audits.append(AuditDraft(
+                Op.ADD, [], [mem.id], "the judge model found that both hold",
+                cand.provenance))
+        else:
+            self._conflict(members, cand)
 
     def _supersede(self, members: list[Memory], cand: Candidate, *, reason: str = "") -> None:
         head = max(members, key=lambda m: m.version)

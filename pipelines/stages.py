@@ -8,6 +8,7 @@ events under the same settings decides exactly what the live runs decided.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from sleepmem.pipelines.gate import gate
 from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.resolve import Resolver
 from sleepmem.pipelines.semantic import gist, sentences
-from sleepmem.pipelines.types import Candidate, EventView, Extraction, Extractor
+from sleepmem.pipelines.types import Candidate, EventView, Extraction, Extractor, Rejection
 
 StageTimer = Callable[[str], AbstractContextManager[None]]
 
@@ -35,6 +36,16 @@ class Judged:
     compression: Compression
     # Characters of the service's own echo cut from each event before it was read.
     echo: dict[str, int] = field(default_factory=dict)
+
+
+def _resolve(resolver: Resolver, kept: list[Candidate], rejected: list[Rejection],
+             judged_at: Callable[[Candidate], datetime] | None) -> None:
+    for rej in rejected:
+        resolver.reject(rej)
+    for cand in sorted(kept, key=lambda c: c.valid_from):
+        if judged_at is not None:
+            resolver.now = max(resolver.now, judged_at(cand))
+        resolver.apply(cand)
 
 
 def judge(
@@ -88,12 +99,22 @@ def judge(
             meaning.prime([*texts, *(part for t in texts for part in sentences(t))])
     with stage("resolve"):
         resolver.said.update((e.event_id, e.content) for e in events)
-        for rej in rejected:
-            resolver.reject(rej)
-        for cand in sorted(kept, key=lambda c: c.valid_from):
-            if judged_at is not None:
-                resolver.now = max(resolver.now, judged_at(cand))
-            resolver.apply(cand)
+    verdicts = resolver.verdicts
+    if verdicts is not None:
+        # The batch is tried on a probe, where the rule decides the pairs it is least
+        # sure of; the judge model reads them all at once, and the real run uses its
+        # answers. The resolver fills candidates in as it judges them (a correction takes
+        # its memory's slot), so the probe works on copies.
+        with stage("resolve"):
+            _resolve(resolver.probe(), copy.deepcopy(kept), [], judged_at)
+        if verdicts.pending:
+            with stage("verdicts"):
+                before = verdicts.usage
+                verdicts.ask()
+                extraction.llm_calls += verdicts.usage.calls - before.calls
+                extraction.llm_tokens += verdicts.usage.tokens - before.tokens
+    with stage("resolve"):
+        _resolve(resolver, kept, rejected, judged_at)
     with stage("compress"):
         ended = {e.scope.session for e in events if e.kind == "session_end"}
         sessions = dict(event_sessions)

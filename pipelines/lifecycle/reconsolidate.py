@@ -56,7 +56,7 @@ from sleepmem.models import (
 )
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines import store as repo
-from sleepmem.pipelines.consolidate import make_extractor
+from sleepmem.pipelines.consolidate import make_extractor, make_verdicts
 from sleepmem.pipelines.context import visible_scope_keys
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.echo import Output
@@ -365,7 +365,7 @@ def replay(
             resolver = Resolver(
                 scope_key=scope_key, existing=start, all_versions=start,
                 now=judged[events[0].event_id], policy=policy.resolve,
-                meaning=Meaning(ports.embedder),
+                meaning=Meaning(ports.embedder), verdicts=make_verdicts(settings, ports),
             )
         sessions.update({e.event_id: e.scope.session for e in events})
         comp = judge(
