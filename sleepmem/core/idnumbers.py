@@ -525,10 +525,11 @@ def _identify(
     name = names[-1] if names else None
     if name is not None and _NEGATED.search(before, 0, name.start()):
         return None
-    named = name is not None
+    named: bool | None = name is not None
     if not named and _NOT_AN_ID.search(before):
         return None
-    named = named or _named_after(low, end)
+    if not named:
+        named = None  # words after the number: read once a validator accepts it
     letters = not compact.isdigit()
     for v in validators:
         # As written first: a separator may be part of the id (the century sign of a
@@ -539,6 +540,8 @@ def _identify(
             continue
         if "." in written and not _formatted_as(v, compact, written):
             continue  # dotted numbers are addresses and versions unless the id is dotted
+        if named is None:
+            named = _named_after(low, end)
         if named:
             return v.kind
         if v.name in _NEVER_ON_SIGHT:
