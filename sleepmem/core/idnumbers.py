@@ -1,16 +1,20 @@
 """National, tax and health id numbers, recognised by python-stdnum's validators.
 
 A number is an id when a maintained validator of its country accepts it (check digits,
-check letters, embedded birth dates, issuer ranges): no pattern here says what an id looks
-like. How sure that makes it depends on how much the validator proves:
+check letters, embedded birth dates, issuer ranges). Ids stdnum does not check (a UK
+NINO or driving licence, a Singapore NRIC, German pension and health insurance numbers, a
+US MBI ...) are checked here by the rules their issuers publish, the same way. How sure
+a validator makes it depends on how much it proves:
 
 - a check letter, or the id written in its own national format with the separators
   (``123-45-6789``, ``131052-308T``, ``55555555-K``, ``046 454 286``), is an id on sight;
 - a bare run of digits passes some validator by chance as often as one in ten (an order
-  number, a phone number): it is an id only when words before it name one ("SSN",
-  "passport", "tax number", "身份证"). Context decides, not the digit count.
+  number, a phone number): it is an id only when words name one, before it ("SSN",
+  "passport", "tax number", "Thai ID", "身份证") or after it through a copula ("... is my
+  SSN"). Context decides, not the digit count; "not a TIN" names none.
 
-Words that name something else (order, tracking, invoice, phone ...) keep any number.
+Words that name something else (order, tracking, invoice, phone ...) keep any number, and
+so does a leading "+" (a phone number) or a longer dashed number the id would sit inside.
 """
 
 from __future__ import annotations
