@@ -343,6 +343,29 @@ class Resolver:
             return pool[i]
         return None
 
+    def _judged_neighbour(self, cand: Candidate) -> tuple[Memory | None, Verdict | None]:
+        """The lasting memory nearest a lasting candidate when the rule found no twin but
+        the two are related in meaning, and the judge model's verdict on the pair: the
+        band where one thing said two ways ("my dietary restrictions include shellfish" /
+        "I'm allergic to shellfish") and two things are hardest to tell apart."""
+        if self.verdicts is None or cand.type not in _CHANGEABLE:
+            return None, None
+        own = set(cand.provenance[-1:])
+        speaker = cand.details.get("speaker")
+        pool = [m for m in self._restatable(cand)
+                if m.type in _CHANGEABLE and not own & set(m.provenance)
+                and m.details.get("speaker") == speaker]
+        for mem, sim, _same in self._near(cand, pool)[:1]:
+            if sim < semantic.LOOSELY_RELATED:
+                break
+            return mem, self.verdicts.of(self._pair(mem, cand))
+        return None, None
+
+    def _pair(self, old: Memory, cand: Candidate) -> Pair:
+        return Pair(attribute=cand.attribute or old.attribute or cand.type,
+                    older=old.statement, older_at=old.valid_from, older_source=old.source,
+                    newer=cand.statement, newer_at=cand.valid_from, newer_source=cand.source)
+
     def _twin_in_slot(self, cand: Candidate, members: list[Memory]) -> Memory | None:
         """A slot member that says what ``cand`` says with another value string ("nyc" /
         "new york city"): the statements must mean the same *and* either the values do too
@@ -604,6 +627,15 @@ class Resolver:
         if twin is not None:
             self._noop(twin, cand, "says what an existing memory says")
             return True
+        near, verdict = self._judged_neighbour(cand)
+        if near is not None and verdict is Verdict.SAME:
+            self._noop(near, cand, "the judge model read it as the same thing")
+            return True
+        if near is not None and verdict is Verdict.UPDATE:
+            if near.attribute and not cand.attribute:
+                cand.attribute, cand.subject = near.attribute, near.subject
+            self._supersede([near], cand, reason="the judge model read it as a change")
+            return True
         pair = self._tool_counterpart(cand)
         if pair is not None:
             other, agrees = pair
@@ -758,10 +790,8 @@ class Resolver:
         rule asks the user (a conflict set); a judge model, when there is one, may read
         the pair as a change, one thing said twice, or two things that both hold."""
         head = max(members, key=lambda m: (m.valid_from, m.version))
-        verdict = self.verdicts.of(Pair(
-            attribute=cand.attribute, older=head.statement, older_at=head.valid_from,
-            older_source=head.source, newer=cand.statement, newer_at=cand.valid_from,
-            newer_source=cand.source)) if self.verdicts is not None else None
+        verdict = (self.verdicts.of(self._pair(head, cand)) if self.verdicts is not None
+                   else None)
         if verdict is Verdict.UPDATE:
             self._supersede(members, cand, reason="the judge model read it as a change")
         elif verdict is Verdict.SAME:

@@ -52,8 +52,9 @@ class ScriptedJudge:
         self.calls.append(user)
         if self.fail:
             raise TransientError("chat model unavailable: APIConnectionError")
-        answers = [{"pair": int(n), "verdict": self.by_attribute[attribute]}
-                   for n, attribute in _PAIR.findall(user) if attribute in self.by_attribute]
+        answers = [{"pair": int(n), "verdict": verdict}
+                   for n, attribute in _PAIR.findall(user)
+                   if (verdict := self.by_attribute.get(attribute, self.by_attribute.get("*")))]
         return {"verdicts": answers}, LLMUsage(1, 100, 20)
 
 
@@ -147,6 +148,36 @@ class TestTheJudgesVerdictDecidesTheUncertainPair:
         talk = told(usem, ScriptedJudge({"residence": "contradicts"}))
         [porto], [braga] = talk.holding("Porto"), talk.holding("Braga")
         assert porto.conflict_set == braga.conflict_set is not None
+
+
+class TestOneThingSaidTwoWays:
+    """Related in meaning, yet below the rule's bar for a repeat: the judge decides."""
+
+    SAID = ("I'm allergic to shellfish.", "My dietary restrictions include shellfish.")
+
+    def test_the_rule_alone_keeps_two_memories(self, usem: Embedder) -> None:
+        talk = Conversation(usem, None)
+        for text in self.SAID:
+            talk.says(text)
+        assert len(talk.holding("shellfish")) == 2
+
+    def test_the_judge_reads_them_as_one_memory_mentioned_twice(self, usem: Embedder) -> None:
+        chat = ScriptedJudge({"*": "same"})
+        talk = Conversation(usem, chat)
+        for text in self.SAID:
+            talk.says(text)
+        [allergy] = talk.holding("shellfish")
+        assert allergy.mention_count == 2 and len(chat.calls) == 1
+        assert "the judge model read it as the same thing" in talk.reasons
+
+    def test_unrelated_facts_far_apart_in_meaning_are_never_asked_about(
+        self, usem: Embedder,
+    ) -> None:
+        chat = ScriptedJudge({"*": "same"})
+        talk = Conversation(usem, chat)
+        talk.says("I'm allergic to shellfish.")
+        talk.says("I play the cello in a quartet.")
+        assert chat.calls == [] and len(talk.holding("")) == 2
 
 
 class TestTheJudgeIsAskedAtSleepTimeInBatches:
