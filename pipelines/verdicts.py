@@ -12,6 +12,15 @@ asked about (:meth:`Verdicts.of` answers None, and the rule decides), the stage 
 every recorded pair in a few calls with a structured answer (:meth:`Verdicts.ask`), and the
 resolver runs over the batch again with the answers. A pair the model did not answer, or
 any failure of the model, leaves the rule's decision: a judge can only refine it.
+
+The model answers two yes/no questions per pair (the same thing? can both hold?); which
+side to keep when both cannot hold is not its to say: a source's later word replaces its
+own, two sources that disagree are asked about (DESIGN rule 2).
+
+How good a judge a model is, is measured with ``scripts/judge_pairs.py`` on the labelled
+pairs of tests/semantic_pairs.py. The local Qwen2.5-Coder-1.5B reads almost every pair as
+the same thing (2026-12-06: precision 0.633, recall 1.0 on 38 + 42 pairs; the embedder's
+rule has precision 0.95 or more): with a model that small, set ``SLEEPMEM_LLM_JUDGE=false``.
 """
 
 from __future__ import annotations
@@ -61,46 +70,60 @@ class Pair:
 
 
 SYSTEM = (
-    "You decide how a newer statement about a person relates to an older one that a "
-    "memory service holds about the same attribute. Answer for every numbered pair with "
-    "one verdict:\n"
-    "- same: both say the same thing, in any words or language;\n"
-    "- update: the newer one replaces the older one (the person changed, moved, switched, "
-    "or corrected it); both cannot be true now and the newer is the one to keep;\n"
-    "- contradicts: both cannot be true, and nothing says which one is right (for example "
-    "a tool record and the person disagree at the same time);\n"
-    "- unrelated: both can be true at once.\n"
-    'Reply with JSON: {"verdicts": [{"pair": <number>, "verdict": "<verdict>"}]}.'
+    "A memory service holds an older statement about a person; a newer statement is about "
+    "the same thing. For every numbered pair answer two yes/no questions:\n"
+    "- same: do the two statements say the same thing, in any words or language?\n"
+    "- both_true: can both statements be true of the person at the same time?\n"
+    "Examples:\n"
+    '"drives a red Volvo" / "their car is a Volvo, a red one": same=true, both_true=true\n'
+    '"works as a dentist" / "works as a pilot": same=false, both_true=false\n'
+    '"has a parrot" / "has a hamster": same=false, both_true=true\n'
+    '"takes the bus to work" / "cycles to work every day": same=false, both_true=false\n'
+    'Reply with JSON: {"answers": [{"pair": <number>, "same": <true|false>, '
+    '"both_true": <true|false>}]}.'
 )
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "verdicts": {
+        "answers": {
             "type": "array",
             "items": {
                 "type": "object",
                 "properties": {
                     "pair": {"type": "integer"},
-                    "verdict": {"type": "string", "enum": [v.value for v in Verdict]},
+                    "same": {"type": "boolean"},
+                    "both_true": {"type": "boolean"},
                 },
-                "required": ["pair", "verdict"],
+                "required": ["pair", "same", "both_true"],
             },
         }
     },
-    "required": ["verdicts"],
+    "required": ["answers"],
 }
 
 
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
     pair: int
-    verdict: Verdict
+    same: bool
+    both_true: bool
+
+    def verdict(self, pair: Pair) -> Verdict:
+        """Which one to keep is not the model's to say: a source's later word replaces
+        its own earlier one, and two sources that disagree are asked about (DESIGN rule 2)."""
+        if self.same:
+            return Verdict.SAME
+        if self.both_true:
+            return Verdict.UNRELATED
+        if pair.newer_source == pair.older_source and pair.newer_at > pair.older_at:
+            return Verdict.UPDATE
+        return Verdict.CONTRADICTS
 
 
 class _Answers(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    verdicts: list[_Answer]
+    answers: list[_Answer]
 
 
 def render(pairs: list[Pair]) -> str:
@@ -148,9 +171,10 @@ class Verdicts:
                 self.failures += 1
                 log.warning("verdicts_failed", pairs=len(chunk), error=type(exc).__name__)
                 continue
-            for answer in parsed.verdicts:
+            for answer in parsed.answers:
                 if 1 <= answer.pair <= len(chunk):
-                    self.answers[chunk[answer.pair - 1].key] = answer.verdict
+                    pair = chunk[answer.pair - 1]
+                    self.answers[pair.key] = answer.verdict(pair)
                     answered += 1
         return answered
 

@@ -37,8 +37,12 @@ POLICY = Policy.from_settings(Settings(_env_file=None), extractor="rules")
 _PAIR = re.compile(r"^Pair (\d+) \(attribute: ([^)]*)\)$", re.M)
 
 
+ANSWERS = {"same": (True, True), "both": (False, True), "neither": (False, False)}
+
+
 class ScriptedJudge:
-    """Answers every pair with the verdict given for its attribute; records each call."""
+    """Answers every pair as given for its attribute ("*" for any): "same", "both" (both
+    hold) or "neither" (they cannot both hold); records each call."""
 
     model = "scripted"
 
@@ -52,10 +56,13 @@ class ScriptedJudge:
         self.calls.append(user)
         if self.fail:
             raise TransientError("chat model unavailable: APIConnectionError")
-        answers = [{"pair": int(n), "verdict": verdict}
-                   for n, attribute in _PAIR.findall(user)
-                   if (verdict := self.by_attribute.get(attribute, self.by_attribute.get("*")))]
-        return {"verdicts": answers}, LLMUsage(1, 100, 20)
+        answers = []
+        for n, attribute in _PAIR.findall(user):
+            said = self.by_attribute.get(attribute, self.by_attribute.get("*"))
+            if said is not None:
+                same, both = ANSWERS[said]
+                answers.append({"pair": int(n), "same": same, "both_true": both})
+        return {"answers": answers}, LLMUsage(1, 100, 20)
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +132,7 @@ class TestTheJudgesVerdictDecidesTheUncertainPair:
     def test_an_update_supersedes_the_older_value_with_the_judges_reason(
         self, usem: Embedder,
     ) -> None:
-        talk = told(usem, ScriptedJudge({"residence": "update"}))
+        talk = told(usem, ScriptedJudge({"residence": "neither"}))
         assert talk.holding("Porto") == []
         [braga] = talk.holding("Braga")
         assert braga.status == "active" and braga.version == 2
@@ -138,16 +145,32 @@ class TestTheJudgesVerdictDecidesTheUncertainPair:
         assert talk.holding("Braga") == []
         assert porto.status == "active" and porto.mention_count == 2
 
-    def test_unrelated_keeps_both_current_and_asks_nothing(self, usem: Embedder) -> None:
-        talk = told(usem, ScriptedJudge({"residence": "unrelated"}))
+    def test_both_holding_keeps_both_current_with_no_conflict_set(self, usem: Embedder) -> None:
+        talk = told(usem, ScriptedJudge({"residence": "both"}))
         sides = talk.holding("Porto") + talk.holding("Braga")
         assert [m.status for m in sides] == ["active", "active"]
         assert all(m.conflict_set is None for m in sides)
 
-    def test_contradicts_keeps_the_rules_conflict_set(self, usem: Embedder) -> None:
-        talk = told(usem, ScriptedJudge({"residence": "contradicts"}))
-        [porto], [braga] = talk.holding("Porto"), talk.holding("Braga")
-        assert porto.conflict_set == braga.conflict_set is not None
+    def test_which_side_to_keep_follows_the_sources_not_the_model(self) -> None:
+        """The model says whether both can hold; a source's later word replaces its own,
+        and two sources that disagree (or one at one time) are asked about."""
+        chat = ScriptedJudge({"*": "neither"})
+        later = T0 + timedelta(days=9)
+        own = Pair(attribute="plan", older="Is on the Basic plan.", older_at=T0,
+                   older_source="user", newer="Is on the Pro plan.", newer_at=later,
+                   newer_source="user")
+        tool = Pair(attribute="plan", older="Is on the Basic plan.", older_at=T0,
+                    older_source="user", newer="Is on the Pro plan (billing).",
+                    newer_at=later, newer_source="tool")
+        at_once = Pair(attribute="plan", older="Is on the Basic plan.", older_at=T0,
+                       older_source="user", newer="Is on the Pro plan!", newer_at=T0,
+                       newer_source="user")
+        verdicts = Verdicts(chat)
+        for pair in (own, tool, at_once):
+            verdicts.of(pair)
+        assert verdicts.ask() == 3
+        assert [verdicts.of(p) for p in (own, tool, at_once)] == [
+            Verdict.UPDATE, Verdict.CONTRADICTS, Verdict.CONTRADICTS]
 
 
 class TestOneThingSaidTwoWays:
@@ -184,7 +207,7 @@ class TestTheJudgeIsAskedAtSleepTimeInBatches:
     def test_every_uncertain_pair_of_a_batch_goes_to_the_model_in_one_call(
         self, usem: Embedder,
     ) -> None:
-        chat = ScriptedJudge({"residence": "update", "employer": "update"})
+        chat = ScriptedJudge({"residence": "neither", "employer": "neither"})
         talk = Conversation(usem, chat)
         talk.says("I live in Porto.", "I work at Acme.")
         assert chat.calls == []  # nothing uncertain yet: no call
@@ -203,7 +226,7 @@ class TestTheJudgeIsAskedAtSleepTimeInBatches:
     def test_a_model_that_fails_leaves_the_rule_to_decide_and_loses_nothing(
         self, usem: Embedder,
     ) -> None:
-        chat = ScriptedJudge({"residence": "update"}, fail=True)
+        chat = ScriptedJudge({"residence": "neither"}, fail=True)
         talk = told(usem, chat)
         assert len(chat.calls) == 1
         [porto], [braga] = talk.holding("Porto"), talk.holding("Braga")
@@ -212,14 +235,15 @@ class TestTheJudgeIsAskedAtSleepTimeInBatches:
 
 class TestTheQuestionTheModelIsAsked:
     def test_names_each_pairs_attribute_times_and_sources(self) -> None:
-        chat = ScriptedJudge({"seat": "update"})
+        chat = ScriptedJudge({"seat": "neither"})
         verdicts = Verdicts(chat)
         pair = Pair(attribute="seat", older="Prefers window seats.", older_at=T0,
                     older_source="user", newer="Prefers aisle seats.",
                     newer_at=T0 + timedelta(days=9), newer_source="crm")
         assert verdicts.of(pair) is None and list(verdicts.pending.values()) == [pair]
         assert verdicts.ask() == 1
-        assert verdicts.of(pair) is Verdict.UPDATE and not verdicts.pending
+        # Another source disagreeing: asked about, whatever the model thinks of the two.
+        assert verdicts.of(pair) is Verdict.CONTRADICTS and not verdicts.pending
         [question] = chat.calls
         assert "Pair 1 (attribute: seat)" in question
         assert "older (2026-03-01, said by user): Prefers window seats." in question
@@ -232,9 +256,9 @@ LOCAL_MODEL = os.environ.get("SLEEPMEM_TEST_LLM_MODEL", "qwen2.5-coder-1.5b-inst
 
 @pytest.mark.llm
 class TestTheRealLocalModel:
-    def test_answers_every_pair_with_a_verdict_and_reads_a_restatement_as_the_same(
-        self,
-    ) -> None:
+    def test_answers_every_pair_of_a_batch_in_one_call(self) -> None:
+        """The real model's answers parse into a verdict for every pair. How often they are
+        right is measured, not asserted: scripts/judge_pairs.py on the labelled pairs."""
         from sleepmem.adapters.llm import OpenAIChatModel
 
         chat = OpenAIChatModel(base_url=LOCAL_URL, model=LOCAL_MODEL, api_key=SecretStr(""),
@@ -256,4 +280,4 @@ class TestTheRealLocalModel:
         found = [verdicts.answers.get(p.key) for p in pairs]
         print(f"\nlocal judge: {found}, {verdicts.usage.tokens} tokens")
         assert answered == len(pairs) and verdicts.usage.calls == 1
-        assert found[0] is Verdict.SAME
+        assert verdicts.failures == 0 and all(isinstance(v, Verdict) for v in found)
