@@ -244,3 +244,20 @@ class TestTypeByMeaning:
         # one batch of what no matcher read (its attribute) and one of what is left (type).
         # (One batch when the sentence's frame already gave its type.)
         assert calls[0] > 2 and calls[after_first:] in ([1], [1, 1])
+
+
+class TestANameSaidInOtherWords:
+    """"My name is" is one way to say it: the name frame's meaning reads the others, and
+    the value is the name the parser found, not the clause's whole object."""
+
+    @pytest.mark.parametrize("said, name", [
+        ("I call myself Priya.", "priya"),
+        ("Everyone calls me Teodor.", "teodor"),
+    ])
+    def test_is_the_speakers_name_identity(self, embedder: Embedder, said: str,
+                                           name: str) -> None:
+        event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                          content=said, at=AT, meta={})
+        [c] = RulesExtractor(embedder=embedder).extract([event]).candidates
+        assert (c.type, c.attribute, c.value) == ("identity", "name", name)
+        assert c.statement.startswith(("The user", "Everyone"))

@@ -42,6 +42,9 @@ class Frame:
     attribute: str
     type: str
     multi: bool
+    # Its value is a name: the parser's value span ("I call myself Carla" -> carla), not
+    # the clause's whole object ("myself carla").
+    proper: bool = False
 
     @property
     def slot(self) -> str:
@@ -74,6 +77,8 @@ FRAMES: dict[str, Frame] = {f.attribute: f for f in (
     # What the body does not tolerate: the agent must never forget it, whatever the type of
     # the other things said around it.
     Frame("allergy", "identity", True),
+    # What the speaker is called, however they put it ("everyone knows me as Jo").
+    Frame("name", "identity", False, proper=True),
 )}
 
 

@@ -62,6 +62,7 @@ from sleepmem.pipelines.extract.slots import (
 from sleepmem.pipelines.extract.statements import (
     FACT_RELATIONS,
     VOCAB_SLOT,
+    OpenSlot,
     clean_statement,
     implied_subject,
     is_one_off,
@@ -963,13 +964,19 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
     if "unclassified" in details and seen.frame is not None and (not turn.speaker.person or (
             NAMED_SPEAKERS_AS_FACTS and seen.score >= PERSON_FRAME_FLOOR)) and (
             seen.frame.type != "preference" or kind == "preference"
-            or seen.reading.mood is Mood.WISH or seen.score >= FOR_NOW_FLOOR):
+            or seen.reading.mood is Mood.WISH or seen.score >= FOR_NOW_FLOOR) and (
+            # A name is the speaker's only when a clause of theirs gives it ("everyone
+            # calls me Dan"), not "my manager's name is Divya".
+            not seen.frame.proper or slot is not None):
         # No matcher knew it, but its meaning is an attribute's ("我对青霉素有反应" is an
         # allergy): it fills that attribute, at that attribute's type and importance.
         frame = seen.frame
         kind, importance = frame.type, IMPORTANCE[frame.type]
         attribute = frame.slot
         value = slot.object if slot else norm_value(seen.reading.value)
+        if frame.proper and seen.reading.value:
+            value = norm_value(seen.reading.value)
+            slot = OpenSlot(frame.attribute, value, frame.multi)
         details = {"type_by": "frame", "frame": round(seen.score, 3),
                    "open_slot": {"relation": frame.attribute, "object": value,
                                  "multi": frame.multi}}

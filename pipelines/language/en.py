@@ -273,6 +273,10 @@ def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
     if any(c.lower_ in SECOND_PERSON for c in subj.children):
         return Owner.IMPLICIT, ""  # "your words motivate me": about the listener's words
     owned = any(c.lower_ in ("my", "our") for c in subj.children)
+    holder = next((c for c in subj.children if c.dep_ == "poss"), None)
+    if holder is not None and holder.lemma_.lower() in PERSON_NOUNS and any(
+            c.lower_ in ("my", "our") for c in holder.children):
+        return Owner.OTHER, holder.lemma_.lower()  # "my manager's name is Divya"
     if word in THIRD_PRONOUNS:
         return Owner.OTHER, ""  # "she goes to Hillcrest": someone else, not named here
     if subj.lemma_.lower() in PERSON_NOUNS and owned:
@@ -452,4 +456,6 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
     "health": ("I have asthma.", "I was diagnosed with diabetes.", "My back hurts a lot."),
     "allergy": ("I'm allergic to peanuts.", "I have a shellfish allergy.",
                 "Penicillin gives me a bad reaction."),
+    "name": ("My name is Anna.", "People call me Max.", "I go by my middle name.",
+             "Everyone knows me as Jo."),
 }
