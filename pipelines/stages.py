@@ -97,8 +97,7 @@ def judge(
             texts = [gist(c.statement) for c in kept
                      if c.forget_topic is None and resolver.weighs_meaning(c)]
             meaning.prime([*texts, *(part for t in texts for part in sentences(t))])
-    with stage("resolve"):
-        resolver.said.update((e.event_id, e.content) for e in events)
+    resolver.said.update((e.event_id, e.content) for e in events)
     verdicts = resolver.verdicts
     if verdicts is not None:
         # The batch is tried on a probe, where the rule decides the pairs it is least
