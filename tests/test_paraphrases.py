@@ -33,9 +33,10 @@ STORIES = sorted(SUITE.glob("*.toml"))
 # analysis, 112/155 (0.723) with it; 2026-12-06: 129/155 (0.832) with named speakers'
 # facts, frames for every unread statement, tool fields met in any memory type. About 17
 # of the failures are rewrites that changed the meaning (a dropped "just this once",
-# 前男友 -> 前女友: tests/paraphrases/README.md). Raise it as the code passes more; never
-# lower it.
-FLOOR = 0.80
+# 前男友 -> 前女友: tests/paraphrases/README.md). 2026-12-06 night: 132/155 (0.852) with a
+# person's later preference replacing their own and the name frame. Raise it as the code
+# passes more; never lower it.
+FLOOR = 0.85
 _NAME = re.compile(r"^(?P<stem>.+)-p(?P<i>[1-3])$")
 
 
