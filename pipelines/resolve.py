@@ -147,6 +147,7 @@ class Resolver:
         meaning: Meaning | None = None,
         verdicts: Verdicts | None = None,
     ) -> None:
+        self.now = now
         self.policy = policy
         self.meaning = meaning
         # The judge model's answers on uncertain pairs (pipelines.verdicts), when one is
@@ -159,7 +160,6 @@ class Resolver:
         self.said: dict[str, str] = {}
         self._parts: dict[str, list[str]] = {}
         self._frames: dict[str, list[tuple[str, float]]] = {}
-        self.now = now
         self.plan = Plan(scope_key=scope_key)
         self._current: dict[str, Memory] = {
             m.id: m for m in existing if m.status in CURRENT_STATUSES
@@ -261,11 +261,8 @@ class Resolver:
         frame = frame_named(cand.attribute)
         if frame is None or self.meaning is None:
             return []
-        own = set(cand.provenance[-1:])
-        speaker = cand.details.get("speaker")
-        pool = [m for m in self._restatable(cand)
+        pool = [m for m in self._said_before(cand)
                 if m.subject == cand.subject and m.attribute != cand.attribute
-                and not own & set(m.provenance) and m.details.get("speaker") == speaker
                 and m.trust in (Trust.high.value, Trust.human.value) and m.source != "tool"
                 and not m.attribute.startswith(TOOL_PREFIX)
                 and (m.type != "event" or (m.source == "user" and self._one_thing(m)))]
@@ -301,6 +298,16 @@ class Resolver:
             out.append(m)
         return out
 
+    def _said_before(self, cand: Candidate) -> list[Memory]:
+        """The memories ``cand`` may restate that its own speaker said in other events: the
+        facts one message was split into are never repeats of each other ("I work as a nurse
+        at …" is an occupation and an employer memory, each free to change), and the same
+        words from another person in the scope are their own memory."""
+        own = set(cand.provenance[-1:])
+        speaker = cand.details.get("speaker")
+        return [m for m in self._restatable(cand)
+                if not own & set(m.provenance) and m.details.get("speaker") == speaker]
+
     def _twin(self, cand: Candidate) -> Memory | None:
         """The current memory that already says everything ``cand`` says, if any.
 
@@ -310,13 +317,7 @@ class Resolver:
         """
         if self.meaning is None:
             return None
-        # The facts one message was split into are never repeats of each other ("I work
-        # as a nurse at …" is an occupation and an employer memory, each free to change).
-        own = set(cand.provenance[-1:])
-        # The same words from another person in the scope are their own memory.
-        speaker = cand.details.get("speaker")
-        pool = [m for m in self._restatable(cand)
-                if not own & set(m.provenance) and m.details.get("speaker") == speaker]
+        pool = self._said_before(cand)
         if not pool:
             return None
         mine = self._sentences(cand.statement)
@@ -350,11 +351,7 @@ class Resolver:
         "I'm allergic to shellfish") and two things are hardest to tell apart."""
         if self.verdicts is None or cand.type not in _CHANGEABLE:
             return None, None
-        own = set(cand.provenance[-1:])
-        speaker = cand.details.get("speaker")
-        pool = [m for m in self._restatable(cand)
-                if m.type in _CHANGEABLE and not own & set(m.provenance)
-                and m.details.get("speaker") == speaker]
+        pool = [m for m in self._said_before(cand) if m.type in _CHANGEABLE]
         for mem, sim, _same in self._near(cand, pool)[:1]:
             if sim < semantic.LOOSELY_RELATED:
                 break
@@ -412,11 +409,9 @@ class Resolver:
             return None
         # A message never corrects itself: "That's out of date, the bus route was cut. I
         # cycle to work now." is one correction, its preamble no second one of the first.
-        own = set(cand.provenance[-1:])
         # A person corrects what they said, never what someone else in the scope said.
         speaker = cand.details.get("speaker")
-        restatable = [m for m in self._restatable(cand)
-                      if not own & set(m.provenance) and m.details.get("speaker") == speaker]
+        restatable = self._said_before(cand)
         last = _last_turn(cand.statement)
         # Feedback the extractor judged negative ("you got that wrong") disputes what the
         # agent said from memory: a correction, whatever words it disputes it in.
