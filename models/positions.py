@@ -18,9 +18,18 @@ ORIGIN = "0-0"
 def position_key(position: str) -> tuple[int, int]:
     """A position as a sortable pair; ``ValueError`` when it is not ``<ms>-<seq>``."""
     ms, sep, seq = position.partition("-")
-    if not ms.isdigit() or (sep and not seq.isdigit()):
+    # ASCII digits only (str.isdigit takes other scripts' digits, which Redis refuses), and
+    # each part an unsigned 64-bit, as Redis holds it: a larger one reached Redis as a 500.
+    if not _digits(ms) or (sep and not _digits(seq)):
         raise ValueError(f"not a stream position: {position!r} (expected '<ms>-<seq>')")
-    return int(ms), int(seq or 0)
+    key = int(ms), int(seq or 0)
+    if max(key) > _MAX_SEQ:
+        raise ValueError(f"not a stream position: each part is at most {_MAX_SEQ}")
+    return key
+
+
+def _digits(part: str) -> bool:
+    return part.isascii() and part.isdigit()
 
 
 def latest(*positions: str) -> str:

@@ -28,6 +28,9 @@ WILDCARD = "*"
 # ``index``: at most this many field paths, each at most this long.
 MAX_INDEX_FIELDS = 32
 MAX_INDEX_PATH = 256
+# A century: any longer keeps a value as surely as no ttl, and an expiry time computed past
+# year 9999 cannot be stored (it was a 500).
+MAX_TTL_S = 100 * 365.25 * 86400
 
 
 def _ts(**kw: Any) -> Any:
@@ -152,8 +155,9 @@ class ValuePut(BaseModel):
     namespace: list[str]
     key: str = Field(min_length=1, max_length=MAX_KEY)
     value: dict[str, Any]
-    ttl_s: float | None = Field(default=None, gt=0, description="expire this long after "
-                                "the last write (or read, when reads refresh)")
+    ttl_s: float | None = Field(default=None, gt=0, le=MAX_TTL_S, description=(
+        "seconds: expire this long after the last write (or read, when reads refresh), "
+        "at most a century"))
     index: Literal[False] | list[str] | None = Field(
         default=None, description="what a query matches (LangGraph's index): null for the "
         "whole value, false for nothing (get and filters still find it), or field paths "
