@@ -121,6 +121,16 @@ class EnglishPack:
                 out[i] = reading
         return out
 
+    def terms(self, texts: list[str]) -> list[list[str]]:
+        return [[_term(chunk) for chunk in doc.noun_chunks if _term(chunk)]
+                for doc in _nlp().pipe(texts, batch_size=128)]
+
+
+def _term(chunk: Any) -> str:
+    """A noun phrase without what only points at its thing ("my", "the", "this")."""
+    return " ".join(t.text for t in chunk if t.dep_ not in ("det", "poss", "predet")
+                    and t.pos_ != "PRON" and t.tag_ != "POS").lower()
+
 
 def _dropped_subject(doc: Any) -> bool:
     """Whether a sentence has no subject anywhere and does not open on a base form (an

@@ -87,6 +87,25 @@ class ChinesePack:
         cut = _cut()
         return [read_sentence([(w.word, w.flag) for w in cut(t)], t) for t in texts]
 
+    def terms(self, texts: list[str]) -> list[list[str]]:
+        cut = _cut()
+        return [_terms([(w.word, w.flag) for w in cut(t)]) for t in texts]
+
+
+def _terms(words: list[tuple[str, str]]) -> list[str]:
+    """Runs of nouns, each whole (收货 + 地址 -> 收货地址): jieba cuts a compound noun
+    into the nouns it is made of."""
+    out: list[str] = []
+    run = ""
+    for word, flag in [*words, ("", "x")]:
+        if flag in _NOUNISH or flag.startswith("n"):
+            run += word
+            continue
+        if run:
+            out.append(run)
+        run = ""
+    return out
+
 
 def read_sentence(words: list[tuple[str, str]], text: str) -> Reading:
     """The reading of a sentence: that of its first clause that states something that
