@@ -392,31 +392,28 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
         return job
     ports = res.ports()
     started = ports.clock()
+    named: dict[str, Any] = {}
     try:
-        with Lease(res.redis, res.keys.job_lease(job_id), ttl_s=res.settings.lease_seconds):
-            if job.params.get("memory_id"):
-                receipt = erasure.erase_memory(
-                    engine=res.engine, ports=ports,
-                    memory_id=str(job.params["memory_id"]), task_id=task_id or job_id,
-                    worker=worker,
-                )
-            else:
-                receipt = erasure.erase_scope(
-                    engine=res.engine, ports=ports,
-                    scope=str(job.params["scope"]), task_id=task_id or job_id, worker=worker,
-                    keep_job=job_id, audit_key=audit_key(res.settings),
-                )
+        receipt = _erase(res, job, ports, task_id=task_id, worker=worker)
+        if receipt.memory_id is None and receipt.scope_key is not None:
+            # The job row outlives the erasure: it names the scope as the audit does.
+            # Renamed before the stores are rewritten, so its old version, which named the
+            # scope, is a dead row that the rewrite leaves behind.
+            named = {"scope_key": receipt.scope_key,
+                     "params": {**job.params, "scope": receipt.scope_key}}
+            _rename_job(res, job_id, named)
+        receipt.stores = reach_every_byte(res)
     except NotFoundError as exc:
         return _finish(res, job_id, JobStatus.failed, started, error=str(exc))
-    named: dict[str, Any] = {}
-    if receipt.memory_id is None and receipt.scope_key is not None:
-        # The job row outlives the erasure: it names the scope as the audit does. Renamed
-        # before the stores are rewritten, so its old version, which named the scope, is a
-        # dead row that the rewrite leaves behind.
-        named = {"scope_key": receipt.scope_key,
-                 "params": {**job.params, "scope": receipt.scope_key}}
-        _rename_job(res, job_id, named)
-    receipt.stores = reach_every_byte(res)
+    except TransientError:
+        raise  # the task retries it; give_up fails it once the retries are spent
+    except Exception as exc:
+        # Never left queued: the row says it stopped. The error's type only, as the row
+        # outlives the erased data and a message may quote it.
+        _finish(res, job_id, JobStatus.failed, started,
+                error=f"{type(exc).__name__}: the erasure stopped before it finished; "
+                      "run it again")
+        raise
     return _finish(res, job_id, JobStatus.done, started,
                    result=receipt.model_dump(mode="json"), **named)
 
@@ -493,6 +490,38 @@ def purge_postgres(engine: Engine) -> str:
     else:
         done.append("old segments removed (wal_recycle=off)")
     return ", ".join(done)
+
+
+def _erase(
+    res: Resources, job: Job, ports: Ports, *, task_id: str, worker: str
+) -> erasure.DeletionReceipt:
+    with Lease(res.redis, res.keys.job_lease(job.id), ttl_s=res.settings.lease_seconds):
+        if job.params.get("memory_id"):
+            return erasure.erase_memory(
+                engine=res.engine, ports=ports, memory_id=str(job.params["memory_id"]),
+                task_id=task_id or job.id, worker=worker,
+            )
+        return erasure.erase_scope(
+            engine=res.engine, ports=ports, scope=str(job.params["scope"]),
+            task_id=task_id or job.id, worker=worker, keep_job=job.id,
+            audit_key=audit_key(res.settings),
+        )
+
+
+def give_up(res: Resources, job_id: str, exc: BaseException, *, attempts: int) -> Job | None:
+    """An operator job whose task stops retrying ends failed, never left queued or running.
+    A job that already ended (done, cancelled, failed) keeps its own ending; None when
+    there is no such job."""
+    with Session(res.engine) as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            return None
+        if job.status not in (JobStatus.queued.value, JobStatus.running.value):
+            return job
+        started = job.started_at or datetime.now(UTC)
+    return _finish(res, job_id, JobStatus.failed, started,
+                   error=f"{type(exc).__name__}: gave up after {attempts} attempts; run the "
+                         "job again when the cause has passed")
 
 
 def _finish(

@@ -21,6 +21,7 @@ from celery import Celery, Task
 from sleepmem.core.errors import TransientError
 from sleepmem.services import (
     MaintenanceJob,
+    give_up,
     reconcile_job,
     refresh_job,
     run_erasure,
@@ -50,7 +51,7 @@ def register(app: Celery) -> None:
                                       task_id=str(self.request.id or ""),
                                       worker=str(self.request.hostname or ""))
         except TransientError as exc:  # incl. a held lease: the scope is busy, try later
-            raise self.retry(exc=exc, countdown=retry.countdown(self.request.retries)) from exc
+            raise _retry_or_fail(self, job_id, exc) from exc
         return {"job": job.id, "status": job.status, **(job.result.get("counts") or {})}
 
     @app.task(name=names.ERASE, bind=True, shared=False, max_retries=retry.MAX_RETRIES)  # type: ignore[untyped-decorator]
@@ -59,5 +60,15 @@ def register(app: Celery) -> None:
             job = run_erasure(current_resources(), job_id, task_id=str(self.request.id or ""),
                               worker=str(self.request.hostname or ""))
         except TransientError as exc:
-            raise self.retry(exc=exc, countdown=retry.countdown(self.request.retries)) from exc
+            raise _retry_or_fail(self, job_id, exc) from exc
         return {"job": job.id, "status": job.status, **(job.result.get("removed") or {})}
+
+
+def _retry_or_fail(task: Task, job_id: str, exc: TransientError) -> BaseException:
+    """What the task raises: a retry while it has retries left; once they are spent, the
+    error itself, after the job's row is marked failed (never left queued or running)."""
+    if task.request.retries >= task.max_retries:
+        give_up(current_resources(), job_id, exc, attempts=task.request.retries + 1)
+        return exc
+    retried: BaseException = task.retry(exc=exc, countdown=retry.countdown(task.request.retries))
+    return retried  # retry raises its Retry itself; this keeps the callers' `raise` form

@@ -8,24 +8,26 @@ from datetime import timedelta
 import pytest
 import redis as redis_lib
 from lifecycle_support import T0, Clock, current, ingest, say
+from sqlmodel import Session
 
 from sleepmem.adapters.redis.hits import read_hits, record_hits
 from sleepmem.adapters.redis.locks import Lease
 from sleepmem.core.errors import LeaseHeldError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
-from sleepmem.models import Scope
+from sleepmem.models import Job, Scope
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job
 from sleepmem.resources import Resources, build_resources
 from sleepmem.services import (
     cancel_job,
     create_erase_job,
+    give_up,
     refresh_job,
     run_erasure,
     run_reconsolidation,
     sweep_job,
 )
-from sleepmem.tasks import names
+from sleepmem.tasks import names, retry
 from sleepmem.workers.app import create_celery
 
 ANN = Scope(tenant="acme", agent="bot", user="ann")
@@ -100,3 +102,66 @@ class TestOperatorJobs:
         assert done.status == "done" and done.result["removed"]["memories"] == len(ann)
         again = run_erasure(res, job.id)
         assert again.result == done.result and current(res.engine) == []
+
+
+@pytest.fixture
+def worker_res(res: Resources) -> Iterator[Resources]:
+    """``res``, installed as the process's resources, as a worker's tasks find them."""
+    from sleepmem.tasks.context import install_resources, uninstall_resources
+
+    install_resources(res)
+    yield res
+    uninstall_resources()
+
+
+def _status(res: Resources, job_id: str) -> Job:
+    with Session(res.engine) as s:
+        row = s.get(Job, job_id)
+    assert row is not None
+    return row
+
+
+class TestAJobWhoseTaskFailsEndsFailed:
+    """Run as the worker runs them (the real tasks, applied in this process): a task that
+    stops, by an error or by spending its retries, leaves its job failed, never queued."""
+
+    def test_an_erasure_that_raises_is_failed_with_the_error_type_only(
+        self, worker_res: Resources, ann: list[str]
+    ) -> None:
+        job = create_erase_job(worker_res, tenant="acme", scope_key=ANN.key)
+        with Session(worker_res.engine) as s:
+            row = s.get(Job, job.id)
+            assert row is not None
+            # A row an older client wrote: its scope is no scope key; the erasure refuses it.
+            row.params = {**row.params, "scope": "ann's diary"}
+            s.add(row)
+            s.commit()
+        app = create_celery(worker_res.settings, broker_url=worker_res.broker_url)
+        result = app.tasks[names.ERASE].apply(args=[job.id])
+        assert result.failed()
+        failed = _status(worker_res, job.id)
+        assert failed.status == "failed" and failed.finished_at is not None
+        assert failed.error.startswith("ValidationError:") and "diary" not in failed.error
+
+    def test_a_reconsolidation_whose_scope_stays_busy_is_failed_once_its_retries_are_spent(
+        self, worker_res: Resources, ann: list[str]
+    ) -> None:
+        job = create_job(engine=worker_res.engine, scope_key=ANN.key, now=T0)
+        app = create_celery(worker_res.settings, broker_url=worker_res.broker_url)
+        # A consolidation holds the scope for longer than every retry; applied in this
+        # process, the retries run one after another without their backoff.
+        with Lease(worker_res.redis, worker_res.keys.lease(ANN.key), ttl_s=300):
+            result = app.tasks[names.RECONSOLIDATE].apply(args=[job.id])
+        assert result.failed() and isinstance(result.result, LeaseHeldError)
+        failed = _status(worker_res, job.id)
+        assert failed.status == "failed"
+        assert f"gave up after {retry.MAX_RETRIES + 1} attempts" in failed.error
+
+    def test_a_job_that_ended_keeps_its_own_ending(
+        self, worker_res: Resources, ann: list[str]
+    ) -> None:
+        job = create_erase_job(worker_res, tenant="acme", scope_key=ANN.key)
+        assert run_erasure(worker_res, job.id).status == "done"
+        kept = give_up(worker_res, job.id, LeaseHeldError("busy"), attempts=13)
+        assert kept is not None and kept.status == "done"
+        assert give_up(worker_res, "f" * 32, LeaseHeldError("busy"), attempts=1) is None
