@@ -387,7 +387,7 @@ def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str =
     job = recon.get_job(engine=res.engine, job_id=job_id)
     job_id = job.id  # the row id, if it was called by the name its client gave
     if job.kind != ERASE_KIND:
-        raise ValidationError("job", f"{job_id} is a {job.kind} job, not {ERASE_KIND}")
+        raise ValidationError("job", f"this is a {job.kind} job, not {ERASE_KIND}")
     if job.status == JobStatus.done.value:
         return job
     ports = res.ports()
@@ -924,12 +924,12 @@ def resolve_conflict(
         sides = _conflict_sides(session, conflict_set, tenant)
         if not sides:
             # Another tenant's set is reported missing, like one that never existed.
-            raise NotFoundError(f"no open conflict set {conflict_set} (resolved already, "
-                                "or never existed)")
+            # The answer repeats no id: the caller has it (issue 41).
+            raise NotFoundError("no open conflict set by that id (resolved already, or never "
+                                "existed)")
         chosen = next((m for m in sides if m.id == keep), None)
         if chosen is None:
-            raise ValidationError("keep", f"{keep} is not a side of conflict set "
-                                          f"{conflict_set}; its sides are "
+            raise ValidationError("keep", "not a side of this conflict set; its sides are "
                                           f"{', '.join(m.id for m in sides)}")
         others = [m for m in sides if m.id != keep]
         chosen.status = MemoryStatus.active.value

@@ -185,3 +185,101 @@ class TestTheContextAtItsLargestK:
         body = {"scope": SCOPE, "query": "where does Ann live?", "budget_tokens": 512, "k": 100}
         resp = http.post("/v1/context", json=body)
         assert resp.status_code == 200, resp.text
+
+
+REPEATED = "t=acme/t=globex"
+
+
+class TestARepeatedLevelIsRefusedOnEveryRoute:
+    """Every route that takes a scope key string reads it with the same rule."""
+
+    @pytest.mark.parametrize(("method", "path", "params", "body"), [
+        ("get", "/v1/checkpoints", {"scope": REPEATED + "/s=s1"}, None),
+        ("get", "/v1/checkpoints/history", {"scope": REPEATED + "/s=s1"}, None),
+        ("get", "/v1/store/namespaces", {"scope": REPEATED}, None),
+        ("post", "/v1/jobs/reconsolidate", None, {"scope": REPEATED}),
+        ("post", "/v1/jobs/consolidate", None, {"scope": REPEATED}),
+        ("post", "/v1/jobs/reconsolidate", None, {"scope": "t=acme/a=bot/a=eve"}),
+        ("delete", "/v1/memories", {"scope": "t=acme/u=ann/u=bob"}, None),
+    ])
+    def test_it_is_a_422_never_the_last_level(
+        self, http: TestClient, method: str, path: str,
+        params: dict[str, str] | None, body: dict[str, str] | None,
+    ) -> None:
+        resp = http.request(method, path, params=params, json=body)
+        assert resp.status_code == 422, resp.text
+        assert "more than once" in resp.json()["error"]["message"]
+
+
+class TestMoreAnswersEchoNoIdAndNoPath:
+    JOB_ID = "0123456789abcdef0123456789abcdef"
+
+    @pytest.mark.parametrize(("method", "path", "body"), [
+        ("get", f"/v1/jobs/{JOB_ID}", None),
+        ("post", f"/v1/jobs/{JOB_ID}/cancel", None),
+        ("get", f"/v1/memories/{MEMORY_ID}/history", None),
+        ("post", f"/v1/memories/{MEMORY_ID}/pin", None),
+        ("post", f"/v1/memories/{MEMORY_ID}/unpin", None),
+        ("post", f"/v1/conflicts/{MEMORY_ID}/resolve", {"keep": JOB_ID}),
+        ("post", "/v1/jobs/sweep-everything/run", None),
+    ])
+    def test_a_refusal_repeats_no_id_from_the_path(
+        self, http: TestClient, method: str, path: str, body: dict[str, str] | None
+    ) -> None:
+        resp = http.request(method, path, json=body)
+        assert 400 <= resp.status_code < 500, resp.text
+        for given in (self.JOB_ID, MEMORY_ID, "sweep-everything"):
+            assert given not in resp.text, resp.text
+
+    def test_a_403_shows_neither_the_scope_asked_for_nor_the_data_directory(
+        self, settings: Settings, redis: redis_lib.Redis
+    ) -> None:
+        cfg = settings.model_copy(update={"auth_enabled": True,
+                                          "api_keys": {"acme": SecretStr("k-acme-0123456789")}})
+        other = {"tenant": "globex", "agent": "bot", "user": "eve-0042"}
+        asks = [
+            ("post", "/v1/search", None, {"query": "q", "scope": other}),
+            ("get", "/v1/memories", {"scope": "t=globex/a=bot/u=eve-0042"}, None),
+            ("delete", "/v1/memories", {"scope": "t=globex/a=bot/u=eve-0042"}, None),
+            ("post", "/v1/jobs/reconsolidate", None, {"scope": other}),
+            ("put", "/v1/checkpoints", None, {**CHECKPOINT, "scope": {**other, "session": "s"}}),
+        ]
+        with TestClient(create_app(cfg)) as client:
+            for method, path, params, body in asks:
+                resp = client.request(method, path, params=params, json=body,
+                                      headers={"authorization": "Bearer k-acme-0123456789"})
+                assert resp.status_code == 403, (path, resp.text)
+                assert "eve-0042" not in resp.text and "globex" not in resp.text, resp.text
+                assert str(settings.data_dir) not in resp.text
+
+
+class TestTheJobBoundaryRefusesWhatEventsRefuse:
+    @pytest.mark.parametrize("since", [
+        "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+23:59",
+    ])
+    def test_a_since_utc_cannot_hold_is_a_422_and_no_job(
+        self, http: TestClient, since: str
+    ) -> None:
+        resp = http.post("/v1/jobs/reconsolidate", json={"scope": SCOPE, "since": since})
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"]["field"] == "since"
+        assert http.get("/v1/jobs").json() == []
+
+    @pytest.mark.parametrize("body", [
+        {"scope": {**SCOPE, "user": "ann\x00"}},
+        {"scope": "t=acme/a=bot/u=ann\x00"},
+        {"scope": SCOPE, "job_id": "a\x00b"},
+    ])
+    def test_a_nul_in_a_job_request_is_a_422_and_no_job(
+        self, http: TestClient, body: dict[str, object]
+    ) -> None:
+        resp = http.post("/v1/jobs/reconsolidate", json=body)
+        assert resp.status_code == 422, resp.text
+        assert http.get("/v1/jobs").json() == []
+
+    def test_a_nul_in_a_checkpoint_scope_or_goal_is_a_422(self, http: TestClient) -> None:
+        for body in ({**CHECKPOINT, "scope": {**SCOPE, "session": "s\x00"}},
+                     {**CHECKPOINT, "state": {"goal": "ship\x00"}},
+                     {**CHECKPOINT, "state": {"completed": [{"key": "k\x00"}]}}):
+            resp = http.put("/v1/checkpoints", json=body)
+            assert resp.status_code == 422, resp.text

@@ -256,7 +256,7 @@ class TestConflictResolution:
     def test_a_memory_outside_the_set_cannot_be_kept(self, mem: Client) -> None:
         conflict_set, _ = seed_conflict(mem, "emma", "e1")
         stranger = find(mem, "window")
-        with pytest.raises(ValidationError, match="not a side of conflict set"):
+        with pytest.raises(ValidationError, match="not a side of this conflict set"):
             mem.resolve_conflict(conflict_set, stranger.id)
 
 

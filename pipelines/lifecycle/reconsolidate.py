@@ -245,7 +245,7 @@ def run_job(
     """
     job = get_job(engine=engine, job_id=job_id)
     if job.kind != KIND:
-        raise ValidationError("job", f"{job_id} is a {job.kind} job, not {KIND}")
+        raise ValidationError("job", f"this is a {job.kind} job, not {KIND}")
     if job.status == JobStatus.done.value or (
         job.status == JobStatus.cancelled.value and not resume
     ):

@@ -149,7 +149,7 @@ async def run_now(name: str, request: Request) -> dict[str, Any]:
 
     jobs = {"sweep": (names.SWEEP, sweep_job), "refresh": (names.REFRESH, refresh_job)}
     if name not in jobs:
-        raise ValidationError("name", f"must be one of {sorted(jobs)}, got {name!r}")
+        raise ValidationError("name", f"must be one of {sorted(jobs)}")  # no echo (issue 41)
     task, job = jobs[name]
     res: Resources = request.app.state.resources
     return await run_in_threadpool(lambda: run_maintenance(res, task, job, worker="api"))
