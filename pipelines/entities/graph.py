@@ -43,21 +43,42 @@ class Known:
     aliases: dict[str, set[str]] = field(default_factory=dict)
     # Aliases written in Chinese: looked for inside statements (no capitals to spot them).
     cjk: set[str] = field(default_factory=set)
-    # People and pets by the first three letters of their first name: (id, key, head).
-    _people: dict[str, list[tuple[str, str, str]]] | None = None
+    # People and pets by the first three letters of their first name: id -> (key, head).
+    # Kept up to date entity by entity (see :meth:`changed`), so a batch that adds names
+    # costs the same whatever the number of names the scope knows.
+    _people: dict[str, dict[str, tuple[str, str]]] | None = None
+    _bucket: dict[str, str] = field(default_factory=dict)
 
-    def people(self) -> dict[str, list[tuple[str, str, str]]]:
+    def near(self, prefix: str) -> list[tuple[str, str, str]]:
+        """People and pets whose first name opens with ``prefix`` (three letters)."""
+        self._index()
+        assert self._people is not None
+        return [(eid, key, head) for eid, (key, head) in self._people.get(prefix, {}).items()]
+
+    def _index(self) -> None:
         if self._people is None:
-            self._people = {}
-            for e in self.entities.values():
-                if e.kind in _PEOPLE:
-                    head = e.key.split()[0] if e.key else ""
-                    self._people.setdefault(head[:3], []).append((e.id, e.key, head))
-        return self._people
+            self._people, self._bucket = {}, {}
+            for eid in self.entities:
+                self._place(eid)
 
-    def changed(self) -> None:
-        """An entity was added or renamed, or changed kind: rebuild the index on demand."""
-        self._people = None
+    def _place(self, eid: str) -> None:
+        assert self._people is not None
+        old = self._bucket.pop(eid, None)
+        if old is not None:
+            self._people[old].pop(eid, None)
+        e = self.entities.get(eid)
+        if e is not None and e.kind in _PEOPLE:
+            head = e.key.split()[0] if e.key else ""
+            self._people.setdefault(head[:3], {})[eid] = (e.key, head)
+            self._bucket[eid] = head[:3]
+
+    def changed(self, eid: str | None = None) -> None:
+        """An entity was added or renamed, or changed kind: its place in the index of
+        people follows (all of them are placed again on demand when ``eid`` is None)."""
+        if eid is None or self._people is None:
+            self._people = None
+        else:
+            self._place(eid)
 
 
 @dataclass(slots=True)
@@ -198,7 +219,7 @@ def _entity(known: Known, delta: GraphDelta, mem: Memory, name: str, kind: str,
                      project=mem.project, session="", scope_key=known.scope_key, key=key,
                      name=name, kind=kind, mention_count=0, first_seen=now, last_seen=now)
         known.entities[eid] = row
-        known.changed()
+        known.changed(eid)
     row = known.entities[eid]
     delta.entities[eid] = row
     row.last_seen = now
@@ -206,7 +227,7 @@ def _entity(known: Known, delta: GraphDelta, mem: Memory, name: str, kind: str,
     if kind != EntityKind.thing.value and row.kind != kind and (
             row.kind == EntityKind.thing.value or kind == EntityKind.pet.value):
         row.kind = kind
-        known.changed()
+        known.changed(eid)
     if row.key != USER and (
         (len(key.split()) > len(row.key.split())
          and _same_first(key.split()[0], row.key.split()[0]))
@@ -214,7 +235,7 @@ def _entity(known: Known, delta: GraphDelta, mem: Memory, name: str, kind: str,
     ):
         # A full name seen after the first name or a short form: it becomes canonical.
         row.key, row.name = key, name
-        known.changed()
+        known.changed(eid)
     _alias(known, delta, eid, key)
     return eid
 
@@ -232,7 +253,7 @@ def _resolve(known: Known, key: str, kind: str) -> str | None:
         return None
     first = key.split()[0]
     # Only names sharing the first three letters can be the same first name.
-    near = known.people().get(first[:3], [])
+    near = known.near(first[:3])
     if " " in key:
         # A full name: the one entity known by its first name (or a short form) alone.
         hits = [eid for eid, ekey, _head in near if " " not in ekey and _same_first(first, ekey)]
