@@ -26,7 +26,7 @@ slots; many-valued relations ("owns", "uses") add a value instead of contradicti
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -46,6 +46,7 @@ from sleepmem.pipelines.memories import (
     norm_text,
     own_words,
 )
+from sleepmem.pipelines.neighbours import SentenceIndex, in_order
 from sleepmem.pipelines.semantic import Meaning, gist
 from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (
@@ -168,6 +169,15 @@ class Resolver:
         # Lookup tables keep a batch linear in its size, not quadratic in the scope's.
         self._slots: dict[Slot, set[str]] = {}
         self._texts: dict[tuple[str, str], str] = {}
+        # Neighbours are looked up, never gathered by a pass over the scope: each current
+        # memory's place in the current set's order (a pass's order, kept exactly), the
+        # tool fields apart, and the sentence vectors of what a candidate may restate,
+        # built on first use (forget requests rewrite statements: it is built again).
+        self._order: dict[str, int] = {}
+        self._next = 0
+        self._tool_fields: set[str] = set()
+        self._sentence_index: SentenceIndex | None = None
+        self._indexed_at = 0
         for mem in self._current.values():
             self._remember(mem)
 
@@ -183,12 +193,20 @@ class Resolver:
         return other
 
     def _remember(self, mem: Memory) -> None:
+        if mem.id not in self._order:
+            self._order[mem.id] = self._next
+            self._next += 1
+        if _tooled(mem.attribute, mem.source):
+            self._tool_fields.add(mem.id)
+        if self._sentence_index is not None and _may_restate(mem):
+            self._sentence_index.add(mem.id, mem.statement)
         if mem.attribute:
             self._slots.setdefault((mem.subject, mem.attribute, mem.session), set()).add(mem.id)
         else:
             self._texts.setdefault((mem.session, norm_text(mem.statement)), mem.id)
 
     def _forget_lookup(self, mem: Memory) -> None:
+        self._order.pop(mem.id, None)
         if mem.attribute:
             self._slots.get((mem.subject, mem.attribute, mem.session), set()).discard(mem.id)
         else:
@@ -279,18 +297,17 @@ class Resolver:
         in search."""
         return len(self._sentences(_last_turn(mem.statement))) <= 1
 
-    def _restatable(self, cand: Candidate) -> list[Memory]:
+    def _restatable(self, cand: Candidate, among: Iterable[str] | None = None) -> list[Memory]:
         """Current memories a candidate may restate: same session, not summaries or
         procedures, and not another *kind* of known slot (the extractor told residence
-        from employer; "likes:jazz" and "likes:jazz music" are left to the meaning)."""
+        from employer; "likes:jazz" and "likes:jazz music" are left to the meaning).
+        ``among``: only these memories (its neighbours), in the current set's order."""
+        rows = self.current() if among is None else [
+            self._row(mid) for mid in in_order(among, self._order) if mid in self._current]
         out = []
-        for m in self.current():
-            if m.session != cand.scope.session or m.type in _NOT_RESTATABLE:
+        for m in rows:
+            if m.session != cand.scope.session or not _may_restate(m):
                 continue
-            if m.type == "event" and (m.source not in ("user", "system", "tool")
-                                      or (m.trust == Trust.low.value and m.source != "tool")
-                                      or m.details.get("chitchat")):
-                continue  # see weighs_meaning: never embedded, never restated
             if (m.attribute and cand.attribute and _kind(m.attribute) != _kind(cand.attribute)
                     and not _open(m.attribute) and not _open(cand.attribute)
                     and not _holds_both(m, cand)):
@@ -298,15 +315,27 @@ class Resolver:
             out.append(m)
         return out
 
-    def _said_before(self, cand: Candidate) -> list[Memory]:
+    def _said_before(self, cand: Candidate, among: Iterable[str] | None = None) -> list[Memory]:
         """The memories ``cand`` may restate that its own speaker said in other events: the
         facts one message was split into are never repeats of each other ("I work as a nurse
         at …" is an occupation and an employer memory, each free to change), and the same
         words from another person in the scope are their own memory."""
         own = set(cand.provenance[-1:])
         speaker = cand.details.get("speaker")
-        return [m for m in self._restatable(cand)
+        return [m for m in self._restatable(cand, among)
                 if not own & set(m.provenance) and m.details.get("speaker") == speaker]
+
+    def _sentence_neighbours(self, texts: list[str], bar: float) -> set[str]:
+        """Current memories a candidate may restate with a sentence at or above ``bar``
+        against one of ``texts``: from the run's sentence index, not a pass over the scope."""
+        assert self.meaning is not None
+        if self._sentence_index is None or self._indexed_at != len(self.plan.deleted_events):
+            self._sentence_index = SentenceIndex(self.meaning, self._sentences)
+            self._indexed_at = len(self.plan.deleted_events)
+            for m in self.current():
+                if _may_restate(m):
+                    self._sentence_index.add(m.id, m.statement)
+        return self._sentence_index.within(texts, bar)
 
     def _twin(self, cand: Candidate) -> Memory | None:
         """The current memory that already says everything ``cand`` says, if any.
@@ -317,10 +346,11 @@ class Resolver:
         """
         if self.meaning is None:
             return None
-        pool = self._said_before(cand)
+        mine = self._sentences(cand.statement)
+        # Only a memory with a sentence at the floor can cover one of the candidate's.
+        pool = self._said_before(cand, self._sentence_neighbours(mine, semantic.FLOOR))
         if not pool:
             return None
-        mine = self._sentences(cand.statement)
         owners: list[int] = []
         theirs: list[str] = []
         for i, mem in enumerate(pool):
@@ -411,7 +441,6 @@ class Resolver:
         # cycle to work now." is one correction, its preamble no second one of the first.
         # A person corrects what they said, never what someone else in the scope said.
         speaker = cand.details.get("speaker")
-        restatable = self._said_before(cand)
         last = _last_turn(cand.statement)
         # Feedback the extractor judged negative ("you got that wrong") disputes what the
         # agent said from memory: a correction, whatever words it disputes it in.
@@ -426,7 +455,7 @@ class Resolver:
             # that value is the one it corrects.
             denied = norm_text(str(cand.details.get("replaces") or ""))
             pool = [
-                m for m in restatable
+                m for m in self._said_before(cand)
                 if (m.subject == cand.subject or not cand.attribute) and (
                     not cand.attribute or not m.attribute or m.attribute == cand.attribute
                     or (len(denied) >= 2 and _mentions(_value(m), denied)))
@@ -450,7 +479,7 @@ class Resolver:
         if not cand.attribute and not (cand.details.get("feedback") or _marks_correction(cand)):
             return None
         pool = [
-            m for m in restatable
+            m for m in self._said_before(cand)
             if m.subject == cand.subject and m.attribute and not m.attribute.startswith(
                 TOOL_PREFIX) and m.attribute != cand.attribute
             and (m.type == cand.type or not cand.attribute)
@@ -508,7 +537,7 @@ class Resolver:
         # ("email"); the user's side is anything they said, episodes included.
         is_tool = _tooled(cand.attribute, cand.source)
         pool = [
-            m for m in self._restatable(cand)
+            m for m in self._restatable(cand, None if is_tool else self._tool_fields)
             if m.trust == Trust.high.value and m.subject == cand.subject
             and _tooled(m.attribute, m.source) != is_tool
         ]
@@ -1159,6 +1188,16 @@ def _holds_both(mem: Memory, cand: Candidate) -> bool:
     new, old = norm_text(cand.value), _value(mem)
     return (len(new) >= 2 and _mentions(mem.statement, new)) or (
         len(old) >= 2 and _mentions(cand.statement, old))
+
+
+def _may_restate(m: Memory) -> bool:
+    """Whether a memory is of a kind a candidate may restate (see Resolver._restatable):
+    not a summary or procedure, nor an episode that is never embedded (weighs_meaning)."""
+    if m.type in _NOT_RESTATABLE:
+        return False
+    return not (m.type == "event" and (m.source not in ("user", "system", "tool")
+                                       or (m.trust == Trust.low.value and m.source != "tool")
+                                       or m.details.get("chitchat")))
 
 
 def _kind(attribute: str) -> str:
