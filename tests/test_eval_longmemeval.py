@@ -213,6 +213,15 @@ class TestRunOnTinySlices:
         scale = report["scale"]
         assert scale["ingest_seconds"] > 0 and scale["events_per_s"] > 0
         assert scale["peak_rss_mb"] > 50
+        # Consolidation stage by stage, per 1,000 events: every event was consolidated,
+        # and each stage that ran is there with its share of the time.
+        cons = scale["consolidation"]
+        assert cons["events"] == report["events"] == 8
+        assert 0 < cons["seconds"] <= scale["ingest_seconds"]
+        per_k = cons["seconds_per_1k_events"]
+        assert {"load", "extract", "resolve", "entities", "persist", "index"} <= set(per_k)
+        assert all(v >= 0 for v in per_k.values())
+        assert sum(per_k.values()) <= cons["seconds"] * 1000 / 8 * 1.01
         assert 0 < scale["disk_mb"]["index"] <= scale["disk_mb"]["total"]
         assert {k: v["searches"] for k, v in scale["search_ms"].items()} == {
             "k=50": 2, "budget": 2 * 4

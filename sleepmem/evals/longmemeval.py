@@ -38,7 +38,7 @@ import gzip
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,8 +60,9 @@ from sleepmem.evals.harness import (
     count_memories,
     count_tokens,
     disk_usage,
+    drain_all,
+    emit_all,
     eval_instance,
-    ingest,
     peak_rss_mb,
     reset_peak_rss,
     tokenizer_name,
@@ -74,9 +75,11 @@ from sleepmem.evals.metrics import (
     recall_all,
 )
 from sleepmem.models import ConflictGroup, MemoryCard, Scope, SearchFormat, card_sides
+from sleepmem.pipelines.consolidate import ConsolidationReport, consolidate_scope
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
+from sleepmem.services import run_consolidation
 
 log = get_logger("sleepmem.evals.longmemeval")
 T = TypeVar("T")
@@ -192,6 +195,46 @@ def bm25_ranking(
     scores = require("rank_bm25").BM25Okapi(corpus).get_scores(tokenize(item.question))
     order = sorted(range(len(corpus)), key=lambda i: (-float(scores[i]), i))
     return [item.session_ids[i] for i in order]
+
+
+@dataclass(slots=True)
+class Stages:
+    """Consolidation's cost stage by stage, summed over every scope the run consolidated:
+    what each stage costs per 1,000 events is what shows whether it grows with the scope
+    (the 1M and 10M haystacks) or only with the events it reads."""
+
+    events: int = 0
+    seconds: float = 0.0
+    by_stage: dict[str, float] = field(default_factory=dict)
+
+    def add(self, report: ConsolidationReport, seconds: float) -> None:
+        self.events += report.events
+        self.seconds += seconds
+        for name, s in report.stage_seconds.items():
+            self.by_stage[name] = self.by_stage.get(name, 0.0) + s
+
+    def summary(self) -> dict[str, Any]:
+        per_k = 1000 / self.events if self.events else 0.0
+        return {
+            "events": self.events,
+            "seconds": round(self.seconds, 2),
+            "events_per_s": round(self.events / self.seconds, 1) if self.seconds else 0.0,
+            "seconds_per_1k_events": {
+                name: round(s * per_k, 3) for name, s in sorted(self.by_stage.items())
+            },
+        }
+
+
+def ingest_item(res: Resources, item: Item, events: list[dict[str, Any]],
+                stages: Stages) -> int:
+    """emit → drain → consolidate the item's scope through the consolidation task's entry
+    point, its stage seconds added to ``stages``."""
+    n = emit_all(res, events)
+    drain_all(res)
+    t0 = time.perf_counter()
+    report = run_consolidation(res, scope_key=item.scope.key, pipeline=consolidate_scope)
+    stages.add(report, time.perf_counter() - t0)
+    return n
 
 
 def _whitespace(text: str) -> list[str]:
@@ -363,12 +406,13 @@ def run_longmemeval(
     events = memories = 0
     ingest_s = 0.0
     searches_ms: dict[str, list[float]] = {}
+    stages = Stages()
     reset_peak_rss()
     with eval_instance(settings, prefix="sleepmem-longmemeval-") as res:
         for item in items:
             t0 = time.perf_counter()
             batch, session_of = events_of(item)
-            events += ingest(res, batch)
+            events += ingest_item(res, item, batch, stages)
             ingest_s += time.perf_counter() - t0
             written = count_memories(res, tenant=TENANT) - memories
             memories += written
@@ -423,6 +467,8 @@ def run_longmemeval(
             "ingest_seconds": round(ingest_s, 1),
             "events_per_s": round(events / ingest_s, 1) if ingest_s else 0.0,
             "peak_rss_mb": peak,
+            # Consolidation alone, stage by stage: seconds per 1,000 events consolidated.
+            "consolidation": stages.summary(),
             "disk_mb": {k: round(v / 1e6, 1) for k, v in disk.items()},
             # In-process, per kind of search: the one for SEARCH_K entries, and those
             # at a token budget.
