@@ -48,6 +48,15 @@ class TestTheBodyLimit:
         resp = http.post("/v1/events", content=chunks())
         assert resp.status_code == 413 and _is_project_error(resp.json())
 
+    @pytest.mark.parametrize("path", ["/v1/search", "/v1/jobs/reconsolidate", "/v1/flush"])
+    def test_a_body_that_is_not_utf8_is_a_422_naming_the_body(
+        self, http: TestClient, path: str
+    ) -> None:
+        resp = http.post(path, content=b"@!\xf3\xc2\xaf\xab\x07\xe1J",
+                         headers={"content-type": "application/json"})
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"] == {"field": "body", "message": "must be JSON in UTF-8"}
+
     def test_a_body_under_the_limit_is_accepted(self, http: TestClient) -> None:
         resp = http.post("/v1/events", json=[{**SCOPE, "content": "z" * 1000}] * 10)
         assert resp.status_code == 202

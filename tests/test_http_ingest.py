@@ -241,3 +241,20 @@ class TestHealthAndSchema:
         assert "tenant" in schema["components"]["schemas"]["Event"]["required"]
         assert post["security"] == [{"bearer": []}]
         assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+    def test_the_document_says_which_operations_want_a_key_as_the_server_answers(
+        self, http: TestClient, settings: Settings, redis: redis_lib.Redis
+    ) -> None:
+        keyed = http.get("/openapi.json").json()["paths"]
+        for path, method in [("/v1/search", "post"), ("/v1/memories", "get"),
+                             ("/v1/jobs/{name}/run", "post"), ("/v1/store/items", "put")]:
+            assert keyed[path][method]["security"] == [{"bearer": []}], path
+            # and the server does want one
+            assert http.request(method.upper(), path.replace("{name}", "sweep")).status_code \
+                == 401, path
+        assert "security" not in keyed["/healthz"]["get"]
+        assert http.get("/healthz").status_code == 200
+        # With auth off no operation wants a key, and the document says none does.
+        with TestClient(create_app(settings)) as open_http:
+            paths = open_http.get("/openapi.json").json()["paths"]
+        assert all("security" not in op for ops in paths.values() for op in ops.values())

@@ -9,8 +9,10 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -30,7 +32,7 @@ from sleepmem.api import (
     values,
     working,
 )
-from sleepmem.api.auth import KeyRing
+from sleepmem.api.auth import KeyRing, caller_tenant, operator
 from sleepmem.api.errors import request_problems
 from sleepmem.api.limits import BodyLimit
 from sleepmem.api.state import ApiState
@@ -190,7 +192,16 @@ async def _request_error(_request: Request, exc: RequestValidationError) -> Resp
     return Response(orjson.dumps(body), status_code=422, media_type="application/json")
 
 
+# FastAPI's answer to a body it cannot decode (bytes that are not UTF-8, say): a 400 that no
+# operation documents, where a body that is not JSON is a 422 naming the body.
+_UNPARSABLE_BODY = "There was an error parsing the body"
+
+
 async def _http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    if exc.status_code == 400 and exc.detail == _UNPARSABLE_BODY:
+        problem = {"field": "body", "message": "must be JSON in UTF-8"}
+        return Response(orjson.dumps({"error": problem, "errors": [problem]}),
+                        status_code=422, media_type="application/json")
     message = exc.detail if isinstance(exc.detail, str) else "request refused"
     return Response(
         orjson.dumps({"error": {"message": message}}),
@@ -213,5 +224,32 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             "description": "A per-tenant API key from SLEEPMEM_API_KEYS, or the local key "
             "`sleepmem serve` writes to <data dir>/local-key.json on a loopback bind",
         }
+        _declare_keys(app, schema)
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def _declare_keys(app: FastAPI, schema: dict[str, Any]) -> None:
+    """Each operation says whether this server wants a key, as it answers: the routes that
+    check one require the bearer key while auth is on; with auth off no route does, and the
+    document says so (a client sending none is answered, not refused)."""
+    keyring: KeyRing = app.state.keyring
+    # The routers' own routes: each is included without a further prefix, and their paths
+    # are the document's (app.routes wraps included routers in newer FastAPI releases).
+    for route in (r for router in ROUTERS for r in router.routes):
+        if not isinstance(route, APIRoute):
+            continue
+        ops = schema["paths"].get(route.path_format, {})
+        for method in route.methods or ():
+            op = ops.get(method.lower())
+            if op is None:
+                continue
+            if keyring.enabled and _checks_key(route.dependant):
+                op["security"] = [{"bearer": []}]
+            else:
+                op.pop("security", None)
+
+
+def _checks_key(dependant: Dependant) -> bool:
+    return any(d.call in (caller_tenant, operator) or _checks_key(d)
+               for d in dependant.dependencies)

@@ -69,7 +69,6 @@ def _error(description: str) -> dict[str, Any]:
         "A batch is all or nothing: one invalid event and none is written."
     ),
     openapi_extra={
-        "security": [{"bearer": []}],
         "requestBody": {
             "required": True,
             "content": {"application/json": {"schema": _BODY_SCHEMA}},
