@@ -194,6 +194,16 @@ class TestDestructiveCommandsCheckBeforeTheyAsk:
         assert result.exit_code == 2, result.output
         assert not (tmp_path / "data").exists()
 
+    @pytest.mark.parametrize("since", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
+    def test_reconsolidate_refuses_a_since_utc_cannot_hold_as_the_api_does(
+        self, since: str, env: dict[str, str]
+    ) -> None:
+        result = CliRunner().invoke(app, ["reconsolidate", "--scope", "t=acme/a=bot/u=ann/p=/s=",
+                                          "--since", since], env=env)
+        assert result.exit_code == 2, result.output
+        assert "since: is outside the supported range" in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
 
 class TestABadSettingIsOneLine:
     def test_malformed_json_in_a_setting_names_the_variable_in_one_line(

@@ -33,6 +33,7 @@ from sleepmem.cli.remote import require_local_store, running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.models import Scope
+from sleepmem.models.events import aware_time
 from sleepmem.pipelines.found import found_lines
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
@@ -100,7 +101,12 @@ def _parse_time(text: str | None) -> datetime | None:
     except ValueError:
         raise ValidationError("since", f"must be an ISO time like 2026-03-01T00:00Z, got {text!r}"
                               ) from None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    try:
+        # The API's rule: a time UTC cannot hold (year 1 with a positive offset) is refused
+        # here, not left to fail the job (it was a traceback).
+        return aware_time(t)
+    except ValueError as exc:
+        raise ValidationError("since", str(exc)) from None
 
 
 # -- sweep / refresh ---------------------------------------------------------------------
