@@ -313,7 +313,14 @@ def recover_jobs(res: Resources, requeue: Callable[[str], None]) -> dict[str, in
             requeue(job.id)
             counts["requeued"] += 1
         elif job.status == JobStatus.queued.value and job.kind == ERASE_KIND:
-            run_erasure(res, job.id, worker="recovery")
+            try:
+                run_erasure(res, job.id, worker="recovery")
+            except TransientError:
+                continue  # busy now: it stays queued for the next start
+            except Exception as exc:  # the job row says it failed; the process still starts
+                log.warning("jobs_recovery_failed", job_id=job.id, error=type(exc).__name__)
+                counts["failed"] += 1
+                continue
             counts["requeued"] += 1
         else:
             _finish(res, job.id, JobStatus.failed, job.started_at or datetime.now(UTC),

@@ -22,6 +22,7 @@ from sleepmem.services import (
     cancel_job,
     create_erase_job,
     give_up,
+    recover_jobs,
     refresh_job,
     run_erasure,
     run_reconsolidation,
@@ -156,6 +157,20 @@ class TestAJobWhoseTaskFailsEndsFailed:
         failed = _status(worker_res, job.id)
         assert failed.status == "failed"
         assert f"gave up after {retry.MAX_RETRIES + 1} attempts" in failed.error
+
+    def test_a_queued_erasure_that_raises_at_start_up_recovery_is_failed_and_start_up_goes_on(
+        self, worker_res: Resources, ann: list[str]
+    ) -> None:
+        job = create_erase_job(worker_res, tenant="acme", scope_key=ANN.key)
+        with Session(worker_res.engine) as s:
+            row = s.get(Job, job.id)
+            assert row is not None
+            row.params = {**row.params, "scope": "ann's diary"}
+            s.add(row)
+            s.commit()
+        counts = recover_jobs(worker_res, lambda _job_id: None)
+        assert counts == {"requeued": 0, "failed": 1}
+        assert _status(worker_res, job.id).status == "failed"
 
     def test_a_job_that_ended_keeps_its_own_ending(
         self, worker_res: Resources, ann: list[str]
