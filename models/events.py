@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     with_config,
 )
 from typing_extensions import TypedDict
@@ -156,7 +157,13 @@ def _meta_size(v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
 # patterns, not Python validators: validation is most of the cost of an emit, and
 # sleepmem.ingest.validation turns a mismatch into the rule in words.
 Content = Annotated[str, AfterValidator(_content_size)]
-EventTime = Annotated[datetime, AfterValidator(aware_time)]
+# Its schema says what is accepted: an ISO 8601 string, or Unix time as a number (pydantic's
+# rule, which the API has always taken; the document said string only).
+EventTime = Annotated[datetime, AfterValidator(aware_time), WithJsonSchema({
+    "anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}],
+    "description": "ISO 8601 time (naive = UTC), or Unix time as a number: seconds, or "
+                   "milliseconds above 2e10",
+})]
 Meta = Annotated[dict[str, Any], AfterValidator(_meta_size)]
 
 

@@ -69,6 +69,16 @@ class TestDatesOutOfRange:
         assert resp.status_code == 422
         assert resp.json()["error"]["field"] == "at"
 
+    def test_an_event_time_as_unix_seconds_is_taken_as_the_document_says(
+        self, http: TestClient
+    ) -> None:
+        at = http.get("/openapi.json").json()["components"]["schemas"]["Event"]["properties"]["at"]
+        assert {"type": "number"} in at["anyOf"]
+        resp = http.post("/v1/events", json={**SCOPE, "content": "x", "at": 1_700_000_000})
+        assert resp.status_code == 202, resp.text
+        bad = http.post("/v1/events", json={**SCOPE, "content": "x", "at": 2**70})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "at"
+
     def test_a_search_as_of_past_the_range_is_a_422(self, http: TestClient) -> None:
         body = {"query": "where", "scope": SCOPE, "as_of": "0001-01-01T00:00:00+05:00"}
         resp = http.post("/v1/search", json=body)

@@ -15,7 +15,7 @@ import redis as redis_lib
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
-from hypothesis.errors import Unsatisfiable
+from hypothesis.errors import FlakyStrategyDefinition, Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -66,7 +66,13 @@ def _fuzz(operation: Any, mode: GenerationMode, checks: list[Any],
 
     # Every operation runs, so one report names every failing one (the nightly figures).
     try:
-        run()
+        try:
+            run()
+        except FlakyStrategyDefinition:
+            # Hypothesis' own generation drew differently on replay (seen once in 17,069
+            # calls at 300 examples, not reproducible alone): not an answer of the API, so
+            # the operation is run once more; a second one is reported.
+            run()
     except Unsatisfiable:
         # Negative mode: nothing in the operation can be made invalid (no parameters, no
         # body, only free strings), so there is no request to send.
