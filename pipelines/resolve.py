@@ -178,6 +178,12 @@ class Resolver:
         self._tool_fields: set[str] = set()
         self._sentence_index: SentenceIndex | None = None
         self._indexed_at = 0
+        self._frame_index: dict[str, set[str]] | None = None
+        self._turn_index: SentenceIndex | None = None
+        self._turns_at = 0
+        self._slotted: dict[str, set[str]] = {}
+        self._frame_pending: dict[str, Memory] = {}
+        self._framed_at = 0
         for mem in self._current.values():
             self._remember(mem)
 
@@ -200,6 +206,12 @@ class Resolver:
             self._tool_fields.add(mem.id)
         if self._sentence_index is not None and _may_restate(mem):
             self._sentence_index.add(mem.id, mem.statement)
+        if self._frame_index is not None:
+            self._frame_pending[mem.id] = mem
+        if self._turn_index is not None and _may_restate(mem):
+            self._turn_index.add(mem.id, mem.statement)
+        if mem.attribute:
+            self._slotted.setdefault(mem.subject, set()).add(mem.id)
         if mem.attribute:
             self._slots.setdefault((mem.subject, mem.attribute, mem.session), set()).add(mem.id)
         else:
@@ -279,7 +291,7 @@ class Resolver:
         frame = frame_named(cand.attribute)
         if frame is None or self.meaning is None:
             return []
-        pool = [m for m in self._said_before(cand)
+        pool = [m for m in self._said_before(cand, self._frame_neighbours(frame.attribute))
                 if m.subject == cand.subject and m.attribute != cand.attribute
                 and m.trust in (Trust.high.value, Trust.human.value) and m.source != "tool"
                 and not m.attribute.startswith(TOOL_PREFIX)
@@ -289,6 +301,48 @@ class Resolver:
             ranked = ranked_frames(self.meaning.embedder, [_last_turn(t) for t in todo])
             self._frames.update(zip(todo, ranked, strict=True))
         return [m for m in pool if may_mean(self._frames[m.statement], frame.attribute)]
+
+    def _turn_neighbours(self, texts: list[str], bar: float) -> set[str]:
+        """Current memories a candidate may restate whose own last turn is at or above
+        ``bar`` against one of ``texts`` (``_near`` with ``own_turns``), from an index of
+        the run like :meth:`_sentence_neighbours`."""
+        assert self.meaning is not None
+        if self._turn_index is None or self._turns_at != len(self.plan.deleted_events):
+            self._turn_index = SentenceIndex(
+                self.meaning, lambda statement: [self._gist(_last_turn(statement))])
+            self._turns_at = len(self.plan.deleted_events)
+            for m in self.current():
+                if _may_restate(m):
+                    self._turn_index.add(m.id, m.statement)
+        return self._turn_index.within(texts, bar)
+
+    def _frame_neighbours(self, attribute: str) -> set[str]:
+        """Current memories that may mean the frame ``attribute`` (see ``_framed``): each
+        memory's frames are ranked once, in one embedder call for all those not ranked
+        yet, and looked up by frame, not by a pass over the scope."""
+        assert self.meaning is not None
+        if self._frame_index is None or self._framed_at != len(self.plan.deleted_events):
+            self._frame_index, self._frame_pending = {}, {}
+            self._framed_at = len(self.plan.deleted_events)
+            for m in self.current():
+                self._frame_pending[m.id] = m
+        pending = [m for m in self._frame_pending.values() if self._may_frame(m)]
+        self._frame_pending = {}
+        todo = list(dict.fromkeys(m.statement for m in pending if m.statement not in self._frames))
+        if todo:
+            ranked = ranked_frames(self.meaning.embedder, [_last_turn(t) for t in todo])
+            self._frames.update(zip(todo, ranked, strict=True))
+        for m in pending:
+            for a, _s in self._frames[m.statement][:2]:
+                if may_mean(self._frames[m.statement], a):
+                    self._frame_index.setdefault(a, set()).add(m.id)
+        return self._frame_index.get(attribute, set())
+
+    def _may_frame(self, m: Memory) -> bool:
+        """The part of ``_framed``'s pool that no candidate changes."""
+        return (_may_restate(m) and m.trust in (Trust.high.value, Trust.human.value)
+                and m.source != "tool" and not m.attribute.startswith(TOOL_PREFIX)
+                and (m.type != "event" or (m.source == "user" and self._one_thing(m))))
 
     def _one_thing(self, mem: Memory) -> bool:
         """Whether an episode says one thing only (one sentence of its speaker's own): a
@@ -454,8 +508,12 @@ class Resolver:
             # A contrast names what it corrects ("是湘潭，不是长沙"): any slot holding
             # that value is the one it corrects.
             denied = norm_text(str(cand.details.get("replaces") or ""))
+            # Only the nearest counts, and only at RELATED (feedback aside, which may
+            # raise a lower one by a sentence): the neighbours at that bar hold it.
+            near = None if _disputes(cand) else self._turn_neighbours(
+                [gist(last)], semantic.RELATED)
             pool = [
-                m for m in self._said_before(cand)
+                m for m in self._said_before(cand, near)
                 if (m.subject == cand.subject or not cand.attribute) and (
                     not cand.attribute or not m.attribute or m.attribute == cand.attribute
                     or (len(denied) >= 2 and _mentions(_value(m), denied)))
@@ -479,7 +537,7 @@ class Resolver:
         if not cand.attribute and not (cand.details.get("feedback") or _marks_correction(cand)):
             return None
         pool = [
-            m for m in self._said_before(cand)
+            m for m in self._said_before(cand, self._slotted.get(cand.subject, set()))
             if m.subject == cand.subject and m.attribute and not m.attribute.startswith(
                 TOOL_PREFIX) and m.attribute != cand.attribute
             and (m.type == cand.type or not cand.attribute)
