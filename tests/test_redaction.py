@@ -158,6 +158,26 @@ class TestSecretsAreReplaced:
     def test_a_card_number_failing_luhn_is_left_alone(self) -> None:
         assert redact("ref 4111 1111 1111 1112").text == "ref 4111 1111 1111 1112"
 
+    @pytest.mark.parametrize(
+        "text",
+        ["the card no. on file: 5500 0000 0000 0005", "charged to amex card 378282246310006",
+         "visa card number 4111-1111-1111-1112", "diners card # 30569309025905"],
+    )  # fmt: skip
+    def test_a_named_card_number_a_luhn_network_never_issued_stays(self, text: str) -> None:
+        # Visa, Mastercard, Amex and Diners number every card so that it passes Luhn: in
+        # their range and length, a failing number is a typo or made up, no card.
+        assert redact(text).text == text
+
+    @pytest.mark.parametrize(
+        ("text", "value"),
+        [("银行卡 6212 3456 7890 1234", "6212 3456 7890 1234"),  # UnionPay: Luhn optional
+         ("card number 9876 5432 1098 7654", "9876 5432 1098 7654")],  # no network's range
+    )  # fmt: skip
+    def test_a_named_card_number_outside_luhn_networks_goes_checksum_or_not(
+        self, text: str, value: str
+    ) -> None:
+        assert value not in redact(text).text
+
     def test_a_number_after_a_card_is_not_swallowed(self) -> None:
         assert redact("4111111111111111 2024").text == "[REDACTED:card_number] 2024"
 

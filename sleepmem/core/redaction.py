@@ -274,7 +274,8 @@ _COOKIE_BARE = _Rule(
     1,
 )
 # "卡号 6222 0212 3456 7890 128", "card number: 4000-1234-...": in a card context any
-# long run of digits goes, checksum or not.
+# long run of digits goes, checksum or not, unless a Luhn network's range and length say
+# the checksum must hold and it does not (_card_checked).
 _CARD_LABEL = _Rule(
     "card_number",
     re.compile(
@@ -282,6 +283,7 @@ _CARD_LABEL = _Rule(
         r"[^\d\n]{0,12}?((?:\d[ \-\u3000]?){11,22}\d)(?!\d)"
     ),
     1,
+    lambda value, m: _card_checked(value, m),
 )
 
 # -- shapes that need no label (case matters for these) -------------------------------------
@@ -565,34 +567,51 @@ _NOT_A_CARD = _word_alternation(
     "订单 单号 运单 快递 编号 流水号",
 )
 _CARD_LOOKBACK = 40
-_NETWORKS: tuple[tuple[tuple[int, int], frozenset[int]], ...] = (
-    ((4, 4), frozenset({13, 16, 19})),  # Visa
-    ((51, 55), frozenset({16})),  # Mastercard
-    ((2221, 2720), frozenset({16})),  # Mastercard 2-series
-    ((34, 34), frozenset({15})),  # American Express
-    ((37, 37), frozenset({15})),
-    ((6011, 6011), frozenset({16, 17, 18, 19})),  # Discover
-    ((644, 649), frozenset({16, 17, 18, 19})),
-    ((65, 65), frozenset({16, 17, 18, 19})),
-    ((62, 62), frozenset({16, 17, 18, 19})),  # UnionPay
-    ((3528, 3589), frozenset({16, 17, 18, 19})),  # JCB
-    ((300, 305), frozenset({14})),  # Diners Club
-    ((36, 36), frozenset({14})),
-    ((38, 39), frozenset({14, 16})),
-    ((1, 1), frozenset({15})),  # UATP
-    ((50, 50), frozenset({16, 17, 18, 19})),  # Maestro, Dankort (5019)
-    ((56, 58), frozenset({16, 17, 18, 19})),  # Maestro
-    ((67, 67), frozenset({16, 17, 18, 19})),  # Maestro (UK 6759)
-    ((2200, 2204), frozenset({16, 17, 18, 19})),  # Mir
+# (IIN range, lengths, whether the network's rules make every number pass Luhn). UnionPay,
+# UATP and Maestro issue numbers that need not.
+_NETWORKS: tuple[tuple[tuple[int, int], frozenset[int], bool], ...] = (
+    ((4, 4), frozenset({13, 16, 19}), True),  # Visa
+    ((51, 55), frozenset({16}), True),  # Mastercard
+    ((2221, 2720), frozenset({16}), True),  # Mastercard 2-series
+    ((34, 34), frozenset({15}), True),  # American Express
+    ((37, 37), frozenset({15}), True),
+    ((6011, 6011), frozenset({16, 17, 18, 19}), True),  # Discover
+    ((644, 649), frozenset({16, 17, 18, 19}), True),
+    ((65, 65), frozenset({16, 17, 18, 19}), True),
+    ((62, 62), frozenset({16, 17, 18, 19}), False),  # UnionPay
+    ((3528, 3589), frozenset({16, 17, 18, 19}), True),  # JCB
+    ((300, 305), frozenset({14}), True),  # Diners Club
+    ((36, 36), frozenset({14}), True),
+    ((38, 39), frozenset({14, 16}), True),
+    ((1, 1), frozenset({15}), False),  # UATP
+    ((50, 50), frozenset({16, 17, 18, 19}), False),  # Maestro, Dankort (5019)
+    ((56, 58), frozenset({16, 17, 18, 19}), False),  # Maestro
+    ((67, 67), frozenset({16, 17, 18, 19}), False),  # Maestro (UK 6759)
+    ((2200, 2204), frozenset({16, 17, 18, 19}), True),  # Mir
 )
 
 
-def _network_shaped(digits: str) -> bool:
-    for (low, high), lengths in _NETWORKS:
+def _network(digits: str) -> tuple[tuple[int, int], frozenset[int], bool] | None:
+    """The card network whose issuer range and lengths ``digits`` has, if any."""
+    for network in _NETWORKS:
+        (low, high), lengths, _ = network
         prefix = int(digits[: len(str(low))])
         if low <= prefix <= high and len(digits) in lengths:
-            return True
-    return False
+            return network
+    return None
+
+
+def _network_shaped(digits: str) -> bool:
+    return _network(digits) is not None
+
+
+def _card_checked(value: str, _m: re.Match[str]) -> bool:
+    """A number a card word names goes, checksum or not, unless its issuer range and length
+    are a network's whose numbers all pass Luhn and it fails: then it is no card that
+    network issued (a mistyped or made-up one), and no card of any other."""
+    digits = "".join(_DIGIT_GROUP.findall(value))
+    network = _network(digits)
+    return network is None or not network[2] or _luhn_ok(digits)
 
 
 def _card_in_context(low: str, start: int, digits: str) -> bool:
