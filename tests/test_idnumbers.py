@@ -243,3 +243,34 @@ class TestLookAlikesThatAreNoPersonsId:
     @pytest.mark.parametrize("text", ["+43 536 904 399", "call +1 130 692 544 tonight"])
     def test_a_number_after_a_plus_is_a_phone_number(self, text: str) -> None:
         assert redact(text).text == text
+
+
+class TestAFormatAPublicNumberShares:
+    """An Australian TFN and a company's ACN are both written in three groups of three: the
+    layout proves a TFN on sight only when the number fails the ACN's own check digit."""
+
+    @staticmethod
+    def _spaced(number: str) -> str:
+        return f"{number[:3]} {number[3:6]} {number[6:]}"
+
+    def _numbers(self, *, company: bool) -> list[str]:
+        from stdnum.au import acn, tfn
+
+        rng = random.Random(7)
+        found: list[str] = []
+        while len(found) < 20:
+            n = "".join(rng.choice("0123456789") for _ in range(9))
+            if tfn.is_valid(n) and acn.is_valid(n) == company:
+                found.append(n)
+        return found
+
+    def test_a_number_that_is_also_a_valid_acn_stays_unless_named(self) -> None:
+        for n in self._numbers(company=True):
+            written = self._spaced(n)
+            assert redact(f"registered to Wattle Pty Ltd, {written}").text.endswith(written)
+            assert _gone(f"her TFN: {written}", written)
+
+    def test_a_number_only_a_tfn_can_be_still_goes_on_sight(self) -> None:
+        for n in self._numbers(company=False):
+            written = self._spaced(n)
+            assert _gone(f"registered to Wattle Pty Ltd, {written}", written)

@@ -58,6 +58,10 @@ _VALIDATORS = (
 _NEVER_ON_SIGHT = frozenset(
     {"gb.nhs", "in_.aadhaar", "th.pin", "za.idnr", "fr.nir", "de.kvnr", "de.idnr-check", "ph.tin"}
 )
+# Ids whose national format another, public number shares, with its own check digit (an
+# Australian TFN and a company's ACN are both written "123 456 782"): the format proves the
+# id on sight only when the public number's validator rejects it.
+_SHARED_FORMAT = {"au.tfn": ("au.acn",)}
 
 
 class _Validator(NamedTuple):
@@ -550,9 +554,24 @@ def _identify(
             return v.kind
         if v.name in _NEVER_ON_SIGHT:
             continue
-        if letters or (written != compact and _formatted_as(v, compact, written)):
+        if letters or (
+            written != compact
+            and _formatted_as(v, compact, written)
+            and not _public_number(v.name, compact)
+        ):
             return v.kind
     return None
+
+
+def _public_number(name: str, compact: str) -> bool:
+    """Whether ``compact`` is also a valid public number written in the same format."""
+    for other in _SHARED_FORMAT.get(name, ()):
+        try:
+            if importlib.import_module(f"stdnum.{other}").is_valid(compact):
+                return True
+        except Exception:  # a validator refusing odd input refuses the candidate
+            continue
+    return False
 
 
 def _valid(v: _Validator, candidate: str) -> bool:
