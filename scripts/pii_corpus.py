@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -48,6 +49,26 @@ _SECRET_KIND_NAMES = """
     DE_FUEHRERSCHEIN ZA_ID_NUMBER
 """
 SECRET_KINDS = frozenset(_SECRET_KIND_NAMES.split())
+# Kinds that share one number layout and are told apart by a field of it: Korea's resident
+# and foreigner registration numbers (YYMMDD, then a digit 1-4 for a citizen, 5-8 for a
+# foreigner, six more). One recognizer's test rejects a number only because that digit
+# names the other kind ("760413-1212134" is no FRN); the number is the other kind's, in
+# the layout that kind's own tests accept without a check digit. It is a secret of that
+# kind, not a benign look-alike.
+_KR_REGISTRATION = re.compile(r"\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])-?([1-8])\d{6}")
+
+
+def sibling(kind: str, text: str) -> str | None:
+    """The kind ``text`` is a number of, when a test of ``kind`` rejects it for that."""
+    if kind not in ("KR_RRN", "KR_FRN"):
+        return None
+    m = _KR_REGISTRATION.fullmatch(text)
+    if m is None:
+        return None
+    other = "KR_RRN" if m.group(1) in "1234" else "KR_FRN"
+    return other if other != kind else None
+
+
 _TEXT_ARGS = ("text", "iban")
 _POSITION_ARGS = ("expected_positions", "expected_res", "expected_results", "expected_spans")
 
@@ -150,6 +171,9 @@ def cases(name: str, source: str) -> Iterator[dict[str, Any]]:
         if expected > 0 and len(spans) != expected:
             continue  # spans not stated: nothing to check the redaction against
         spans = [s for s in spans if 0 <= s[0] < s[1] <= len(text)]
+        other = sibling(kind, text) if expected == 0 else None
+        if other is not None:
+            kind, expected, spans = other, 1, [[0, len(text)]]
         secret = expected > 0 and kind in SECRET_KINDS
         yield {
             "source": name,

@@ -62,6 +62,24 @@ class TestTheExtraction:
              "text": "078-05-1120", "spans": []},
         ]  # fmt: skip
 
+    @pytest.mark.parametrize(
+        ("kind", "text", "label", "as_kind"),
+        [
+            ("KR_FRN", "850722-2345678", "secret", "KR_RRN"),  # 2: a citizen's number
+            ("KR_RRN", "030915-7123456", "secret", "KR_FRN"),  # 7: a foreigner's
+            ("KR_RRN", "850722-9345678", "benign", "KR_RRN"),  # 9: neither kind's
+            ("KR_RRN", "851322-2345678", "benign", "KR_RRN"),  # month 13: no date
+            ("KR_FRN", "850722-6345678", "benign", "KR_FRN"),  # its own kind, rejected
+        ],
+    )  # fmt: skip
+    def test_a_look_alike_rejected_for_naming_its_sibling_kind_is_that_kinds_secret(
+        self, kind: str, text: str, label: str, as_kind: str
+    ) -> None:
+        source = PRESIDIO_STYLE.replace("US_SSN", kind).replace("078-05-1120", text)
+        rows = list(_script().cases("test_kr_recognizer.py", source))
+        assert (rows[1]["kind"], rows[1]["label"]) == (as_kind, label)
+        assert rows[1]["spans"] == ([[0, len(text)]] if label == "secret" else [])
+
     def test_it_reads_a_checkout_and_writes_json_lines(self, tmp_path: Path) -> None:
         tests = tmp_path / "presidio" / "presidio-analyzer" / "tests"
         tests.mkdir(parents=True)
@@ -82,6 +100,6 @@ class TestTheExtraction:
 class TestFetchedPresidioCorpus:
     def test_more_than_half_the_id_numbers_go_and_few_look_alikes_change(self) -> None:
         scored = pii.score(pii.load(FETCHED))
-        # Measured: 166 of 427 missed, 18 of 902 benign strings changed (see the README's figures).
-        assert scored["missed_rate"] < 0.5, json.dumps(scored["per_kind"])
-        assert scored["changed_rate"] < 0.03, scored["changed_examples"]
+        # Measured: 108 of 437 missed, 4 of 892 benign strings changed (issue 41's floor: 1%).
+        assert scored["missed_rate"] < 0.3, json.dumps(scored["per_kind"])
+        assert scored["changed_rate"] < 0.01, scored["changed_examples"]
