@@ -111,6 +111,7 @@ class TestIdsTheirIssuersDefine:
         ("text", "value"),
         [
             ("T0412345F", "T0412345F"),  # Singapore NRIC: its check letter
+            ("M1234567K", "M1234567K"),  # a 2022 M-series FIN: its own check letters
             ("CE 48 19 27 A", "CE 48 19 27 A"),  # UK NINO as printed on the card
             ("ce481927a", "ce481927a"),
             ("WALKE752203JA9BC", "WALKE752203JA9BC"),  # UK driving licence, a woman's month
@@ -274,3 +275,7 @@ class TestAFormatAPublicNumberShares:
         for n in self._numbers(company=False):
             written = self._spaced(n)
             assert _gone(f"registered to Wattle Pty Ltd, {written}", written)
+
+
+def test_an_m_series_code_with_another_letter_is_no_fin() -> None:
+    assert redact("use M1234567X at the gate").text == "use M1234567X at the gate"

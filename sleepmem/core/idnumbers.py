@@ -151,8 +151,10 @@ def _es_dni7(value: str) -> bool:
     return len(n) == 8 and n[:7].isdigit() and n[7].isalpha() and _stdnum_valid("es.dni", "0" + n)
 
 
+# The M series of FINs (issued since 2022) has its own offset and letters (J for M).
 _NRIC_LETTERS = {"S": (0, "JZIHGFEDCBA"), "T": (4, "JZIHGFEDCBA"),
-                 "F": (0, "XWUTRQPNMLK"), "G": (4, "XWUTRQPNMLK")}  # fmt: skip
+                 "F": (0, "XWUTRQPNMLK"), "G": (4, "XWUTRQPNMLK"),
+                 "M": (3, "XWUTRQPNJLK")}  # fmt: skip
 
 
 def _sg_nric(value: str) -> bool:
