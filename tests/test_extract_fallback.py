@@ -261,3 +261,42 @@ class TestANameSaidInOtherWords:
         [c] = RulesExtractor(embedder=embedder).extract([event]).candidates
         assert (c.type, c.attribute, c.value) == ("identity", "name", name)
         assert c.statement.startswith(("The user", "Everyone"))
+
+
+class TestATaskForNow:
+    """A need or request for something done now, with no word that it lasts, is the
+    turn's episode, however it is put; a taste said beside it still lasts."""
+
+    @pytest.mark.parametrize("said", [
+        "I'm requesting the invoice for last month's stay.",
+        "我需要查一下订单 A7731 的物流。",
+        "我需要找一家附近的药店。",
+    ])
+    def test_is_an_episode_not_a_lasting_memory(self, embedder: Embedder, said: str) -> None:
+        event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                          content=said, at=AT, meta={})
+        cands = RulesExtractor(embedder=embedder).extract([event]).candidates
+        assert [c.type for c in cands] == ["event"], cands
+
+    def test_a_stated_taste_is_no_task(self, embedder: Embedder) -> None:
+        event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                          content="I prefer plain answers, no headings.", at=AT, meta={})
+        [c] = RulesExtractor(embedder=embedder).extract([event]).candidates
+        assert c.type == "preference"
+
+
+@pytest.mark.parametrize("said", ["My preferred airline is KLM.",
+                                  "My preferred seating is the front row."])
+def test_a_key_that_names_a_liking_makes_a_preference(said: str) -> None:
+    [c] = extract(said)
+    assert c.type == "preference", c
+
+
+@pytest.mark.parametrize("said", ["My parcels go to the office at 4 Canal Street these days.",
+                                  "收货地址我改成人民路12号了。"])
+def test_where_parcels_go_is_the_address_frame_in_either_language(
+        embedder: Embedder, said: str) -> None:
+    event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                      content=said, at=AT, meta={})
+    cands = RulesExtractor(embedder=embedder).extract([event]).candidates
+    assert [c.attribute for c in cands] == ["address"], cands

@@ -8,6 +8,7 @@ import re
 
 from sleepmem.pipelines.extract.en_person import OBJECT_STOP
 from sleepmem.pipelines.extract.slots import Clause, Slot, clause_slot, make_slot
+from sleepmem.pipelines.extract.statements import preference_cue
 from sleepmem.pipelines.extract.text import (
     STRIP_CHARS,
     clean_end,
@@ -450,6 +451,8 @@ def m_my_x_is(c: Clause) -> list[Slot]:
         return [clause_slot(c, attr, value, importance=0.5)]
     # A key no vocabulary knows ("my body is sensitive to latex"): the sentence's meaning
     # may name the attribute (rules._framed_found); else the key itself does.
-    slot = clause_slot(c, key.replace("'s", "").replace(" ", "_"), value, importance=0.5)
+    # "My preferred response is prose": a key that names a liking makes a preference.
+    slot = clause_slot(c, key.replace("'s", "").replace(" ", "_"), value, importance=0.5,
+                       type="preference" if preference_cue(key) else "fact")
     slot.details["improvised"] = True
     return [slot]

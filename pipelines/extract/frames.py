@@ -55,6 +55,8 @@ class Frame:
 
 FRAMES: dict[str, Frame] = {f.attribute: f for f in (
     Frame("residence", "fact", False),
+    # Where parcels and letters go, which a shop's records also hold (its "address" field).
+    Frame("address", "fact", False),
     Frame("employer", "fact", False),
     Frame("occupation", "fact", False),
     Frame("diet", "preference", False),

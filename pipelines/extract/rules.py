@@ -498,7 +498,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (tail := _first_person_tail(sentence, zh)) and (
                 _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback,
-                                                    slot_from=tail))):
+                                                    slot_from=tail), sentence)):
             # One memory for the sentence, its slot read from the clause that states it.
             out.append(unsure)
             structured_any = True
@@ -520,7 +520,8 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             sentence = said if found or not zh else sentence
         if not found and rewrite is None and _reads_first_person(turn) and (
             not REDACTED.search(sentence) and lasting_first_person(sentence)
-        ) and _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback)):
+        ) and _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback),
+                    sentence):
             # Fail safe: what no matcher knows but the user states about themself is kept
             # at its type's default lifetime, with low importance, not as an episode.
             out.append(unsure)
@@ -704,6 +705,15 @@ def _asks_for_now(reading: Reading) -> bool:
         reading.time.value != "habitual")
 
 
+def _task_for_now(seen: Understood) -> bool:
+    """A request for now whose meaning is no clear preference: "book me a flight", "I'm
+    requesting the boarding pass", 我需要查一下快递 are tasks; "give me temperatures in
+    Celsius" and "I need gluten-free meals" name what the person wants at all times."""
+    frame = seen.frame
+    return _asks_for_now(seen.reading) and (
+        frame is None or frame.type != "preference" or seen.score < FOR_NOW_FLOOR)
+
+
 def _owned(found: list[_Found], clauses: list[Clause], reading: Reading,
            zh: bool) -> list[_Found]:
     """What the clause analysis says of a sentence a matcher read: a hypothetical ("if I
@@ -767,8 +777,7 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
         return None
     if is_small_talk(sentence) or is_one_off(sentence) or ACK.match(sentence):
         return None
-    if _asks_for_now(reading) and (frame is None or frame.type != "preference"
-                                   or seen.score < FOR_NOW_FLOOR):
+    if _task_for_now(seen):
         return None  # "book me a flight" is a task; "give me temperatures in Celsius" is not
     person = turn.speaker.person
     if person and not NAMED_SPEAKERS_AS_FACTS:
@@ -890,12 +899,16 @@ def _reads_first_person(turn: _Turn) -> bool:
     return not turn.speaker.prefix or bool(turn.speaker.person)
 
 
-def _kept(turn: _Turn, fallback: Candidate) -> bool:
-    """A named person's fallback reading is kept only when it fills a slot the vocabulary
-    knows (where they live or work, …: "我离开华星了，现在在云帆上班"). Their other
-    first-person words stay episodes, which carry the person's name and the turn around
-    them; a scope several people share is a conversation, where most of those words are
-    talk, not lasting facts."""
+def _kept(turn: _Turn, fallback: Candidate, sentence: str) -> bool:
+    """A fallback reading is kept unless the sentence asks for a task for now and states
+    no taste ("I'm requesting the boarding pass", 我需要查找快递信息; not "I prefer prose
+    answers"): its episode carries it. A named person's is kept only when it fills a
+    slot the vocabulary knows (where they live or work, …: "我离开华星了，现在在云帆上班").
+    Their other first-person words stay episodes, which carry the person's name and the
+    turn around them; a scope several people share is a conversation, where most of
+    those words are talk, not lasting facts."""
+    if _task_for_now(turn.understood(sentence)) and not preference_cue(sentence):
+        return False
     return not turn.speaker.person or not fallback.details.get("unclassified")
 
 

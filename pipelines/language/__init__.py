@@ -96,26 +96,13 @@ def codes() -> list[str]:
     return sorted(_PACKS)
 
 
-def _by_language(texts: list[str]) -> dict[str, list[int]]:
-    by_lang: dict[str, list[int]] = {}
-    for i, text in enumerate(texts):
-        by_lang.setdefault(detect(text), []).append(i)
-    return by_lang
-
-
-def terms(texts: list[str]) -> list[list[str]]:
-    """The noun phrases of each text, each by its own language's pack, order kept."""
-    out: list[list[str]] = [[] for _ in texts]
-    for code, idx in _by_language(texts).items():
-        for i, found in zip(idx, pack(code).terms([texts[i] for i in idx]), strict=True):
-            out[i] = found
-    return out
-
-
 def read(texts: list[str]) -> list[Reading]:
     """A reading of each text, each by its own language's pack, order kept."""
     out: list[Reading | None] = [None] * len(texts)
-    for code, idx in _by_language(texts).items():
+    by_lang: dict[str, list[int]] = {}
+    for i, text in enumerate(texts):
+        by_lang.setdefault(detect(text), []).append(i)
+    for code, idx in by_lang.items():
         for i, reading in zip(idx, pack(code).readings([texts[i] for i in idx]), strict=True):
             out[i] = reading
     return [r for r in out if r is not None]

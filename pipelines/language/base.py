@@ -98,9 +98,3 @@ class LanguagePack(Protocol):
     def readings(self, texts: list[str]) -> list[Reading]:
         """One reading per text (each a sentence), in order; batched for the parser."""
         ...
-
-    def terms(self, texts: list[str]) -> list[list[str]]:
-        """The things each text names (its noun phrases, determiners and owners left
-        out: "my new shipping address" -> "new shipping address"), in order of the text;
-        what a field name or a topic is compared with, by meaning, in any language."""
-        ...

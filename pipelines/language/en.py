@@ -77,7 +77,7 @@ DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "it", "them", "one
 # Verbs that end what their object was: "left Globex", "sold the Civic", "quit coffee".
 ENDING_VERBS = frozenset({"leave", "quit", "sell", "stop", "divorce", "drop", "cancel",
                           "ditch", "abandon", "lose", "resign", "retire", "exit"})
-WISH_HEADS = frozenset({"want", "like", "wish", "prefer", "love", "hope", "need"})
+WISH_HEADS = frozenset({"want", "like", "wish", "prefer", "love", "hope", "need", "request"})
 # Modals that state a plan ("we'll move next year"); the others say what may or should be
 # ("we should meet on Thursday", "I'd buy a boat"), which is nobody's history.
 PLAN_MODALS = frozenset({"will", "'ll", "shall", "wo"})
@@ -120,16 +120,6 @@ class EnglishPack:
                     reading.mood is not Mood.QUESTION):
                 out[i] = reading
         return out
-
-    def terms(self, texts: list[str]) -> list[list[str]]:
-        return [[_term(chunk) for chunk in doc.noun_chunks if _term(chunk)]
-                for doc in _nlp().pipe(texts, batch_size=128)]
-
-
-def _term(chunk: Any) -> str:
-    """A noun phrase without what only points at its thing ("my", "the", "this")."""
-    return " ".join(t.text for t in chunk if t.dep_ not in ("det", "poss", "predet")
-                    and t.pos_ != "PRON" and t.tag_ != "POS").lower()
 
 
 def _dropped_subject(doc: Any) -> bool:
@@ -450,6 +440,8 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
               "I switched from soda to sparkling water."),
     "food": ("My favourite food is sushi.", "I love eating pasta.",
              "I can't stand spicy dishes."),
+    "address": ("My shipping address is 12 Main Street.", "Send my orders to this address.",
+                "My delivery address changed to 5 Oak Road."),
     "seat": ("I prefer a window seat on flights.", "Book me an aisle seat on the train.",
              "I like sitting in the front row."),
     "schedule": ("Schedule our meetings on Tuesdays.", "Calls work best for me in the morning.",

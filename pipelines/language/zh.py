@@ -56,7 +56,8 @@ NEGATIONS = frozenset({"不", "没", "没有", "别", "不再", "从不", "不�
 WH_WORDS = frozenset({"什么", "哪", "哪里", "哪儿", "哪个", "怎么", "怎样", "为什么", "谁", "多少",
                       "几点", "如何"})
 QUESTION_ENDS = ("吗", "？", "?", "呢", "么")
-WISH_WORDS = frozenset({"吧", "请", "麻烦", "希望", "想要", "要", "帮", "记得", "务必", "最好"})
+WISH_WORDS = frozenset({"吧", "请", "麻烦", "希望", "想要", "要", "需要", "帮", "记得", "务必",
+                        "最好"})
 # Where a place or an organisation follows: the value of "在张江", "搬到成都", "去了深圳".
 LOCATIVES = frozenset({"在", "到", "去", "于", "至", "进", "来"})
 _NOUNISH = ("n", "nr", "ns", "nt", "nz", "nrt", "s", "t", "eng", "vn", "nw")
@@ -86,25 +87,6 @@ class ChinesePack:
     def readings(self, texts: list[str]) -> list[Reading]:
         cut = _cut()
         return [read_sentence([(w.word, w.flag) for w in cut(t)], t) for t in texts]
-
-    def terms(self, texts: list[str]) -> list[list[str]]:
-        cut = _cut()
-        return [_terms([(w.word, w.flag) for w in cut(t)]) for t in texts]
-
-
-def _terms(words: list[tuple[str, str]]) -> list[str]:
-    """Runs of nouns, each whole (收货 + 地址 -> 收货地址): jieba cuts a compound noun
-    into the nouns it is made of."""
-    out: list[str] = []
-    run = ""
-    for word, flag in [*words, ("", "x")]:
-        if flag in _NOUNISH or flag.startswith("n"):
-            run += word
-            continue
-        if run:
-            out.append(run)
-        run = ""
-    return out
 
 
 def read_sentence(words: list[tuple[str, str]], text: str) -> Reading:
@@ -315,6 +297,7 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
     "pet": ("我养了一只猫。", "我家有一条狗。"),
     "drink": ("我每天喝咖啡。", "我平时喝绿茶。"),
     "food": ("我最喜欢吃火锅。", "我不爱吃辣。"),
+    "address": ("我的收货地址是人民路1号。", "快递寄到这个地址。", "我的地址改了。"),
     "seat": ("我喜欢靠窗的座位。", "给我订靠过道的座位。"),
     "schedule": ("开会安排在周二。", "我只有周末有空。"),
     "school": ("孩子在这所学校上学。", "我在这所大学读书。"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sleepmem.pipelines.language import Mood, Owner, Time, codes, detect, pack, read, terms
+from sleepmem.pipelines.language import Mood, Owner, Time, codes, detect, pack, read
 
 # (language, sentence, owner, mood, time, negated, change, value): one row per behaviour,
 # said once in each language.
@@ -89,27 +89,6 @@ def test_a_contrast_affirms_one_value_and_denies_the_other(
         text: str, value: str, denied: str) -> None:
     [r] = read([text])
     assert (r.value, r.replaces, r.negated) == (value, denied, False)
-
-
-# (language, sentence, the things it names): compound nouns whole, owners and articles out.
-TERMS = [
-    ("en", "I want to change my shipping address to 12 Rue Verte.",
-     ["shipping address", "12 rue verte"]),
-    ("zh", "我要更改收货地址，新地址为上海市徐汇区漕溪北路88号。",
-     ["收货地址", "地址", "上海市徐汇区漕溪北路"]),
-]
-
-
-def test_every_pack_has_rows_in_the_terms_table() -> None:
-    assert {row[0] for row in TERMS} == set(codes())
-
-
-@pytest.mark.parametrize(("lang", "text", "named"), TERMS, ids=[row[0] for row in TERMS])
-def test_each_pack_names_the_things_a_sentence_is_about(
-        lang: str, text: str, named: list[str]) -> None:
-    assert detect(text) == lang
-    assert pack(lang).terms([text]) == [named]
-    assert terms([text, "I live in Porto."]) == [named, ["porto"]]
 
 
 def test_one_detector_serves_every_module() -> None:
