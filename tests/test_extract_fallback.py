@@ -300,3 +300,14 @@ def test_where_parcels_go_is_the_address_frame_in_either_language(
                       content=said, at=AT, meta={})
     cands = RulesExtractor(embedder=embedder).extract([event]).candidates
     assert [c.attribute for c in cands] == ["address"], cands
+
+
+@pytest.mark.parametrize("said", [
+    "I've decided to switch to the light theme because of the glare.",
+    "I have decided to switch over to oat milk since it sits better.",
+])
+def test_a_change_the_clause_analysis_reads_marks_the_fallback_as_a_change(said: str) -> None:
+    """No pattern lists "decided to switch": the reader's change word does, so the
+    memory it leaves can update what it is about (resolve._corrected)."""
+    cands = [c for c in extract(said) if c.type != "event"]
+    assert cands and all(c.change for c in cands), cands

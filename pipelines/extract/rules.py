@@ -998,8 +998,14 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
     if feedback:
         details["feedback"] = "negative" if _contradicts(sentence, turn.readings) else True
     one_off = is_one_off(sentence)
+    # The clause analysis reads a change in words no pattern lists ("I have decided to
+    # switch to light mode"), as it does for the statements _from_reading keeps; not a
+    # denied one ("we didn't switch banks after all"). Chinese reads any finished state
+    # change as one (我养了一只狗), which would make a restatement a change: there the
+    # change words alone decide.
     change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback or bool(
-        seen.reading.replaces)
+        seen.reading.replaces) or (not zh and seen.reading.change and seen.reading.lasting
+                                   and not seen.reading.negated)
     return turn.candidate(
         Slot(type=kind, attribute=attribute, value=slot.object if slot else "", head=statement,
              importance=importance,
