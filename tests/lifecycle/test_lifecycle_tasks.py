@@ -122,6 +122,19 @@ def _status(res: Resources, job_id: str) -> Job:
     return row
 
 
+def _erasure_of_no_scope(res: Resources) -> Job:
+    """A queued erasure whose row an older client wrote: its scope is no scope key, so the
+    erasure refuses it when it runs."""
+    job = create_erase_job(res, tenant="acme", scope_key=ANN.key)
+    with Session(res.engine) as s:
+        row = s.get(Job, job.id)
+        assert row is not None
+        row.params = {**row.params, "scope": "ann's diary"}
+        s.add(row)
+        s.commit()
+    return job
+
+
 class TestAJobWhoseTaskFailsEndsFailed:
     """Run as the worker runs them (the real tasks, applied in this process): a task that
     stops, by an error or by spending its retries, leaves its job failed, never queued."""
@@ -129,14 +142,7 @@ class TestAJobWhoseTaskFailsEndsFailed:
     def test_an_erasure_that_raises_is_failed_with_the_error_type_only(
         self, worker_res: Resources, ann: list[str]
     ) -> None:
-        job = create_erase_job(worker_res, tenant="acme", scope_key=ANN.key)
-        with Session(worker_res.engine) as s:
-            row = s.get(Job, job.id)
-            assert row is not None
-            # A row an older client wrote: its scope is no scope key; the erasure refuses it.
-            row.params = {**row.params, "scope": "ann's diary"}
-            s.add(row)
-            s.commit()
+        job = _erasure_of_no_scope(worker_res)
         app = create_celery(worker_res.settings, broker_url=worker_res.broker_url)
         result = app.tasks[names.ERASE].apply(args=[job.id])
         assert result.failed()
@@ -161,13 +167,7 @@ class TestAJobWhoseTaskFailsEndsFailed:
     def test_a_queued_erasure_that_raises_at_start_up_recovery_is_failed_and_start_up_goes_on(
         self, worker_res: Resources, ann: list[str]
     ) -> None:
-        job = create_erase_job(worker_res, tenant="acme", scope_key=ANN.key)
-        with Session(worker_res.engine) as s:
-            row = s.get(Job, job.id)
-            assert row is not None
-            row.params = {**row.params, "scope": "ann's diary"}
-            s.add(row)
-            s.commit()
+        job = _erasure_of_no_scope(worker_res)
         counts = recover_jobs(worker_res, lambda _job_id: None)
         assert counts == {"requeued": 0, "failed": 1}
         assert _status(worker_res, job.id).status == "failed"
