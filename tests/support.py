@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -46,6 +48,16 @@ def mcp_over_stdio(data_dir: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable, args=["-c", "from sleepmem.cli import main; main()", "mcp"],
         env=env)
+
+
+def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM) -> None:
+    """Ask a child process to end with ``sig``; kill it if it has not within 30 s."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, poll: float = 0.02) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis as redis_lib
-from support import REDIS_URL, wait_for
+from support import REDIS_URL, stop, wait_for
 from test_config_checks import clean_env, runner
 from test_logs import free_port
 
@@ -171,12 +171,7 @@ class TestTheRealCommands:
             assert searched() == 200
             assert api.poll() is None
         finally:
-            api.terminate()
-            try:
-                api.wait(30)
-            except subprocess.TimeoutExpired:
-                api.kill()
-                api.wait()
+            stop(api)
             log.close()
             client = redis_lib.Redis.from_url(REDIS_URL)
             for key in client.scan_iter(match=f"{env['SLEEPMEM_NAMESPACE']}:*", count=1000):

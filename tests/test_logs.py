@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 import structlog
-from support import wait_for
+from support import stop, wait_for
 
 from sleepmem.core.keys import scope_digest
 from sleepmem.core.logs import configure_logging
@@ -100,11 +100,7 @@ class TestAServeProcessLogsJsonOnly:
                 assert posted.status_code == 202
                 assert wait_for(lambda: bool(events_named(out, "consolidate")), timeout=60)
             finally:
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                stop(proc, signal.SIGINT)
         assert proc.returncode == 0
 
         assert said.read_text(encoding="utf-8").startswith("sleepmem is serving on http://")

@@ -13,7 +13,7 @@ import httpx
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 from sqlmodel import Session
-from support import wait_for
+from support import stop, wait_for
 
 from sleepmem.core.settings import Settings
 from sleepmem.models import Scope, ScopeState
@@ -198,11 +198,7 @@ class TestTheWorkerMetricsPort:
             assert wait_for(lambda: drained() == 5, timeout=60, poll=0.5), (
                 drained(), (tmp_path / "worker.log").read_text(encoding="utf-8")[-4000:])
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
             log.close()
             lines = (tmp_path / "worker.log").read_text(encoding="utf-8").splitlines()
             # One JSON object per line; Celery prints its shutdown notice from the signal

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support import wait_for
+from support import stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("SLEEPMEM_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "ui"
@@ -103,11 +103,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         assert wait_for(consolidated, timeout=60, poll=0.3)
         yield url
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, signal.SIGINT)
         log.close()
 
 
