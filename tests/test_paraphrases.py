@@ -34,9 +34,10 @@ STORIES = sorted(SUITE.glob("*.toml"))
 # facts, frames for every unread statement, tool fields met in any memory type. About 17
 # of the failures are rewrites that changed the meaning (a dropped "just this once",
 # 前男友 -> 前女友: tests/paraphrases/README.md). 2026-12-06 night: 132/155 (0.852) with a
-# person's later preference replacing their own and the name frame. 2026-12-07: 137/155
-# (0.884) with tasks for now kept as episodes, liking keys as preferences and the address
-# frame. Raise it as the code passes more; never lower it.
+# person's later preference replacing their own and the name frame. 2026-12-07: 138/155
+# (0.890) with tasks for now kept as episodes, liking keys as preferences, the address
+# frame and changes the clause analysis reads. Raise it as the code passes more; never
+# lower it.
 FLOOR = 0.87
 _NAME = re.compile(r"^(?P<stem>.+)-p(?P<i>[1-3])$")
 
