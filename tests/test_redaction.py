@@ -471,3 +471,56 @@ class TestATurnOfSeveralMessages:
     def test_messages_without_a_credential_noun_are_kept(self) -> None:
         messages = ["the key to success?", "practice 10000 hours"]
         assert redaction.redact_turn(messages) == messages
+
+
+class TestStandInsAreNotSecrets:
+    """A reference, a template, a mask or a slot's name says where a secret is or what it
+    looks like; it holds nothing to leak, whichever detector found it."""
+
+    @pytest.mark.parametrize(
+        "text",
+        ['export DB_PASSWORD="${DB_PASSWORD}"', "curl -u deploy:$DEPLOY_PASSWORD https://ci",
+         'password: "{{ .Values.db.password }}"', "token = secrets.GITHUB_TOKEN",
+         'api_key = os.environ["OPENAI_API_KEY"]', "SUMO_ACCESS_KEY={SumoAccessKey}",
+         'client_secret = "<your-client-secret>"', "Authorization: Bearer $API_KEY",
+         "set password=%DB_PASSWORD% first", "password: ${{ secrets.DB_PASSWORD }}"],
+    )  # fmt: skip
+    def test_a_reference_or_a_template_is_kept(self, text: str) -> None:
+        assert redact(text).text == text
+
+    @pytest.mark.parametrize(
+        "text",
+        ["ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "key = AKIAXXXXXXXXXXXXXXXX",
+         "Authorization: Token **********", "curl --user xxx:yyy", "password: ********",
+         "apiKey: AIzaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "ntn_123456789012345678901234567890"],
+    )  # fmt: skip
+    def test_a_mask_or_filler_is_kept(self, text: str) -> None:
+        assert redact(text).text == text
+
+    @pytest.mark.parametrize(
+        "text",
+        ["curl -u username:password https://ci", "aws_access_key: AKIAIOSFODNN7EXAMPLE",
+         "DB_PASSWORD=your_password", "xoxe.xoxp-1-SlackAppConfigurationAccessTokenHere"],
+    )  # fmt: skip
+    def test_a_slot_named_by_what_fills_it_or_a_documented_example_is_kept(self, text: str) -> None:
+        assert redact(text).text == text
+
+    @pytest.mark.parametrize(
+        "text", ["GITHUB_API_KEY=\nDYNATRACE_API_KEY=", "snowflake.password=\njdbc.url="]
+    )
+    def test_an_empty_value_does_not_take_the_next_line_s_key(self, text: str) -> None:
+        assert redact(text).text == text
+
+    @pytest.mark.parametrize(
+        ("text", "secret"),
+        [("my password is changeme", "changeme"), ("curl -u admin:test1 https://ci", "test1"),
+         ("the wifi password: 12345678", "12345678"), ("pin 0000 for the gate", "0000"),
+         ("export DB_PASSWORD=MyPassword1", "MyPassword1"),
+         ("twitter_api_token = AAAAAAAAAAAAAAAAAAAAAMLheAAAAAAAA0npEbHyYkL3jKm9Qx7rT2w", "MLhe")],
+    )  # fmt: skip
+    def test_a_weak_literal_is_still_a_value(self, text: str, secret: str) -> None:
+        assert secret not in redact(text).text
+
+    def test_a_reference_under_a_secret_name_in_json_is_kept(self) -> None:
+        meta = {"password": "${DB_PASSWORD}", "token": "s3cr3t-value"}
+        assert redact_json(meta) == {"password": "${DB_PASSWORD}", "token": "[REDACTED:secret]"}

@@ -195,6 +195,8 @@ _SHAPES = {
 def _noun_at(words: list[tuple[int, int, str]], i: int) -> tuple[str, int] | None:
     """(class, index of the noun's last word) when a credential noun starts at word i."""
     w = words[i][2].strip(_EDGE).lower()
+    if w[:1] in ("$", "%"):
+        return None  # "$DEPLOY_PASSWORD", "%DB_PASSWORD%": a variable, whose value is elsewhere
     for zh, cls in _ZH_NOUNS.items():
         n = len(zh)
         if "".join(x[2] for x in words[i : i + n]) == zh:
@@ -207,9 +209,14 @@ def _noun_at(words: list[tuple[int, int, str]], i: int) -> tuple[str, int] | Non
         return "key", i
     if w in _SEED_NOUNS:
         return "seed", i
-    if w.upper() == "PIN" or w.endswith(("password", "passwords")):
+    if w.upper() == "PIN" or (w.endswith(("password", "passwords")) and _NAME.fullmatch(w)):
         return "password", i
     return None
+
+
+# A word that ends with a noun is one name ("wifipassword", "db_password"), not a pair
+# ("deploy:$DEPLOY_PASSWORD", "username:password") whose second half is a reference or a slot.
+_NAME = re.compile(r"[\w.\-]+")
 
 
 def claimed_values(text: str) -> Iterator[tuple[int, int, str]]:

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import ahocorasick_rs
 from stdnum import bitcoin, iban, luhn
 
-from sleepmem.core import credentials, idnumbers
+from sleepmem.core import credentials, idnumbers, placeholders
 
 Accept = Callable[[str, re.Match[str]], bool]
 
@@ -136,6 +136,11 @@ def _coded(value: str, _m: re.Match[str]) -> bool:
     return _CODED.match(value.rstrip(_TRAILING)) is not None
 
 
+def _label_starts_word(m: re.Match[str]) -> bool:
+    word_start = max(m.string.rfind(c, 0, m.start()) for c in " \t\n\"'") + 1
+    return not any(c in ":$%{" for c in m.string[word_start : m.start()])
+
+
 def _not_a_label(_value: str, m: re.Match[str]) -> bool:
     return not (m.group(2) == "code" and (m.group(1) or "") in _CODE_NOT_SECRET)
 
@@ -228,6 +233,8 @@ _PASSPHRASE = _Rule(
     1,
 )
 # No connector: "password h2Mn!x9", "支付密码869165", "pw hunter2", "pass: x", "PIN 4821".
+# A label after ":" or "$" is the second half of a pair or a variable ("-u user:password
+# https://…", "$DEPLOY_PASSWORD next"): what follows it is the next argument.
 _PASSWORD_BARE = _Rule(
     "password",
     re.compile(
@@ -235,7 +242,7 @@ _PASSWORD_BARE = _Rule(
         r"[ \t]*" + _VALUE_START + r"(" + _VALUE_CHAR + r"{4,})"
     ),
     1,
-    _coded,
+    lambda value, m: _coded(value, m) and _label_starts_word(m),
 )
 _ZH_PASSWORD_BARE = _Rule(
     "password",
@@ -667,13 +674,16 @@ def _strip_end(value: str, start: int, end: int) -> int:
 class _Finder:
     """The secrets of one text as spans over it; overlapping spans become one marker."""
 
-    __slots__ = ("low", "same_length", "spans", "text")
+    __slots__ = ("low", "said", "same_length", "spans", "text")
 
     def __init__(self, text: str, low: str) -> None:
         self.text = text
         self.low = low
         self.same_length = len(low) == len(text)
         self.spans: list[tuple[int, int, str]] = []
+        # Indexes of spans found only by what the text calls them, not by their shape
+        # (placeholders.py): a value said to be a secret may be anything someone chose.
+        self.said: set[int] = set()
 
     def rule(
         self, rule: _Rule, trim: Callable[[str], tuple[int, int] | None] | None = None
@@ -725,6 +735,7 @@ class _Finder:
         for start, end, cls in credentials.claimed_values(text):
             self.spans.append((start, end, _INTENT_KINDS[cls]))
         for start, end in credentials.assigned_values(text):
+            self.said.add(len(self.spans))
             self.spans.append((start, end, "secret"))
         for start, end in credentials.seed_phrases(text):
             self.spans.append((start, end, "secret"))
@@ -785,9 +796,16 @@ class _Finder:
         # Merge overlapping spans; each merged span keeps the kind found first (the
         # detectors run most specific first).
         order = sorted(range(len(self.spans)), key=lambda i: self.spans[i][:2])
+        # A value a shape detector also found is judged by its shape: a provider's prefix
+        # and filler is no key anyone issued, whatever the key it is assigned to is called.
+        shaped = {self.spans[i][:2] for i in range(len(self.spans)) if i not in self.said}
         merged: list[list[Any]] = []
         for i in order:
             start, end, kind = self.spans[i]
+            said = i in self.said and (start, end) not in shaped
+            # A reference, a template, a mask or a slot's name holds nothing to leak.
+            if placeholders.stands_in(self.text, start, end, kind, said=said):
+                continue
             # A clause break after a value is the sentence's, not the secret's: keeping it
             # keeps "key is X, I use OpenAI" two clauses (the extractor reads the second).
             while (
@@ -805,6 +823,8 @@ class _Finder:
                     last[2], last[3] = kind, i
             else:
                 merged.append([start, end, kind, i])
+        if not merged:
+            return RedactionResult(self.text, ())
         out: list[str] = []
         last_end = 0
         for start, end, kind, _i in merged:
@@ -1196,7 +1216,7 @@ def redact_json(obj: Any) -> Any:
                     return redact_json({_clean_key(k): v for k, v in obj.items()})
                 secret_name = facts.secret_name
             vkind = type(value)
-            if secret_name and vkind in _SCALARS and value != "":
+            if secret_name and vkind in _SCALARS and value != "" and not _stands_in(value):
                 clean = mark("secret")
             elif vkind in _PLAIN and not (vkind is str and len(value) >= _SHORTEST_SECRET):
                 # Numbers, booleans and short strings hold no secret by shape; only a
@@ -1213,12 +1233,22 @@ def redact_json(obj: Any) -> Any:
         items = [redact_json(v) for v in obj]
         # An argv: ["--password", "X"] gives X away as "--password X" would.
         for i in range(len(items) - 1):
-            if _secret_flag(items[i]) and type(items[i + 1]) is str and items[i + 1]:
+            if (
+                _secret_flag(items[i])
+                and type(items[i + 1]) is str
+                and items[i + 1]
+                and not _stands_in(items[i + 1])
+            ):
                 items[i + 1] = mark("secret")
         return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
     if isinstance(obj, str):  # a str subclass
         return redact(obj).text
     return obj
+
+
+def _stands_in(value: Any) -> bool:
+    # {"password": "${DB_PASSWORD}"} names where the password is kept; {"pin": "0000"} is one.
+    return type(value) is str and placeholders.stands_in(value, 0, len(value), "password")
 
 
 def _secret_flag(item: Any) -> bool:
