@@ -47,7 +47,8 @@ _KEY_QUALIFIERS = _set(
 _NOT_THE_VALUE = _set(
     "length len min max policy hint reset expiry expires expired expiration required "
     "field label prompt placeholder type strength count enabled disabled url uri path file "
-    "name names header id ids regex pattern rule rules manager changed updated at"
+    "name names header id ids regex pattern rule rules manager changed updated at size "
+    "source variable"
 )  # fmt: skip
 _ZH_SECRET = ("密码", "口令", "密钥", "秘钥", "令牌", "验证码", "助记词", "卡号")
 

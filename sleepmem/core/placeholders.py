@@ -3,15 +3,17 @@
 Configs, commands and messages often say where a secret comes from, or show its shape,
 instead of giving it: ``${DB_PASSWORD}``, ``$API_KEY``, ``{{ .Values.password }}``,
 ``needs.vault.outputs.token``, ``os.environ["TOKEN"]``, ``<your-token>``,
-``ghp_xxxxxxxx…``, ``Token **********``, ``-u username:password``,
-``AKIAIOSFODNN7EXAMPLE``. Whichever detector found such a span, it holds nothing to leak:
-redaction drops it (``stands_in``).
+``ghp_xxxxxxxx…``, ``Token **********``, ``-u username:password``. Whichever detector
+found such a span, it holds nothing to leak: redaction drops it (``stands_in``). A
+provider's documented sample (``AKIAIOSFODNN7EXAMPLE``) is not one of them: it has a live
+key's shape, and nobody reading a chat can tell it from one.
 
 A literal stays a value, however weak: ``changeme``, ``test`` or ``12345678`` after a
 password label is a password (a value said to be a password goes, whatever it is). So a
-run of one repeated character or a counting sequence is filler only in a token-shaped
-span (a provider key, a random token, a key label's value), where no issuer would make
-one; for a password only the mask characters (``x``, ``*``, ``#`` …) are.
+run of one repeated character is filler only in a token-shaped span (a provider key, a
+random token, a key label's value), where no issuer would make one; for a password only
+the mask characters (``x``, ``*``, ``#`` …) are. A counting run in a provider's shape
+(``ghp_1234567890abcdef…``) is what people type to try a redactor, and is redacted.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import re
 
 from sleepmem.core import credentials
 
-# Tokens an issuer generates: no issuer makes one of a repeated character or a counting
-# sequence. Every other kind (passwords, PINs, codes, card, bank and id numbers) is a value
-# someone chose or was given, whatever it looks like.
+# Tokens an issuer generates: no issuer makes one of a repeated character. Every other
+# kind (passwords, PINs, codes, card, bank and id numbers) is a value someone chose or was
+# given, whatever it looks like.
 _ISSUED_KINDS = frozenset({"api_key", "secret", "credentials", "bearer_token", "jwt"})
 
 
@@ -42,16 +44,15 @@ _DOLLAR_NAME = re.compile(r"\$([A-Za-z_][\w]*)")
 _SLOT = re.compile(r"<[A-Za-z_][\w .\-]{0,60}>")
 # config.db.password, secrets.GITHUB_TOKEN, $.Values.password: a path to where it is kept.
 _PATH = re.compile(r"[$@]?\.?[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)+")
-# The name at the end of such a path: snake, kebab or camel case words of letters, as a
-# config key is written (a random base64 segment of a token has digits or one-letter runs).
-_NAME_WORD = r"(?:[a-z]{2,}|[A-Z]{2,}|[A-Z][a-z]+)"
-_CONFIG_NAME = re.compile(_NAME_WORD + r"(?:[_\-]?" + _NAME_WORD + r")*")
+# The name at the end of such a path is a config key's: words of two letters or more
+# (a random base64 segment of a token has digits or one-letter pieces).
+_CONFIG_NAME = re.compile(r"[A-Za-z][A-Za-z_\-]*")
 # os.environ["X"], os.getenv("X"), process.env.X, vault.read(…): code that fetches it.
 _LOOKUP = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[\[(]")
 # --user, -Password: a flag, whose value is the next word, not the flag.
 _FLAG = re.compile(r"--?[A-Za-z][\w\-]*")
 # "GITHUB_API_KEY=" or "jdbc.url:" at a line's end: the next key, not this one's value.
-_NEXT_KEY = re.compile(r"[A-Za-z_$][\w.\-]*(?:_|\.|::)[\w.\-:]*[=:]")
+_NEXT_KEY = re.compile(r"[A-Za-z_$][\w.\-:]*[=:]")
 
 # -- masks and filler -----------------------------------------------------------------------
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|apikey)\s+")
@@ -59,8 +60,6 @@ _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|apikey)\s+")
 _MASK_RUN = re.compile(r"[xX]{4,}|[*•●#]{3,}")
 _MASK_CHARS = frozenset("xXyYzZ*#•●.-_?")
 _SEPARATORS = re.compile(r"[\W_]+")
-_REPEAT_RUN = re.compile(r"(.)\1{3,}")
-_SEQUENCE_MIN = 5
 # What is left of a value once its filler is taken out: a provider's prefix at most
 # ("AKIA", "ghp", "4b1d"), or a quarter of a masked value ("github_pat_xxxx…").
 _RESIDUE_MAX = 6
@@ -69,15 +68,13 @@ _MASKED_RESIDUE_SHARE = 0.25
 
 # -- slot words --------------------------------------------------------------------------------
 # A value spelled only with these names the slot it fills ("username:password",
-# "your-api-key-here"); one of the markers anywhere in a token-shaped value makes it a
-# documentation sample ("AKIAIOSFODNN7EXAMPLE", "…AccessTokenHere").
+# "your-api-key-here").
 _SLOT_WORDS = _set(
     "password passwords passwd pwd pw pass passphrase passcode pin secret secrets token "
     "tokens key keys apikey api access id client app bot service account auth credential "
     "credentials user username name login email my your here put insert replace enter "
     "example sample placeholder dummy fake value string random some"
 )
-_SAMPLE_MARKERS = frozenset({"example", "your", "here", "placeholder", "dummy", "sample"})
 
 
 def stands_in(text: str, start: int, end: int, kind: str, *, said: bool = False) -> bool:
@@ -91,7 +88,11 @@ def stands_in(text: str, start: int, end: int, kind: str, *, said: bool = False)
         return False
     if _reference(text, start, value):
         return True
-    if _NEXT_KEY.fullmatch(value) and (end == len(text) or text[end].isspace()):
+    if (
+        _NEXT_KEY.fullmatch(value)
+        and any(sep in value[:-1] for sep in ("_", ".", "::"))
+        and (end == len(text) or text[end].isspace())
+    ):
         return True
     bare = _SCHEME.sub("", value, count=1) if kind in ("credentials", "bearer_token") else value
     chosen = said or kind not in _ISSUED_KINDS
@@ -119,59 +120,32 @@ def _reference(text: str, start: int, value: str) -> bool:
     if _PATH.fullmatch(value) is None:
         return False
     last = value.rsplit(".", 1)[-1]
-    return _CONFIG_NAME.fullmatch(last) is not None and credentials.names_a_secret(last)
+    return (
+        _CONFIG_NAME.fullmatch(last) is not None
+        and all(len(w) >= 2 for w in credentials.name_words(last))
+        and credentials.names_a_secret(last)
+    )
 
 
 def _masked(value: str, *, chosen: bool) -> bool:
-    """Mask characters ("xxxx", "****") or, in a token, runs of one character and counting
-    sequences ("AIzaaaaaaa…", "ntn_1234567890…") with next to nothing else left."""
+    """Mask characters ("xxxx", "****") with next to nothing else left, or, in a token,
+    one character repeated."""
     if len(value) >= 3 and len(set(value)) == 1 and (not chosen or value[0] in _MASK_CHARS):
         return True
     unmasked = _SEPARATORS.sub("", _MASK_RUN.sub("", value))
-    if len(unmasked) < len(value) and (
+    return len(unmasked) < len(value) and (
         len(unmasked) <= _RESIDUE_MAX or len(unmasked) <= _MASKED_RESIDUE_SHARE * len(value)
-    ):
-        return True
-    if chosen:
-        return False
-    residue = _SEPARATORS.sub("", _without_sequences(_REPEAT_RUN.sub("", unmasked)))
-    return len(residue) <= _RESIDUE_MAX < len(unmasked)
-
-
-def _without_sequences(value: str) -> str:
-    """``value`` without its runs of characters that count up or down by one ("abcdef",
-    "1234567890", digits wrapping from 9 to 0) of ``_SEQUENCE_MIN`` or more."""
-    keep = [True] * len(value)
-    start = 0
-    step = 0
-    for i in range(1, len(value) + 1):
-        d = _step(value[i - 1], value[i]) if i < len(value) else 0
-        if d and (i - start == 1 or d == step):
-            step = d
-            continue
-        if i - start >= _SEQUENCE_MIN:
-            keep[start:i] = [False] * (i - start)
-        start = i - 1 if d else i
-        step = d
-    return "".join(c for c, k in zip(value, keep, strict=True) if k)
-
-
-def _step(a: str, b: str) -> int:
-    if not (a.isalnum() and b.isalnum()):
-        return 0
-    if a + b in ("90", "09"):
-        return 1 if a == "9" else -1
-    d = ord(b) - ord(a)
-    return d if d in (1, -1) else 0
+    )
 
 
 def _slot_named(value: str, *, chosen: bool) -> bool:
     words = credentials.name_words(value)
     # "your_password", "<password>", "-u username:password": spelled as a name. One run
     # together with a capital or a digit ("MyPassword1") is a password someone chose.
-    if _SPELLED_NAME.fullmatch(value) and all(w in _SLOT_WORDS for w in words):
-        return True
-    return not chosen and any(w in _SAMPLE_MARKERS for w in words)
+    # A provider's shape spelled with "EXAMPLE" or "Here" ("AKIAIOSFODNN7EXAMPLE") is not:
+    # a reader cannot tell a documented sample pasted into a chat from a live key, and a
+    # false positive on a fake key costs nothing.
+    return bool(_SPELLED_NAME.fullmatch(value)) and all(w in _SLOT_WORDS for w in words)
 
 
 # One word, or words joined by "_", "-", "." or spaces, each all lower or all upper case.

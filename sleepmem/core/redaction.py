@@ -81,6 +81,9 @@ class _Rule:
     pattern: re.Pattern[str]
     group: int = 0
     accept: Accept | None = None
+    # The label may end a longer name ("bucket_key", "schemaKey", "io.jsonwebtoken"): then
+    # the whole name, in any case style, says whether its value is a credential.
+    named: bool = False
 
     @property
     def any_case(self) -> re.Pattern[str]:
@@ -164,6 +167,7 @@ _KEY_LABEL = _Rule(
     ),
     1,
     _machine_made,
+    named=True,
 )
 # Without a connector ("with secret wJalr..."), only a long mix of letters and digits counts.
 _KEY_BARE = _Rule(
@@ -349,6 +353,42 @@ _SEGMENT = re.compile(r"[^/.=]{20,}")
 _ONE_CASE_ENTROPY_MIN = 3.5
 _ENTROPY_MIN = 3.8
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+# Names written in words: camel, snake or kebab case, each word two letters or more, with
+# numbers ("Ed25519", "Key128Bit", "io.jsonwebtoken"). A random token breaks into
+# one-letter pieces somewhere ("…WE6F1fT9…"); a dotted name does not.
+_NAME_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[_\-.]|.")
+
+
+def _is_name(text: str) -> bool:
+    if not text or not text[0].isalpha():
+        return False
+    for piece in _NAME_PIECE.findall(text):
+        if piece in "_-." or piece.isdigit():
+            continue
+        if len(piece) < 2 or not piece.isascii() or not piece.isalpha():
+            return False
+    return True
+
+
+def _dotted_name(token: str) -> bool:
+    """A dotted name of words ("doc.Security.KeySize", "Ed25519.BlindKeySignatures"):
+    word-shaped parts, and as many vowels as words have (a third of the letters; random
+    letters hold a fifth)."""
+    if "." not in token or not all(map(_is_name, token.split("."))):
+        return False
+    letters = [c for c in token.lower() if c.isalpha()]
+    return sum(c in "aeiouy" for c in letters) >= _NAME_VOWEL_SHARE * len(letters)
+
+
+def _assigned_name_end(token: str) -> int:
+    """Where the value starts in "NAME=value" ("API_VERSION=rc0.13…"), or 0."""
+    at = token.find("=")
+    if 0 < at < len(token) - 1 and token[at + 1].isalnum() and _is_name(token[:at]):
+        return at + 1
+    return 0
+
+
+_NAME_VOWEL_SHARE = 0.3
 
 
 def _provider_detectors() -> tuple[type[Any], ...]:
@@ -695,12 +735,26 @@ class _Finder:
             value = self.text[start:end]
             if rule.accept is not None and not rule.accept(value, m):
                 continue
+            if rule.named and not self.names_a_secret_at(m.start()):
+                continue
             if trim is not None:
                 cut = trim(value)
                 if cut is None:
                     continue
                 start, end = start + cut[0], start + cut[1]
             self.spans.append((start, end, rule.kind))
+
+    def names_a_secret_at(self, at: int) -> bool:
+        """Whether the name a label at ``at`` is part of names a credential: the label
+        itself ("key", "token"), or a longer name whose words say so ("db_api_key")."""
+        text = self.text
+        start = end = at
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+            start -= 1
+        while end < len(text) and (text[end].isalnum() or text[end] in "_-"):
+            end += 1
+        name = text[start:end]
+        return name.lower() in _KEY_WORDS or credentials.names_a_secret(name)
 
     def shape(
         self,
@@ -778,17 +832,20 @@ class _Finder:
     def random_tokens(self) -> None:
         for m in _ENTROPY_TOKEN.finditer(self.text):
             token = m.group(0)
-            if _public_address(token):
+            # "API_VERSION=rc0.13…": the name is not part of the value; the value is scored
+            # alone (the secret-named ones go by credentials.assigned_values).
+            cut = _assigned_name_end(token)
+            offset = m.start() + cut
+            token = token[cut:]
+            if _public_address(token) or _dotted_name(token):
                 continue
             if _random_enough(token.rstrip("=")):
-                self.spans.append((*m.span(), "secret"))
+                self.spans.append((offset, offset + len(token), "secret"))
             elif "/" in token or "." in token or "=" in token:
                 # A URL or a path: a random segment of it ("hooks…/services/<token>").
                 for part in _SEGMENT.finditer(token):
                     if _random_enough(part.group(0)):
-                        self.spans.append(
-                            (m.start() + part.start(), m.start() + part.end(), "secret")
-                        )
+                        self.spans.append((offset + part.start(), offset + part.end(), "secret"))
 
     def result(self) -> RedactionResult:
         if not self.spans:
