@@ -561,3 +561,24 @@ class TestTheWholeNameAroundALabelDecides:
     def test_a_name_that_says_credential_still_gives_its_value_away(self, text: str) -> None:
         out = redact(text).text
         assert "s3cr3t-value9" not in out and "Q7vX2mT9LpA8wZr5" not in out
+
+
+class TestShapesNeedTheirSubstance:
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----",
+            "-----BEGIN OPENSSH PRIVATE KEY----------END OPENSSH PRIVATE KEY-----",
+        ],
+    )
+    def test_a_private_key_block_around_no_key_is_kept(self, text: str) -> None:
+        assert redact(text).text == text
+
+    def test_a_cut_off_private_key_still_goes(self) -> None:
+        assert (
+            "MIIEpAIBAAKCAQEA"
+            not in redact("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA").text
+        )
+
+    def test_a_provider_prefix_inside_a_word_is_no_token(self) -> None:
+        assert redact("TODAYINASIAASACKOFRICEFELLOVER").text == "TODAYINASIAASACKOFRICEFELLOVER"

@@ -304,6 +304,20 @@ _PRIVATE_KEY = re.compile(
     r"|PuTTY-User-Key-File-\d.*\Z",
     re.DOTALL,
 )
+_ARMOR_LINE = re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]+-----")
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
+
+
+def _holds_a_key(m: re.Match[str]) -> bool:
+    """A private key block with a body: a complete block around "anything", or around
+    nothing, is a sample of the armour; a cut-off one is kept as a key (its rest may follow
+    in the next message)."""
+    block = m.group(0)
+    if not block.startswith("-----") or block.count("-----END") == 0:
+        return True
+    return _KEY_BODY.search(_ARMOR_LINE.sub(" ", block)) is not None
+
+
 # scheme://user:password@host: only the password goes, the rest stays readable.
 _CONN_STRING = re.compile(
     r"(?<![A-Za-z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]{1,30}://[^\s:/@\"']*:([^\s@/\"']+)@"
@@ -778,7 +792,12 @@ class _Finder:
                 own = pattern.match(text, start)
                 if own is not None:
                     start, end = own.span(1)
-            else:  # a detector may stop short of the token's end ("sk_live_" + 24 of 32)
+            else:
+                if start > 0 and text[start - 1].isalnum() and _SLACK_WEBHOOK not in m.group(0):
+                    # A token starts a word: "TODAYINASIAASACK…" holds no AWS key id (some
+                    # detectors' patterns have no boundary before the prefix).
+                    continue
+                # A detector may stop short of the token's end ("sk_live_" + 24 of 32).
                 while end < len(text) and (text[end].isalnum() or text[end] in "_-+/="):
                     end += 1
             self.spans.append((start, end, providers.kind(index, text[start:end])))
@@ -1136,7 +1155,7 @@ def redact(text: str) -> RedactionResult:
 def _redact_segment(text: str, low: str) -> RedactionResult:
     f = _Finder(text, low)
     if "PRIVATE KEY" in text or "PuTTY-User-Key" in text:
-        f.shape("private_key", _PRIVATE_KEY)
+        f.shape("private_key", _PRIVATE_KEY, 0, _holds_a_key)
     if "://" in text:
         f.shape("password", _CONN_STRING, 1)
     if "eyJ" in text:
