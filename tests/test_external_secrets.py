@@ -76,3 +76,22 @@ class TestBenignTurns:
         turns = list(locomo_turns(LOCOMO))
         changed = [t for t in turns if redact(t).kinds]
         assert len(changed) / len(turns) < FLOOR, changed[:5]
+
+
+@pytest.mark.skipif(not FETCHED.exists(), reason=f"no extracted gitleaks corpus at {FETCHED}")
+class TestGitleaksFalsePositiveSamples:
+    """Strings gitleaks' rules must not flag: placeholders, references, look-alikes. Many are
+    redacted by choice (a key-shaped string under a key's name), 98 of 277 on 2026-12-07."""
+
+    def test_the_score_gives_them_as_one_number_of_the_whole_corpus(self) -> None:
+        scored = external_secrets.score(external_secrets.load(FETCHED))
+        assert (
+            scored["fp_samples"] == scored["seen"]["fp_samples"] + scored["heldout"]["fp_samples"]
+        )
+        assert (
+            scored["fp_changed"] == scored["seen"]["fp_changed"] + scored["heldout"]["fp_changed"]
+        )
+
+    def test_fewer_than_two_in_five_are_changed(self) -> None:
+        scored = external_secrets.score(external_secrets.load(FETCHED))
+        assert scored["fp_changed"] < 0.4 * scored["fp_samples"], scored["families_with_fp"]

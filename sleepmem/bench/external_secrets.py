@@ -63,7 +63,12 @@ def score(samples: Iterable[Sample]) -> dict[str, Any]:
             if redact(s.text).kinds:
                 c["fp_changed"] += 1
                 by_family[s.family]["fp_changed"] += 1
-    out: dict[str, Any] = {}
+    # The whole corpus first: secrets missed, and gitleaks' false-positive samples (strings
+    # its rules must not flag: placeholders, references, look-alikes) that redaction changed.
+    out: dict[str, Any] = {
+        key: sum(c[key] for c in counts.values())
+        for key in ("secrets", "missed", "fp_samples", "fp_changed")
+    }
     for split, c in sorted(counts.items()):
         out[split] = {
             **{key: c[key] for key in ("secrets", "missed", "fp_samples", "fp_changed")},
