@@ -36,7 +36,7 @@ import numpy as np
 from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
 from sleepmem.pipelines import semantic
 from sleepmem.pipelines.extract.frames import frame_named, may_mean, ranked_frames
-from sleepmem.pipelines.language import has_cjk, is_han
+from sleepmem.pipelines.language import Reading, has_cjk, is_han, read
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import (
     content_hash,
@@ -416,7 +416,8 @@ class Resolver:
         best: dict[int, float] = {}
         for k, j in zip(*np.nonzero(sims >= semantic.FLOOR), strict=True):
             sim = float(sims[k, j])
-            if semantic.same_meaning(mine[k], theirs[j], sim):
+            if semantic.same_meaning(mine[k], theirs[j], sim) and (
+                    sim >= semantic.SAME_FRAME_SWAP or not self._other_filler(mine[k], theirs[j])):
                 covered.setdefault(owners[j], set()).add(int(k))
                 best[owners[j]] = max(best.get(owners[j], 0.0), sim)
         marked = _marks_correction(cand)
@@ -427,6 +428,49 @@ class Resolver:
                 continue
             return pool[i]
         return None
+
+    def _ended(self, cand: Candidate) -> list[Memory]:
+        """The speaker's current memories whose value a statement ends ("I've given up
+        squash" ends "I love playing squash with colleagues"), whatever slot or type
+        each was read into: what was given up no longer holds."""
+        ended = cand.details.get("ends")
+        if not isinstance(ended, str) or not ended or cand.trust == Trust.low.value:
+            return []
+        return [m for m in self._said_before(cand, self._slotted.get(cand.subject, set()))
+                if m.subject == cand.subject and m.type in _CHANGEABLE
+                and m.attribute != cand.attribute and not m.attribute.startswith(TOOL_PREFIX)
+                and (_mentions(_value(m), ended) or _mentions(m.statement, ended))]
+
+    def _reversed(self, cand: Candidate) -> list[Memory]:
+        """The speaker's earlier likings that ranked below their value what ``cand`` now
+        likes ("I prefer tea over coffee", then "coffee is my go-to"): a reversal of one
+        taste, where two likings side by side would both stand."""
+        if self.meaning is None or cand.type != "preference" or cand.source != "user" or (
+                cand.negated or cand.trust == Trust.low.value):
+            return []
+        said = self._gist(_said(cand))
+        value = _reading(said).value or norm_text(cand.value)
+        if not value:
+            return []
+        near = self._turn_neighbours([said], semantic.LOOSELY_RELATED)
+        return [m for m in self._said_before(cand, near)
+                if m.type == "preference" and m.source == "user" and m.subject == cand.subject
+                and (below := _reading(self._gist(_last_turn(m.statement))).below)
+                and (_mentions(value, below) or _mentions(below, value))]
+
+    def _other_filler(self, a: str, b: str) -> bool:
+        """Whether two sentences close in meaning give one predicate two values ("I prefer
+        coffee in the morning" / "I prefer tea over coffee in the evenings"): the clause
+        analysis names each one's head and value, and values that share no word and do
+        not mean the same are two statements unless the sentences are as close as a frame
+        swap must be ("I live in NYC" / "I live in New York City")."""
+        assert self.meaning is not None
+        ra, rb = _reading(a), _reading(b)
+        if not (ra.head and ra.head == rb.head and ra.value and rb.value) or (
+                set(_content_words(ra.value)) & set(_content_words(rb.value))):
+            return False
+        [sim] = self.meaning.similarities(ra.value, [rb.value])
+        return sim < semantic.SAME_VALUE
 
     def _judged_neighbour(self, cand: Candidate) -> tuple[Memory | None, Verdict | None]:
         """The lasting memory nearest a lasting candidate when the rule found no twin but
@@ -753,6 +797,13 @@ class Resolver:
         slot: Slot = (cand.subject, cand.attribute, cand.scope.session)
         members = self._slot_members(slot)
         value = norm_text(cand.value or cand.statement)
+        if not members and (ended := self._ended(cand)):
+            self._supersede(ended, cand, reason="an end of what these memories hold")
+            return
+        if not members and (reversed_ := self._reversed(cand)):
+            self._supersede(reversed_, cand,
+                            reason="a liking for what an earlier one ranked below")
+            return
         if not members and _shifts(cand) and cand.trust != Trust.low.value and (
                 framed := self._framed(cand)):
             # A change of a frame whose own slot is empty updates what the scope said of
@@ -1200,6 +1251,12 @@ def _quotes_state(episode: Memory, old: Memory, value: str) -> bool:
     context = episode.details.get("context_event")
     return isinstance(offset, int) and context in old.provenance and _mentions(
         episode.statement[:offset], value)
+
+
+@lru_cache(maxsize=4096)
+def _reading(sentence: str) -> Reading:
+    [reading] = read([sentence])
+    return reading
 
 
 def _said(cand: Candidate) -> str:

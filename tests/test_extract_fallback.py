@@ -311,3 +311,44 @@ def test_a_change_the_clause_analysis_reads_marks_the_fallback_as_a_change(said:
     memory it leaves can update what it is about (resolve._corrected)."""
     cands = [c for c in extract(said) if c.type != "event"]
     assert cands and all(c.change for c in cands), cands
+
+
+def _two_turns(path: Path, first: str, second: str, check: str) -> Path:
+    """A story of two turns forty days apart, each consolidated, then one check."""
+    path.write_text(
+        'name = "two-turns"\nabout = "generated"\n'
+        'scope = { tenant = "p", user = "u", agent = "a" }\n'
+        f'[[step]]\nemit = {{ at = "2026-03-01T09:00:00Z", session = "s1", role = "user", '
+        f'content = "{first}" }}\n[[step]]\nconsolidate = true\n'
+        f'[[step]]\nemit = {{ at = "2026-04-10T09:00:00Z", session = "s2", role = "user", '
+        f'content = "{second}" }}\n[[step]]\nconsolidate = true\n'
+        f"[[step]]\ncheck = {check}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+class TestTastesThatTurn:
+    """What a person gives up, or comes to like over what they ranked above it, no longer
+    holds, in whatever slot each statement was read into; a liking of another value is
+    its own statement, never a mention of the first."""
+
+    @pytest.mark.parametrize(("first", "second", "check"), [
+        ("For long drives I prefer audiobooks over podcasts.",
+         "Podcasts are what I put on in the car.",
+         '{ search = "What does the user listen to while driving?", types = ["preference"], '
+         'top1 = "Podcasts", absent = ["audiobooks over podcasts"] }'),
+        ("I love playing squash with my colleagues.",
+         "I'm really into bouldering these days, I've given up squash.",
+         '{ search = "What sport does the user play?", top = ["bouldering"], '
+         'absent = ["playing squash"] }'),
+        ("I prefer green tea over black tea in the afternoon.",
+         "I prefer black tea in the afternoons.",
+         '{ active = "black tea in the afternoons", count = 1, mentions = 1 }'),
+    ], ids=["reversed", "given-up", "another-value"])
+    def test_the_later_word_holds(self, embedder: Embedder, tmp_path: Path, first: str,
+                                  second: str, check: str) -> None:
+        result = run_story(_two_turns(tmp_path / "s.toml", first, second, check),
+                           embedder=embedder)
+        assert result.error is None, result.error
+        assert result.passed, [c.detail for c in result.checks if not c.passed]

@@ -325,21 +325,26 @@ class _Turn:
     """Builds the candidates of one event."""
 
     def __init__(self, event: EventView, speaker: Speaker,
-                 readings: dict[str, Understood] | None = None) -> None:
+                 readings: dict[str, Understood] | None = None,
+                 embedder: Embedder | None = None) -> None:
         self.event = event
         self.speaker = speaker
         self.out: list[Candidate] = []
         self.readings = readings if readings is not None else {}
+        self.embedder = embedder
 
     def reading(self, sentence: str) -> Reading:
         return self.understood(sentence).reading
 
     def understood(self, sentence: str) -> Understood:
-        """The clause analysis of ``sentence`` (read in the batch, or now, without its
-        frame, if it was made from another sentence since)."""
+        """The clause analysis of ``sentence``: read in the batch, or now if it was made
+        from another sentence since ("I prefer coffee now, I've given up tea" read as two),
+        placed by meaning as the batch places a sentence."""
         if sentence not in self.readings:
             [reading] = read([sentence])
-            self.readings[sentence] = Understood(reading, None, 0.0)
+            self.readings[sentence] = _understood(
+                reading, self.embedder,
+                history=bool(self.speaker.person) and NAMED_SPEAKERS_AS_FACTS)
         return self.readings[sentence]
 
     def candidate(self, slot_or_type: Slot | str, statement: str, **kw: Any) -> Candidate:
@@ -461,7 +466,7 @@ class RulesExtractor:
                       readings: dict[str, Understood] | None = None) -> list[Candidate]:
         if event.kind == "session_end":
             return []
-        turn = _Turn(event, speaker_of(event), readings)
+        turn = _Turn(event, speaker_of(event), readings, self._embedder)
         if event.kind == "outcome":
             return _outcome(turn)
         if event.kind == "tool_result" or event.role == "tool":
@@ -644,6 +649,15 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
                       frames_of(embedder, [r.clause or r.text for r in holding]),
                       strict=True)) if embedder is not None else {}
     return {r.text: Understood(r, *framed.get(r.text, (None, 0.0))) for r in readings}
+
+
+def _understood(reading: Reading, embedder: Embedder | None, *, history: bool) -> Understood:
+    """One sentence's ``Understood``, as :func:`_read_all` makes each of a batch."""
+    if embedder is None or not (_may_hold(reading, history=history) and _improvised(
+            _match_sentence(reading.text, is_zh(reading.text), None)[0])):
+        return Understood(reading, None, 0.0)
+    [(frame, score)] = frames_of(embedder, [reading.clause or reading.text])
+    return Understood(reading, frame, score)
 
 
 def _may_hold(reading: Reading, *, history: bool = False) -> bool:
@@ -885,8 +899,11 @@ def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool, *,
     matched = {f.clause_index for f in found}
     alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
              and lasting_first_person(_unjoined(c.raw))]
+    # A later clause that ends something ("…, I've given up squash") is a fact of its own
+    # however it is joined: what it ended is another memory's value, not this one's.
     if not alone or (joined and all(clauses[i].raw == _unjoined(clauses[i].raw)
-                                    for i in alone[1:])):
+                                    for i in alone[1:]) and not any(
+            read([clauses[i].raw])[0].ends for i in alone if i > 0)):
         return []
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
@@ -987,6 +1004,10 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
         kind, importance = frame.type, IMPORTANCE[frame.type]
         attribute = frame.slot
         value = slot.object if slot else norm_value(seen.reading.value)
+        if seen.reading.ends and seen.reading.value:
+            # "gave up tea" ended the tea, not "up tea"
+            value = norm_value(seen.reading.value)
+            slot = OpenSlot(frame.attribute, value, frame.multi)
         if frame.proper and seen.reading.value:
             value = norm_value(seen.reading.value)
             slot = OpenSlot(frame.attribute, value, frame.multi)
@@ -995,6 +1016,8 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
                                  "multi": frame.multi}}
     if seen.reading.replaces:
         details["replaces"] = norm_value(seen.reading.replaces)  # "是湘潭，不是长沙"
+    if seen.reading.ends and seen.reading.value and seen.reading.lasting:
+        details["ends"] = norm_value(seen.reading.value)  # "I've given up squash"
     if feedback:
         details["feedback"] = "negative" if _contradicts(sentence, turn.readings) else True
     one_off = is_one_off(sentence)
@@ -1005,7 +1028,8 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
     # change words alone decide.
     change = bool((CHANGE_ZH if zh else CHANGE_EN).search(sentence)) or feedback or bool(
         seen.reading.replaces) or (not zh and seen.reading.change and seen.reading.lasting
-                                   and not seen.reading.negated)
+                                   and not seen.reading.negated) or (
+        seen.reading.ends and seen.reading.lasting)
     return turn.candidate(
         Slot(type=kind, attribute=attribute, value=slot.object if slot else "", head=statement,
              importance=importance,

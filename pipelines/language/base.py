@@ -55,10 +55,16 @@ class Reading:
     time: Time
     negated: bool = False
     change: bool = False
+    # The negation is an end: the clause's verb ends what its value was ("quit coffee",
+    # "gave up tea", 戒了咖啡), a change of what was true, where "not" only denies.
+    ends: bool = False
     other: str = ""
     head: str = ""
     value: str = ""
     replaces: str = ""  # "a Persian, not a Siamese": the value the clause denies
+    # The alternative a comparison ranks below the value: "tea over coffee", "tea rather
+    # than coffee", 比起咖啡更喜欢茶 (coffee). Both stand; a later liking of it reverses it.
+    below: str = ""
     # The clause talks about the talk or a passing state, not the world: an opinion ("I
     # think …"), a feeling ("happy with the answer"), the conversation ("my question is"),
     # or a thing only pointed at ("I like that idea").

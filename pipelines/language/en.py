@@ -77,6 +77,11 @@ DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "it", "them", "one
 # Verbs that end what their object was: "left Globex", "sold the Civic", "quit coffee".
 ENDING_VERBS = frozenset({"leave", "quit", "sell", "stop", "divorce", "drop", "cancel",
                           "ditch", "abandon", "lose", "resign", "retire", "exit"})
+# Phrasal verbs whose verb alone ends nothing: "gave up tea", "went off coffee", "cut out
+# sugar", "swore off beer" (verb lemma, particle).
+ENDING_PHRASALS = frozenset({("give", "up"), ("go", "off"), ("cut", "out"), ("swear", "off"),
+                             ("pack", "in"), ("drop", "out"), ("phase", "out")})
+COMPARATIVES = frozenset({"more", "rather", "better", "sooner"})
 WISH_HEADS = frozenset({"want", "like", "wish", "prefer", "love", "hope", "need", "request"})
 # Modals that state a plan ("we'll move next year"); the others say what may or should be
 # ("we should meet on Thursday", "I'd buy a boat"), which is nobody's history.
@@ -184,6 +189,13 @@ def _clause_roots(doc: Any) -> list[Any]:
     return roots
 
 
+def _ends(root: Any) -> bool:
+    """Whether the clause's verb ends what its object was ("quit coffee", "gave up tea")."""
+    lemma = str(root.lemma_).lower()
+    return lemma in ENDING_VERBS or any(
+        (lemma, c.lower_) in ENDING_PHRASALS for c in root.children if c.dep_ == "prt")
+
+
 def _changes_state(root: Any) -> bool:
     lemma = str(root.lemma_).lower()
     return root.tag_ in ("VBD", "VBN", "JJ") and (
@@ -204,17 +216,18 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
     time = _time(doc, root, lemmas, change)
     denied = _denied(doc, root)
     verbs = (root.i, *(c.i for c in root.children if c.pos_ == "AUX"))
-    negated = "no longer" in low or str(root.lemma_).lower() in ENDING_VERBS or (
+    negated = "no longer" in low or _ends(root) or (
         denied is None and any(
             (t.dep_ == "neg" or (t.lower_ in NEGATIONS and t.dep_ != "intj"))
             and t.head.i in verbs for t in doc))
     return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
-                   change=change, other=other, head=_head(root),
+                   change=change, ends=_ends(root) and not any(
+                       c.dep_ == "neg" for c in root.children), other=other, head=_head(root),
                    about_talk=_about_talk(doc, root),
                    fragment=not change and root.pos_ not in ("VERB", "AUX") and not (
                        _changes_state(root)) and not any(
                        c.dep_ in ("nsubj", "nsubjpass") for c in root.children),
-                   value=_value(words, root, denied),
+                   value=_value(words, root, denied), below=_below(root),
                    clause=" ".join(t.text for t in words if not t.is_punct),
                    replaces=_span(denied) if denied is not None else "")
 
@@ -230,6 +243,24 @@ def _denied(doc: Any, root: Any) -> Any:
         if after:
             return after[0]
     return None
+
+
+def _below(root: Any) -> str:
+    """What a comparison ranks below the clause's object: "prefer tea over / to coffee",
+    "like tea more than coffee", "would rather have tea than coffee"."""
+    obj = next((c for c in root.children if c.dep_ in ("dobj", "xcomp")), None)
+    heads = {root.i} | ({obj.i} if obj is not None else set()) | {
+        c.i for c in root.children if c.dep_ == "advmod" and c.lower_ in COMPARATIVES}
+    for prep in root.subtree:
+        if prep.dep_ == "prep" and prep.head.i in heads and (
+                prep.lower_ in ("over", "than") or (
+                    prep.lower_ == "to" and str(root.lemma_).lower() == "prefer")) and (
+                pobj := next((c for c in prep.children if c.dep_ == "pobj"), None)) is not None:
+            if prep.lower_ == "over" and prep.head.i == root.i and str(
+                    root.lemma_).lower() not in WISH_HEADS:
+                continue  # "moved to Berlin over the summer" ranks nothing
+            return _span(pobj)
+    return ""
 
 
 def _about_talk(doc: Any, root: Any) -> bool:

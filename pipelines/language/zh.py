@@ -56,6 +56,8 @@ NEGATIONS = frozenset({"不", "没", "没有", "别", "不再", "从不", "不�
 WH_WORDS = frozenset({"什么", "哪", "哪里", "哪儿", "哪个", "怎么", "怎样", "为什么", "谁", "多少",
                       "几点", "如何"})
 QUESTION_ENDS = ("吗", "？", "?", "呢", "么")
+# Words before what a comparison ranks below (比起咖啡, 胜过咖啡, 而不是咖啡).
+RANKED_BELOW = frozenset({"比起", "胜过", "与其", "而不是", "相比"})
 WISH_WORDS = frozenset({"吧", "请", "麻烦", "希望", "想要", "要", "需要", "帮", "记得", "务必",
                         "最好"})
 # Where a place or an organisation follows: the value of "在张江", "搬到成都", "去了深圳".
@@ -153,8 +155,9 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
     about_talk = bool(vocab & MENTAL_WORDS) or (bool(vocab & FEELINGS) and not any(
         f.startswith("v") for _w, f in words))
     return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
-                   change=change, other=other, head=_head(words), value=value,
-                   replaces=replaces, about_talk=about_talk)
+                   change=change, ends=bool(vocab & ENDING_VERBS) and not replaces,
+                   other=other, head=_head(words), value=value,
+                   replaces=replaces, about_talk=about_talk, below=_below(words))
 
 
 def _denied(words: list[tuple[str, str]]) -> str:
@@ -164,6 +167,15 @@ def _denied(words: list[tuple[str, str]]) -> str:
         return ""
     i = tokens.index("不是")
     return _run(words[i + 1:])
+
+
+def _below(words: list[tuple[str, str]]) -> str:
+    """What a comparison ranks below: 比起咖啡更喜欢茶, 喜欢茶胜过咖啡, 与其喝咖啡不如喝茶."""
+    tokens = [w for w, _ in words]
+    for i, word in enumerate(tokens):
+        if word in RANKED_BELOW:
+            return _run(words[i + 1:])
+    return ""
 
 
 def _done(words: list[tuple[str, str]]) -> bool:

@@ -91,6 +91,44 @@ def test_a_contrast_affirms_one_value_and_denies_the_other(
     assert (r.value, r.replaces, r.negated) == (value, denied, False)
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("I've given up sugar in my coffee.", "sugar"),
+    ("We cut out red meat last spring.", "red meat"),
+    ("我戒了烟。", None),
+])
+def test_a_verb_that_ends_its_value_reads_as_an_end_not_a_denial(
+        text: str, value: str | None) -> None:
+    [r] = read([text])
+    assert r.ends and r.negated, r
+    if value is not None:
+        assert r.value == value
+
+
+@pytest.mark.parametrize("text", ["I didn't give up.", "I gave the book to Ana.",
+                                  "我不喜欢下雨。"])
+def test_a_plain_negation_or_another_verb_ends_nothing(text: str) -> None:
+    [r] = read([text])
+    assert not r.ends, r
+
+
+@pytest.mark.parametrize(("text", "below"), [
+    ("On weekends I prefer hiking over cycling.", "cycling"),
+    ("I'd rather take the train than the plane.", "plane"),
+    ("I like jazz more than rock.", "rock"),
+    ("比起火车，我更喜欢坐飞机。", "火车"),
+])
+def test_a_comparison_names_what_it_ranks_below(text: str, below: str) -> None:
+    [r] = read([text])
+    assert r.below == below, r
+
+
+@pytest.mark.parametrize("text", ["We moved to Leeds over the summer.",
+                                  "I'm taller than my brother.", "我住在杭州。"])
+def test_a_time_or_a_plain_comparison_ranks_nothing(text: str) -> None:
+    [r] = read([text])
+    assert r.below == "", r
+
+
 def test_one_detector_serves_every_module() -> None:
     """A sentence naming one Chinese place in English words is English; Chinese with a
     Latin brand name is Chinese."""
