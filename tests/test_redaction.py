@@ -582,3 +582,10 @@ class TestShapesNeedTheirSubstance:
 
     def test_a_provider_prefix_inside_a_word_is_no_token(self) -> None:
         assert redact("TODAYINASIAASACKOFRICEFELLOVER").text == "TODAYINASIAASACKOFRICEFELLOVER"
+
+    def test_a_complete_public_block_is_published_not_secret(self) -> None:
+        body = "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLez"
+        certificate = f"-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----"
+        assert redact(certificate).text == certificate
+        key = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----"
+        assert redact(f"{certificate}\n{key}").text == f"{certificate}\n[REDACTED:private_key]"

@@ -308,6 +308,13 @@ _ARMOR_LINE = re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]+-----")
 _KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
 
 
+_PUBLIC_BLOCK = re.compile(
+    r"-----BEGIN ((?:PGP |RSA |SSH2 |EC )?PUBLIC KEY(?: BLOCK)?|CERTIFICATE|PGP SIGNATURE)-----"
+    r".*?-----END \1-----",
+    re.DOTALL,
+)
+
+
 def _holds_a_key(m: re.Match[str]) -> bool:
     """A private key block with a body: a complete block around "anything", or around
     nothing, is a sample of the armour; a cut-off one is kept as a key (its rest may follow
@@ -728,7 +735,7 @@ def _strip_end(value: str, start: int, end: int) -> int:
 class _Finder:
     """The secrets of one text as spans over it; overlapping spans become one marker."""
 
-    __slots__ = ("low", "said", "same_length", "spans", "text")
+    __slots__ = ("low", "public", "said", "same_length", "spans", "text")
 
     def __init__(self, text: str, low: str) -> None:
         self.text = text
@@ -738,6 +745,9 @@ class _Finder:
         # Indexes of spans found only by what the text calls them, not by their shape
         # (placeholders.py): a value said to be a secret may be anything someone chose.
         self.said: set[int] = set()
+        # Complete armoured blocks that are public by their header (certificates, public
+        # keys, signatures): their base64 body is random and published, not a secret.
+        self.public: list[tuple[int, int]] = []
 
     def rule(
         self, rule: _Rule, trim: Callable[[str], tuple[int, int] | None] | None = None
@@ -879,6 +889,8 @@ class _Finder:
         for i in order:
             start, end, kind = self.spans[i]
             said = i in self.said and (start, end) not in shaped
+            if any(a <= start and end <= b for a, b in self.public):
+                continue
             # A reference, a template, a mask or a slot's name holds nothing to leak.
             if placeholders.stands_in(self.text, start, end, kind, said=said):
                 continue
@@ -1154,6 +1166,8 @@ def redact(text: str) -> RedactionResult:
 
 def _redact_segment(text: str, low: str) -> RedactionResult:
     f = _Finder(text, low)
+    if "-----BEGIN " in text:
+        f.public = [m.span() for m in _PUBLIC_BLOCK.finditer(text)]
     if "PRIVATE KEY" in text or "PuTTY-User-Key" in text:
         f.shape("private_key", _PRIVATE_KEY, 0, _holds_a_key)
     if "://" in text:
