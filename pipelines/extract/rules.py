@@ -129,7 +129,7 @@ from sleepmem.pipelines.extract.zh import (
     mz_task,
     mz_tools,
 )
-from sleepmem.pipelines.language import Mood, Owner, Reading, Time, read
+from sleepmem.pipelines.language import Mood, Owner, Reading, Time, normalised, read
 from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.types import (
@@ -613,8 +613,9 @@ def _joined(sentences: list[str]) -> str:
 
 
 def _as_read(sentence: str) -> str:
-    """A sentence as extraction reads it: "tl;dr" would split it at its semicolon."""
-    return sentence.replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
+    """A sentence as extraction reads it: in its language's standard spelling ("im veggie"
+    -> "I'm veggie"), and "tl;dr" would split it at its semicolon."""
+    return normalised(sentence).replace("tl;dr", "tldr").replace("TL;DR", "TLDR")
 
 
 @dataclass(frozen=True, slots=True)
@@ -900,10 +901,12 @@ def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool, *,
     alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
              and lasting_first_person(_unjoined(c.raw))]
     # A later clause that ends something ("…, I've given up squash") is a fact of its own
-    # however it is joined: what it ended is another memory's value, not this one's.
+    # however it is joined: what it ended is another memory's value, not this one's. Not in
+    # Chinese, whose clauses leave their subject to the sentence (这个过时了，我早就离开腾讯，
+    # 现在在字节跳动: cut out, the last clause would be nobody's).
     if not alone or (joined and all(clauses[i].raw == _unjoined(clauses[i].raw)
-                                    for i in alone[1:]) and not any(
-            read([clauses[i].raw])[0].ends for i in alone if i > 0)):
+                                    for i in alone[1:]) and (zh or not any(
+            read([clauses[i].raw])[0].ends for i in alone if i > 0))):
         return []
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)

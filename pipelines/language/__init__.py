@@ -13,7 +13,7 @@ from functools import cache
 from sleepmem.pipelines.language.base import LanguagePack, Mood, Owner, Reading, Time
 
 __all__ = ["CJK_RANGES", "LanguagePack", "Mood", "Owner", "Reading", "Time", "codes", "detect",
-           "han_runs", "has_cjk", "is_han", "pack", "read"]
+           "han_runs", "has_cjk", "is_han", "normalised", "pack", "read"]
 
 # The one definition of Han text (CJK ideographs, extension A and compatibility): every
 # module asks `detect` or `has_cjk` instead of keeping its own range.
@@ -94,6 +94,11 @@ def pack(code: str) -> LanguagePack:
 def codes() -> list[str]:
     """Every language a pack is written for."""
     return sorted(_PACKS)
+
+
+def normalised(text: str) -> str:
+    """``text`` as its language's pack reads it (see ``LanguagePack.normalised``)."""
+    return pack(detect(text)).normalised(text)
 
 
 def read(texts: list[str]) -> list[Reading]:

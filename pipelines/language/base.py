@@ -104,3 +104,8 @@ class LanguagePack(Protocol):
     def readings(self, texts: list[str]) -> list[Reading]:
         """One reading per text (each a sentence), in order; batched for the parser."""
         ...
+
+    def normalised(self, text: str) -> str:
+        """``text`` as the pack reads it: casual spellings put back in standard form
+        ("im veggie" -> "I'm veggie"), nothing else changed."""
+        ...

@@ -6,6 +6,7 @@ words below are data, matched on the parse's lemmas, never on a sentence's surfa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from functools import cache
@@ -93,6 +94,25 @@ _VALUE_SKIP = frozenset({"DET", "PRON", "PUNCT", "CCONJ", "SCONJ", "PART", "INTJ
 _LIGHT_HEADS = frozenset({"be", "have", "get", "do"})
 
 
+# Contractions typed without their apostrophe, each no other English word.
+CONTRACTIONS = {
+    "im": "I'm", "ive": "I've", "dont": "don't", "doesnt": "doesn't", "didnt": "didn't",
+    "isnt": "isn't", "arent": "aren't", "wasnt": "wasn't", "werent": "weren't",
+    "havent": "haven't", "hasnt": "hasn't", "hadnt": "hadn't", "couldnt": "couldn't",
+    "wouldnt": "wouldn't", "shouldnt": "shouldn't", "thats": "that's", "whats": "what's",
+    "theres": "there's", "youre": "you're", "theyre": "they're", "weve": "we've",
+    "youve": "you've", "theyve": "they've", "ima": "I'm going to", "aint": "ain't",
+}
+_BARE_CONTRACTION = re.compile(r"(?i)\b(?:" + "|".join(CONTRACTIONS) + r")\b(?!['’])")
+
+
+def _restored(word: str) -> str:
+    if len(word) > 1 and word.isupper():
+        return word  # "IM me later", "DONT" shouted: left as written
+    full = CONTRACTIONS[word.lower()]
+    return full if full.startswith("I") or word.islower() else full[0].upper() + full[1:]
+
+
 @cache
 def _nlp() -> Any:
     """The parser, loaded once per process on first use (never at import)."""
@@ -107,6 +127,12 @@ class EnglishPack:
     @property
     def prototypes(self) -> dict[str, tuple[str, ...]]:
         return PROTOTYPES
+
+    def normalised(self, text: str) -> str:
+        # Typed fast, English drops its apostrophes ("im veggie", "ive got a corgi"): the
+        # parser and the matchers read the standard forms. Only forms that are no other
+        # word are restored ("ill", "well", "were", "id", "its" are words of their own).
+        return _BARE_CONTRACTION.sub(lambda m: _restored(m.group(0)), text)
 
     def readings(self, texts: list[str]) -> list[Reading]:
         docs = list(_nlp().pipe(texts, batch_size=128))
@@ -193,7 +219,10 @@ def _ends(root: Any) -> bool:
     """Whether the clause's verb ends what its object was ("quit coffee", "gave up tea")."""
     lemma = str(root.lemma_).lower()
     return lemma in ENDING_VERBS or any(
-        (lemma, c.lower_) in ENDING_PHRASALS for c in root.children if c.dep_ == "prt")
+        (lemma, c.lower_) in ENDING_PHRASALS for c in root.children if c.dep_ == "prt") or (
+        # "I'm done with coffee", "we're through with the gym": finished with a thing.
+        root.lower_ in ("done", "through", "finished") and any(
+            c.dep_ == "prep" and c.lower_ == "with" for c in root.children))
 
 
 def _changes_state(root: Any) -> bool:

@@ -86,6 +86,9 @@ class ChinesePack:
     def prototypes(self) -> dict[str, tuple[str, ...]]:
         return PROTOTYPES
 
+    def normalised(self, text: str) -> str:
+        return text
+
     def readings(self, texts: list[str]) -> list[Reading]:
         cut = _cut()
         return [read_sentence([(w.word, w.flag) for w in cut(t)], t) for t in texts]

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from sleepmem.pipelines.language import Mood, Owner, Time, codes, detect, pack, read
+from sleepmem.pipelines.language import (
+    Mood,
+    Owner,
+    Time,
+    codes,
+    detect,
+    normalised,
+    pack,
+    read,
+)
 
 # (language, sentence, owner, mood, time, negated, change, value): one row per behaviour,
 # said once in each language.
@@ -94,6 +103,7 @@ def test_a_contrast_affirms_one_value_and_denies_the_other(
 @pytest.mark.parametrize(("text", "value"), [
     ("I've given up sugar in my coffee.", "sugar"),
     ("We cut out red meat last spring.", "red meat"),
+    ("Honestly I'm done with energy drinks.", "energy drinks"),
     ("我戒了烟。", None),
 ])
 def test_a_verb_that_ends_its_value_reads_as_an_end_not_a_denial(
@@ -127,6 +137,18 @@ def test_a_comparison_names_what_it_ranks_below(text: str, below: str) -> None:
 def test_a_time_or_a_plain_comparison_ranks_nothing(text: str) -> None:
     [r] = read([text])
     assert r.below == "", r
+
+
+@pytest.mark.parametrize(("text", "standard"), [
+    ("im vegan these days and ive got a cat", "I'm vegan these days and I've got a cat"),
+    ("Thats my brother, he doesnt drive", "That's my brother, he doesn't drive"),
+    ("Ill be late, well see", "Ill be late, well see"),
+    ("IM me later", "IM me later"),
+    ("我住在杭州。", "我住在杭州。"),
+])
+def test_a_pack_puts_casual_spellings_back_and_leaves_real_words(
+        text: str, standard: str) -> None:
+    assert normalised(text) == standard
 
 
 def test_one_detector_serves_every_module() -> None:
