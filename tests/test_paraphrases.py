@@ -36,9 +36,10 @@ STORIES = sorted(SUITE.glob("*.toml"))
 # 前男友 -> 前女友: tests/paraphrases/README.md). 2026-12-06 night: 132/155 (0.852) with a
 # person's later preference replacing their own and the name frame. 2026-12-07: 138/155
 # (0.890) with tasks for now kept as episodes, liking keys as preferences, the address
-# frame and changes the clause analysis reads. Raise it as the code passes more; never
-# lower it.
-FLOOR = 0.87
+# frame and changes the clause analysis reads. 2026-12-07 night: 140/155 (0.903) with ends
+# ("gave up tea") and comparisons ("tea over coffee") read by the packs. Raise it as the
+# code passes more; never lower it.
+FLOOR = 0.89
 _NAME = re.compile(r"^(?P<stem>.+)-p(?P<i>[1-3])$")
 
 

@@ -860,6 +860,8 @@ def _from_reading(turn: _Turn, sentence: str, zh: bool, *, feedback: bool) -> Ca
     details["open_slot"] = {"relation": relation, "object": value, "multi": multi}
     if reading.replaces:
         details["replaces"] = norm_value(reading.replaces)
+    if reading.ends and reading.value and not history:
+        details["ends"] = norm_value(reading.value)  # "done with running"
     disputes = feedback and _contradicts(sentence, turn.readings)
     if feedback:
         details["feedback"] = "negative" if disputes else True

@@ -209,9 +209,12 @@ def _clause_roots(doc: Any) -> list[Any]:
     roots: list[Any] = []
     for sent in doc.sents:
         roots.append(sent.root)
-        roots.extend(t for t in sent if t.dep_ in ("conj", "ccomp", "parataxis")
+        roots.extend(t for t in sent if (t.dep_ in ("conj", "ccomp", "parataxis")
                      and t.pos_ in ("VERB", "AUX")
                      and any(c.dep_ in ("nsubj", "nsubjpass", "expl") for c in t.children))
+                     # "Done with running, my knees hate it": an end said first, whose
+                     # subject (the speaker) casual English leaves out.
+                     or (t.dep_ == "advcl" and t.i == sent.start and _ends(t)))
     return roots
 
 
@@ -223,6 +226,16 @@ def _ends(root: Any) -> bool:
         # "I'm done with coffee", "we're through with the gym": finished with a thing.
         root.lower_ in ("done", "through", "finished") and any(
             c.dep_ == "prep" and c.lower_ == "with" for c in root.children))
+
+
+def _ended_thing(root: Any) -> str:
+    """What "done with" ends when it is an activity ("done with running")."""
+    if not _ends(root):
+        return ""
+    prep = next((c for c in root.children if c.dep_ == "prep" and c.lower_ == "with"), None)
+    thing = next((c for c in prep.children if c.dep_ in ("pobj", "pcomp")), None) if (
+        prep is not None) else None
+    return _span(thing) if thing is not None else ""
 
 
 def _changes_state(root: Any) -> bool:
@@ -256,7 +269,7 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
                    fragment=not change and root.pos_ not in ("VERB", "AUX") and not (
                        _changes_state(root)) and not any(
                        c.dep_ in ("nsubj", "nsubjpass") for c in root.children),
-                   value=_value(words, root, denied), below=_below(root),
+                   value=_value(words, root, denied) or _ended_thing(root), below=_below(root),
                    clause=" ".join(t.text for t in words if not t.is_punct),
                    replaces=_span(denied) if denied is not None else "")
 

@@ -104,6 +104,7 @@ def test_a_contrast_affirms_one_value_and_denies_the_other(
     ("I've given up sugar in my coffee.", "sugar"),
     ("We cut out red meat last spring.", "red meat"),
     ("Honestly I'm done with energy drinks.", "energy drinks"),
+    ("Done with cycling, my back hurts.", "cycling"),
     ("我戒了烟。", None),
 ])
 def test_a_verb_that_ends_its_value_reads_as_an_end_not_a_denial(
