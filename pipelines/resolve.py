@@ -449,14 +449,14 @@ class Resolver:
                 cand.negated or cand.trust == Trust.low.value):
             return []
         said = self._gist(_said(cand))
-        value = _reading(said).value or norm_text(cand.value)
-        if not value:
-            return []
         near = self._turn_neighbours([said], semantic.LOOSELY_RELATED)
-        return [m for m in self._said_before(cand, near)
-                if m.type == "preference" and m.source == "user" and m.subject == cand.subject
-                and (below := _reading(self._gist(_last_turn(m.statement))).below)
-                and (_mentions(value, below) or _mentions(below, value))]
+        ranked = [(m, below) for m in self._said_before(cand, near)
+                  if m.type == "preference" and m.source == "user" and m.subject == cand.subject
+                  and (below := _reading(self._gist(_last_turn(m.statement))).below)]
+        # Only a candidate some neighbour's comparison could be about is parsed.
+        value = (_reading(said).value or norm_text(cand.value)) if ranked else ""
+        return [m for m, below in ranked
+                if value and (_mentions(value, below) or _mentions(below, value))]
 
     def _other_filler(self, a: str, b: str) -> bool:
         """Whether two sentences close in meaning give one predicate two values ("I prefer

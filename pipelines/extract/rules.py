@@ -341,10 +341,8 @@ class _Turn:
         from another sentence since ("I prefer coffee now, I've given up tea" read as two),
         placed by meaning as the batch places a sentence."""
         if sentence not in self.readings:
-            [reading] = read([sentence])
-            self.readings[sentence] = _understood(
-                reading, self.embedder,
-                history=bool(self.speaker.person) and NAMED_SPEAKERS_AS_FACTS)
+            told = {sentence} if self.speaker.person and NAMED_SPEAKERS_AS_FACTS else set()
+            self.readings.update(_placed(read([sentence]), self.embedder, told))
         return self.readings[sentence]
 
     def candidate(self, slot_or_type: Slot | str, statement: str, **kw: Any) -> Candidate:
@@ -639,8 +637,13 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
             sentences.extend(said)
             if speaker_of(event).person and NAMED_SPEAKERS_AS_FACTS:
                 told.update(said)
-    unique = list(dict.fromkeys(sentences))
-    readings = read(unique)
+    return _placed(read(list(dict.fromkeys(sentences))), embedder, told)
+
+
+def _placed(readings: list[Reading], embedder: Embedder | None,
+            told: set[str]) -> dict[str, Understood]:
+    """Each reading with the frame its meaning is nearest, for those that could hold a
+    fact, in one embedder call (``told``: sentences whose history counts)."""
     # Only what no matcher reads needs its meaning placed: the embedder is the cost here.
     holding = [r for r in readings if _may_hold(r, history=r.text in told)
                and _improvised(_match_sentence(r.text, is_zh(r.text), None)[0])]
@@ -648,17 +651,8 @@ def _read_all(events: list[EventView], embedder: Embedder | None) -> dict[str, U
     # ("…, the lease started Monday") only blurs its meaning.
     framed = dict(zip([r.text for r in holding],
                       frames_of(embedder, [r.clause or r.text for r in holding]),
-                      strict=True)) if embedder is not None else {}
+                      strict=True)) if embedder is not None and holding else {}
     return {r.text: Understood(r, *framed.get(r.text, (None, 0.0))) for r in readings}
-
-
-def _understood(reading: Reading, embedder: Embedder | None, *, history: bool) -> Understood:
-    """One sentence's ``Understood``, as :func:`_read_all` makes each of a batch."""
-    if embedder is None or not (_may_hold(reading, history=history) and _improvised(
-            _match_sentence(reading.text, is_zh(reading.text), None)[0])):
-        return Understood(reading, None, 0.0)
-    [(frame, score)] = frames_of(embedder, [reading.clause or reading.text])
-    return Understood(reading, frame, score)
 
 
 def _may_hold(reading: Reading, *, history: bool = False) -> bool:
@@ -908,7 +902,7 @@ def _split_standalone(found: list[_Found], clauses: list[Clause], zh: bool, *,
     # 现在在字节跳动: cut out, the last clause would be nobody's).
     if not alone or (joined and all(clauses[i].raw == _unjoined(clauses[i].raw)
                                     for i in alone[1:]) and (zh or not any(
-            read([clauses[i].raw])[0].ends for i in alone if i > 0))):
+            r.ends for r in read([clauses[i].raw for i in alone if i > 0])))):
         return []
     joiner = "，" if zh else ", "
     rest = joiner.join(c.raw for i, c in enumerate(clauses) if i not in alone)
@@ -1009,11 +1003,9 @@ def _unclassified(turn: _Turn, sentence: str, zh: bool, *, feedback: bool,
         kind, importance = frame.type, IMPORTANCE[frame.type]
         attribute = frame.slot
         value = slot.object if slot else norm_value(seen.reading.value)
-        if seen.reading.ends and seen.reading.value:
-            # "gave up tea" ended the tea, not "up tea"
-            value = norm_value(seen.reading.value)
-            slot = OpenSlot(frame.attribute, value, frame.multi)
-        if frame.proper and seen.reading.value:
+        # A name is the clause's value, and so is what an end ended ("gave up tea" ended
+        # the tea, not "up tea").
+        if (frame.proper or seen.reading.ends) and seen.reading.value:
             value = norm_value(seen.reading.value)
             slot = OpenSlot(frame.attribute, value, frame.multi)
         details = {"type_by": "frame", "frame": round(seen.score, 3),

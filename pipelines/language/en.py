@@ -229,9 +229,7 @@ def _ends(root: Any) -> bool:
 
 
 def _ended_thing(root: Any) -> str:
-    """What "done with" ends when it is an activity ("done with running")."""
-    if not _ends(root):
-        return ""
+    """What an end "with" ends when it is an activity ("done with running")."""
     prep = next((c for c in root.children if c.dep_ == "prep" and c.lower_ == "with"), None)
     thing = next((c for c in prep.children if c.dep_ in ("pobj", "pcomp")), None) if (
         prep is not None) else None
@@ -258,18 +256,20 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
     time = _time(doc, root, lemmas, change)
     denied = _denied(doc, root)
     verbs = (root.i, *(c.i for c in root.children if c.pos_ == "AUX"))
-    negated = "no longer" in low or _ends(root) or (
+    ending = _ends(root)
+    negated = "no longer" in low or ending or (
         denied is None and any(
             (t.dep_ == "neg" or (t.lower_ in NEGATIONS and t.dep_ != "intj"))
             and t.head.i in verbs for t in doc))
     return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
-                   change=change, ends=_ends(root) and not any(
+                   change=change, ends=ending and not any(
                        c.dep_ == "neg" for c in root.children), other=other, head=_head(root),
                    about_talk=_about_talk(doc, root),
                    fragment=not change and root.pos_ not in ("VERB", "AUX") and not (
                        _changes_state(root)) and not any(
                        c.dep_ in ("nsubj", "nsubjpass") for c in root.children),
-                   value=_value(words, root, denied) or _ended_thing(root), below=_below(root),
+                   value=_value(words, root, denied) or (_ended_thing(root) if ending else ""),
+                   below=_below(root),
                    clause=" ".join(t.text for t in words if not t.is_punct),
                    replaces=_span(denied) if denied is not None else "")
 
