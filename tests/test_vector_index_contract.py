@@ -1,7 +1,8 @@
 """One contract for every VectorIndex backend: same calls, same answers.
 
-Runs against the embedded engine (qdrant-edge, on disk in tmp) and qdrant-client's local
-mode (on disk and in memory), which stands in for the server code path.
+Runs against the embedded engine (qdrant-edge, on disk in tmp), qdrant-client's local
+mode (on disk and in memory), which stands in for the server code path, and the in-memory
+index the fast unit tests use in place of the engine.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sleepmem.adapters.vectors import edge as edge_mod
 from sleepmem.adapters.vectors import open_index
 from sleepmem.adapters.vectors import qdrant as qdrant_mod
 from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.adapters.vectors.memory import MemoryIndex
 from sleepmem.adapters.vectors.qdrant import QdrantIndex
 from sleepmem.core.errors import ConfigurationError, ValidationError
 from sleepmem.core.settings import Settings
@@ -36,7 +38,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 T = NOW.timestamp()
 DAY = 86400.0
 PERSISTENT = ["edge", "qdrant-local"]
-BACKENDS = [*PERSISTENT, "qdrant-memory"]
+BACKENDS = [*PERSISTENT, "qdrant-memory", "memory"]
 
 
 def build(kind: str, where: Path) -> VectorIndex:
@@ -44,6 +46,8 @@ def build(kind: str, where: Path) -> VectorIndex:
         return EdgeIndex(where / "index")
     if kind == "qdrant-local":
         return QdrantIndex(path=where / "qdrant", collection="contract")
+    if kind == "memory":
+        return MemoryIndex()
     return QdrantIndex(path=":memory:", collection="contract")
 
 
@@ -308,6 +312,19 @@ class TestAsOf:
         assert found(index, where(as_of=naive)) == {p.id}
 
 
+class TestValidBetween:
+    def test_the_time_window_keeps_points_that_became_valid_inside_it(
+        self, index: VectorIndex
+    ) -> None:
+        before = point(valid_from=T - 3 * DAY)
+        at_start = point(valid_from=T - 2 * DAY)
+        inside = point(valid_from=T - 1.5 * DAY)
+        at_end = point(valid_from=T - DAY)
+        index.upsert([before, at_start, inside, at_end])
+        window = (NOW - timedelta(days=2), NOW - timedelta(days=1))
+        assert found(index, where(valid_between=window)) == {at_start.id, inside.id}
+
+
 class TestPartialUpdatesAndDeletes:
     def test_a_status_flip_takes_a_point_out_of_search_and_back(self, index: VectorIndex) -> None:
         p, other = point(), point()
@@ -502,6 +519,34 @@ class TestEdgeEngine:
     def test_using_the_index_before_ensure_is_a_configuration_error(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError):
             EdgeIndex(tmp_path / "index").count()
+
+
+class TestMemoryIndex:
+    def test_a_closed_index_refuses_use_and_keeps_its_points_for_the_next_ensure(
+        self,
+    ) -> None:
+        idx = MemoryIndex()
+        idx.ensure(dim=DIM)
+        kept = point()
+        idx.upsert([kept])
+        idx.close()
+        with pytest.raises(ConfigurationError):
+            idx.count()
+        with pytest.raises(ConfigurationError):
+            idx.ensure(dim=DIM * 2)
+        idx.ensure(dim=DIM)
+        assert found(idx, where()) == {kept.id}
+
+    def test_a_payload_for_an_unknown_point_is_refused_like_the_engine_refuses_it(
+        self, tmp_path: Path
+    ) -> None:
+        for idx in (MemoryIndex(), EdgeIndex(tmp_path / "index")):
+            idx.ensure(dim=DIM)
+            try:
+                with pytest.raises(ValidationError):
+                    idx.set_payload([new_id()], {"status": "archived"})
+            finally:
+                idx.close()
 
 
 class TestOpenIndex:
