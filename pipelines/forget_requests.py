@@ -38,7 +38,7 @@ class _Cue:
 
     english = Phrases([
         "forget", "forgetting", "delete", "erase", "remove", "wipe", "purge", "scrub", "discard",
-        "unlearn", "clear", "drop", "get rid of",
+        "unlearn", "clear", "drop", "get rid of", "omit", "leave out",
         *(f"stop {v}" for v in ("remembering", "storing", "keeping", "saving")),
         *(f"{n} {v}" for n in ("don't", "dont", "do not", "no need to", "never")
           for v in ("remember", "keep", "store", "save", "record", "retain", "hold on to")),
@@ -68,7 +68,7 @@ NOT_A_REQUEST = re.compile(
 )
 
 _VERBS = (r"(?:forget|delete|erase|remove|wipe|purge|scrub|discard|unlearn|clear|drop|"
-          r"get rid of|stop (?:remembering|storing|keeping|saving)|"
+          r"get rid of|omit|leave out|stop (?:remembering|storing|keeping|saving)|"
           r"(?:don'?t|do not|no need to|never) "
           r"(?:remember|keep|store|save|record|retain|hold on to))")
 # A request is said to the listener: an imperative (at the start of a clause, after at most
@@ -99,6 +99,8 @@ REQUEST_PROTOTYPES = (
     "Stop keeping that information.",
     "Remove the things I shared about it.",
     "I want you to forget about that.",
+    "Leave that out of your notes about me.",
+    "Could you take it off your records?",
     "The user asks to forget what they said about it.",
     "请忘掉我说过的那件事。",
     "把那件事忘了吧。",
@@ -128,6 +130,7 @@ VOTES = 3
 _REQUEST_WORDS_EN = re.compile(
     r"(?i)\b(?:please|pls|kindly|can|could|would|will|you|your|yours|i|i'd|i'm|i've|me|my|"
     r"want|like|need|to|forget|forgetting|delete|erase|remove|wipe|purge|scrub|discard|"
+    r"omit|leave out|any|records?|"
     r"unlearn|clear|drop|get rid of|stop|remembering|storing|keeping|saving|remember|keep|"
     r"store|save|record|retain|hold on to|don'?t|do|not|no|need|never|longer|anymore|"
     r"any more|everything|anything|all|whatever|what|that|this|those|these|the|a|an|"

@@ -285,6 +285,32 @@ class TestATaskForNow:
         assert c.type == "preference"
 
 
+class TestSeveralValuesInOneSentence:
+    """Values joined by "and" in a statement no matcher reads are one memory each, in the
+    same attribute, when the attribute holds many; a request for one thing is for now."""
+
+    @pytest.mark.parametrize("said, values", [
+        ("I speak Welsh and Basque.", ["welsh", "basque"]),
+        ("Origami and chess are both favourite hobbies of mine.", ["origami", "chess"]),
+    ])
+    def test_are_one_memory_per_value(self, embedder: Embedder, said: str,
+                                      values: list[str]) -> None:
+        event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                          content=said, at=AT, meta={})
+        cands = RulesExtractor(embedder=embedder).extract([event]).candidates
+        assert [c.value for c in cands] == values, cands
+        assert len({c.attribute for c in cands}) == 1
+        assert all(v in c.statement.lower() and len(c.statement) < len(said) + 12
+                   for v, c in zip(values, cands, strict=True))
+
+    def test_a_request_for_one_thing_stays_in_its_session(self, embedder: Embedder) -> None:
+        event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                          content="Reserve me a table by the window, thanks.", at=AT, meta={})
+        cands = RulesExtractor(embedder=embedder).extract([event]).candidates
+        assert all(c.scope.session == "s1" and (c.one_off or c.type == "event")
+                   for c in cands), cands
+
+
 @pytest.mark.parametrize("said", ["My preferred airline is KLM.",
                                   "My preferred seating is the front row."])
 def test_a_key_that_names_a_liking_makes_a_preference(said: str) -> None:

@@ -458,6 +458,9 @@ REQUESTS = [
     ("今天聊得很开心。对了，把我前夫的事忘掉吧。", "前夫"),
     ("Forget my medical history.", "medical history"),
     ("前男友的事情你全部忘掉吧。", "前男友"),
+    # Other verbs of taking out, asked as a question.
+    ("Could you leave out my court case from your notes?", "court case"),
+    ("Can you omit my gambling debts from what you keep?", "gambling debts"),
 ]
 NOT_REQUESTS = [
     "I forgot my umbrella at the office.",
@@ -485,6 +488,7 @@ NOT_REQUESTS = [
     "别忘了多休息。",
     "那次旅行让我难忘。",
     "我忘不了她的笑容。",
+    "I omitted the salt from the soup last night.",
 ]
 
 

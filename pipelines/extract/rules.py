@@ -21,7 +21,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from itertools import pairwise
 from typing import Any
@@ -217,7 +217,7 @@ ZH_MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
     (("过敏",), mz_allergy),
     (("素", "吃"), mz_diet),
     (("病", "症", "炎", "哮喘", "高血压", "乳糖", "失眠", "贫血"), mz_condition),
-    (("叫", "名字"), mz_name),
+    (("叫", "名字", "是"), mz_name),
     (("岁",), mz_age),
     (("生日", "出生"), mz_birthday),
     (tuple(FAMILY_ZH), mz_family),
@@ -503,7 +503,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
                 _kept(turn, unsure := _unclassified(turn, sentence, zh, feedback=feedback,
                                                     slot_from=tail), sentence)):
             # One memory for the sentence, its slot read from the clause that states it.
-            out.append(unsure)
+            out.extend(_each_value(turn, unsure, sentence, zh))
             structured_any = True
             if turn.speaker.person:
                 remainder.append(sentence)  # between people the episode keeps it too
@@ -527,7 +527,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
                     sentence):
             # Fail safe: what no matcher knows but the user states about themself is kept
             # at its type's default lifetime, with low importance, not as an episode.
-            out.append(unsure)
+            out.extend(_each_value(turn, unsure, sentence, zh))
             structured_any = True
             if turn.speaker.person:
                 remainder.append(sentence)  # between people the episode keeps it too
@@ -541,7 +541,7 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
         if not found and rewrite is None and _reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (
                 read_as := _from_reading(turn, sentence, zh, feedback=feedback)) is not None:
-            out.append(read_as)
+            out.extend(_each_value(turn, read_as, sentence, zh))
             structured_any = True
             if turn.speaker.person:
                 # Between people the turn's episode keeps the sentence too: a reply
@@ -587,6 +587,34 @@ def _statements(turn: _Turn, text: str, *, feedback: bool = False,
             event.scope = turn.event.scope
         out.append(event)
     return out
+
+
+def _each_value(turn: _Turn, cand: Candidate, sentence: str, zh: bool) -> list[Candidate]:
+    """A reading of a sentence no matcher read that states several values of an attribute
+    holding many ("pottery and chess are hobbies of mine"): one memory per value, in the
+    same attribute, each with its own recency. Values of an attribute that holds one ("I
+    commute by bus and train") are one value together; a matcher's own slots already say
+    how many values they hold."""
+    each = turn.reading(sentence).each
+    slot = cand.details.get("open_slot") or {}
+    if len(each) < 2 or not slot.get("multi") or turn.speaker.prefix or cand.details.get(
+            "history"):
+        return [cand]
+    out = []
+    for piece in each:
+        value = norm_value(turn.reading(piece).value)
+        if not value:
+            return [cand]
+        out.append(replace(cand, statement=_of_the_user(piece, zh), value=value, details={
+            **cand.details, "said": piece, "open_slot": {**slot, "object": value}}))
+    return out
+
+
+def _of_the_user(sentence: str, zh: bool) -> str:
+    """A first-person sentence as a memory states it: in the third person, tidied."""
+    body = clean_end(strip_discourse(clean_statement(sentence.strip(), zh)))
+    third = third_person_zh(body) if zh else third_person_en(body)
+    return sentence_case(clean_statement(third, zh), zh)
 
 
 def _asks_for_the_moment(turn: _Turn, sentences: list[str]) -> bool:

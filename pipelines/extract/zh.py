@@ -26,6 +26,7 @@ from sleepmem.pipelines.extract.vocab import (
     SECRET_WORDS,
     ZH_ATTRS,
 )
+from sleepmem.pipelines.language import pack
 from sleepmem.pipelines.language.words import Literals, strip_prefix
 
 _ZH_END = r"(?=[，,。！？!?；;\s]|$|了|吧|呢|啊)"
@@ -162,9 +163,11 @@ def _zh_slot(c: Clause, attribute: str, value: str, **kw: Any) -> Slot:
 
 def mz_name(c: Clause) -> list[Slot]:
     m = _ZH_NAME.search(c.text)
-    if not m:
+    # "我是李明" / "李明是我": the copula names the speaker when its other side is a name.
+    name = m.group("v") if m else pack("zh").readings([c.text])[0].name
+    if not name:
         return []
-    return [make_slot("name", m.group("v"), f"用户的名字是{m.group('v')}", importance=0.95)]
+    return [make_slot("name", name, f"用户的名字是{name}", importance=0.95)]
 
 
 def mz_age(c: Clause) -> list[Slot]:

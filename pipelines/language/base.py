@@ -75,6 +75,13 @@ class Reading:
     # The clause's own words, without the clauses joined to it: what its meaning is judged
     # on ("新家在杭州" of "新家在杭州，上周末总算把东西都搬完了").
     clause: str = ""
+    # The sentence once per value when it states several joined by "and" ("I love sci-fi
+    # and gardening" -> "I love sci-fi.", "I love gardening."): each is a memory with its
+    # own recency. Empty when its value is one.
+    each: tuple[str, ...] = ()
+    # The name the clause gives its speaker by the copula alone (我是李明, 李明是我): who
+    # they are called, where "我是老师" says what they do.
+    name: str = ""
 
     @property
     def holds(self) -> bool:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 from sleepmem.pipelines.language.base import Mood, Owner, Reading, Time
@@ -200,7 +201,7 @@ def read_doc(doc: Any, text: str) -> Reading:
     # The main clause sets the mood: "I need you to book a table" asks, whatever its
     # joined clause states.
     mood = readings[0].mood if readings[0].mood is not Mood.STATEMENT else chosen.mood
-    return replace(chosen, change=change, mood=mood)
+    return replace(chosen, change=change, mood=mood, each=_one_value_each(doc))
 
 
 def _clause_roots(doc: Any) -> list[Any]:
@@ -234,6 +235,73 @@ def _ended_thing(root: Any) -> str:
     thing = next((c for c in prep.children if c.dep_ in ("pobj", "pcomp")), None) if (
         prep is not None) else None
     return _span(thing) if thing is not None else ""
+
+
+def _one_value_each(doc: Any) -> tuple[str, ...]:
+    """The sentence once per conjunct of its value: "I love sci-fi novels and gardening",
+    "allergic to peanuts, shellfish and kiwi", "pizza and sushi are my favourite foods" (a
+    subject joined under a plural complement is the value there). People joined ("I live
+    with my wife and kids") stay one value: who lives with whom is one fact."""
+    sents = list(doc.sents)
+    # One clause only: a sentence of several is cut into its clauses first (rules.py), and
+    # a joined clause's "and" hangs on the parse's last noun.
+    if len(sents) != 1 or sents[0].root.pos_ not in ("VERB", "AUX") or len(
+            _clause_roots(doc)) > 1:
+        return ()
+    root = sents[0].root
+    value = _coordinated(root)
+    if value is None:
+        return ()
+    parts = [value, *_conjuncts(value)]
+    if any(p.lemma_.lower() in PERSON_NOUNS or p.pos_ == "PRON" for p in parts):
+        return ()
+    # A word that only marks the first value ("to" in a misread "allergic to X and Y")
+    # marks them all.
+    shared = {c.i for c in value.children if c.dep_ in ("aux", "mark", "case") and c.i < value.i}
+    group = [t.i for t in value.subtree if t.i not in shared]
+    start, end = min(group), max(group)
+    # "both" / "either" only pair what is now one.
+    skip = {t.i for t in doc if t.lower_ in ("both", "either") and t.dep_ in (
+        "preconj", "dep", "advmod", "det")}
+    out = []
+    for part in parts:
+        own = _own_span(part) - shared
+        words = [t for t in doc if (t.i < start or t.i > end or t.i in own) and t.i not in skip]
+        text = "".join(t.text + (t.whitespace_ if nxt.i == t.i + 1 else (
+            "" if nxt.is_punct else " ")) for t, nxt in pairwise(words))
+        text = (text + words[-1].text).strip()
+        out.append(text[:1].upper() + text[1:] if doc[0].is_title else text)
+    return tuple(out)
+
+
+def _coordinated(root: Any) -> Any:
+    """The root's value when it is a noun with nouns joined to it: its object or
+    complement, the object of a preposition on the root or its complement, or a subject
+    whose complement is plural."""
+    heads = [root, *(c for c in root.children if c.dep_ in ("acomp", "xcomp"))]
+    slots = [c for h in heads for c in h.children if c.dep_ in ("dobj", "attr", "xcomp")]
+    slots += [p for h in heads for prep in h.children if prep.dep_ == "prep"
+              for p in prep.children if p.dep_ == "pobj"]
+    attr = next((c for c in root.children if c.dep_ == "attr"), None)
+    if root.lemma_ == "be" and attr is not None and attr.tag_ == "NNS":
+        slots += [c for c in root.children if c.dep_ == "nsubj"]
+    return next((s for s in slots if s.pos_ in ("NOUN", "PROPN", "VERB") and any(
+        c.dep_ == "conj" and c.pos_ in ("NOUN", "PROPN", "VERB") for c in s.children)), None)
+
+
+def _conjuncts(token: Any) -> list[Any]:
+    out = []
+    for c in token.children:
+        if c.dep_ == "conj":
+            out += [c, *_conjuncts(c)]
+    return out
+
+
+def _own_span(part: Any) -> set[int]:
+    """A conjunct's own words: its subtree without the conjuncts, joiners and commas
+    hung on it."""
+    drop = {t.i for c in part.children if c.dep_ in ("conj", "cc", "punct") for t in c.subtree}
+    return {t.i for t in part.subtree} - drop
 
 
 def _changes_state(root: Any) -> bool:
@@ -403,8 +471,8 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
     low = doc.text.lower()
     if _changes_state(root):
         return Time.LASTING  # "moved to Porto", "unpacked at the new place tonight": it holds
-    if (any(p in low for p in MOMENT_PHRASES) or _for_this(doc)) and not any(
-            p in low for p in CHANGE_PHRASES):
+    if (any(p in low for p in MOMENT_PHRASES) or _for_this(doc) or _one_thing_asked(root)) and (
+            not any(p in low for p in CHANGE_PHRASES)) and not lemmas & HABIT_WORDS:
         return Time.ONE_OFF
     if root.lemma_ == "go" and root.tag_ == "VBG":
         return Time.FUTURE  # "I'm going to Paris", "I'm going for my dreams": an intent
@@ -422,6 +490,19 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
     if lemmas & HABIT_WORDS or any(t.lower_ == "when" and t.head.dep_ == "advcl" for t in doc):
         return Time.HABITUAL  # "always", "every", "when you summarise, keep it short"
     return Time.LASTING
+
+
+def _one_thing_asked(root: Any) -> bool:
+    """A request for one thing, made for the speaker: "book me an aisle seat", "get us a
+    table", "write me a haiku" (an imperative with a recipient, whose object is "a" thing):
+    that thing, once. "Give me answers in bullets" and "use a formal tone" ask for a way."""
+    if root.tag_ != "VB" or _subject(root) is not None:
+        return False
+    dative = next((c for c in root.children if c.dep_ in ("dative", "iobj")), None)
+    if dative is None:
+        return False
+    det = next((t for t in root.subtree if t.i > dative.i and t.dep_ in ("det", "poss")), None)
+    return det is not None and det.lower_ in ("a", "an")
 
 
 def _for_this(doc: Any) -> bool:
@@ -453,8 +534,12 @@ def _value(doc: list[Any], root: Any, denied: Any) -> str:
         return _span(subj)  # "Lisbon is home now": the name is what is said
     attr = next((c for c in root.children if c.dep_ == "attr"), None)
     if root.lemma_ == "be" and subj is not None and subj.pos_ == "NOUN" and attr is not None and (
-            any(d.lower_ in ("my", "our") for d in attr.children)):
-        return _span(subj)  # "dark mode is my preferred choice": the speaker's choice is named
+            any(d.lower_ in ("my", "our") for d in attr.children) or any(
+                d.dep_ == "prep" and d.lower_ in ("for", "of", "to") and any(
+                    o.lower_ in FIRST_PERSON for o in d.children) for d in attr.children)):
+        # "dark mode is my preferred choice", "gardening is a fine hobby for me", "chess
+        # is a pastime of mine": the speaker's choice is named
+        return _span(subj)
     names = [t for t in doc if t.pos_ == "PROPN" and t.dep_ not in ("nsubj", "nsubjpass")
              and (denied is None or t.i != denied.i)]
     if names:

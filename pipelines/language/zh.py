@@ -160,7 +160,27 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
     return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
                    change=change, ends=bool(vocab & ENDING_VERBS) and not replaces,
                    other=other, head=_head(words), value=value,
-                   replaces=replaces, about_talk=about_talk, below=_below(words))
+                   replaces=replaces, about_talk=about_talk, below=_below(words),
+                   name=_named(words))
+
+
+def _named(words: list[tuple[str, str]]) -> str:
+    """The name in "我是李明" or "李明是我" (the copula between the speaker and nothing but
+    a person's name, 小王 and 老张 included), else ""."""
+    # Punctuation, interjections and closing particles aside; 的 stays: 李明是我的 is "mine".
+    core = [(w, f) for w, f in words if f not in ("x", "y", "e", "ul")]
+    tokens = [w for w, _f in core]
+    if len(core) < 3 or "是" not in tokens:
+        return ""
+    k = tokens.index("是")
+    before, after = core[:k], core[k + 1:]
+    name = after if [w for w, _f in before] == ["我"] else (
+        before if [w for w, _f in after] == ["我"] else [])
+    # A name is a person-name word, after at most a familiar 小 / 老 / 阿.
+    if not name or name[-1][1] != "nr" or any(
+            f != "nr" and w not in ("小", "老", "阿") for w, f in name[:-1]):
+        return ""
+    return "".join(w for w, _f in name)
 
 
 def _denied(words: list[tuple[str, str]]) -> str:

@@ -140,6 +140,52 @@ def test_a_time_or_a_plain_comparison_ranks_nothing(text: str) -> None:
     assert r.below == "", r
 
 
+@pytest.mark.parametrize(("text", "each"), [
+    ("I collect old maps and vinyl records.", ("I collect old maps.", "I collect vinyl records.")),
+    ("I'm allergic to latex, penicillin and bees.",
+     ("I'm allergic to latex.", "I'm allergic to penicillin.", "I'm allergic to bees.")),
+    ("Jazz and blues are both my favourite genres.",
+     ("Jazz are my favourite genres.", "Blues are my favourite genres.")),
+])
+def test_a_value_joined_by_and_is_read_once_per_value(text: str, each: tuple[str, ...]) -> None:
+    [r] = read([text])
+    assert r.each == each
+
+
+@pytest.mark.parametrize("text", ["I live with my husband and two kids.",
+                                  "I love hiking.", "I sold my car and I bought a bike.",
+                                  "我喜欢喝茶和咖啡。"])
+def test_people_joined_one_value_or_two_clauses_are_read_whole(text: str) -> None:
+    [r] = read([text])
+    assert r.each == (), r
+
+
+@pytest.mark.parametrize("text", ["Get me a taxi to the station.", "Write us a short poem.",
+                                  "Find me a cheap hotel near the venue, please."])
+def test_a_request_for_one_thing_is_for_now(text: str) -> None:
+    [r] = read([text])
+    assert (r.mood, r.time) == (Mood.INSTRUCTION, Time.ONE_OFF), r
+
+
+@pytest.mark.parametrize("text", ["Always get me a vegetarian meal on flights.",
+                                  "Give me answers in bullet points.",
+                                  "Use a formal tone with me.",
+                                  "From now on book me a hotel near the office."])
+def test_a_standing_request_lasts(text: str) -> None:
+    [r] = read([text])
+    assert r.time is not Time.ONE_OFF, r
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("我是陈静。", "陈静"), ("嗯，老刘是我。", "老刘"), ("我是老师。", ""), ("小李是我的。", ""),
+    ("我是小李的朋友。", ""),
+])
+def test_the_copula_between_the_speaker_and_a_name_names_the_speaker(
+        text: str, name: str) -> None:
+    [r] = read([text])
+    assert r.name == name, r
+
+
 @pytest.mark.parametrize(("text", "standard"), [
     ("im vegan these days and ive got a cat", "I'm vegan these days and I've got a cat"),
     ("Thats my brother, he doesnt drive", "That's my brother, he doesn't drive"),
