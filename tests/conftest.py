@@ -21,13 +21,19 @@ from support import REDIS_URL, scratch_pg_database
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.sql import make_engine
 from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.adapters.vectors.memory import MemoryIndex
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
+from sleepmem.pipelines.ports import VectorIndex
 from sleepmem.resources import Resources
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-llm", action="store_true", help="run tests against the real local LLM")
+    parser.addoption(
+        "--real-index", action="store_true",
+        help="give every test's `index` fixture the embedded engine, not the in-memory index",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -122,10 +128,20 @@ def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]
 
 
 @pytest.fixture
-def index(tmp_path: Path) -> Iterator[EdgeIndex]:
-    """An embedded vector index of its own, sized for the hashing embedder
-    (``support.store_memory`` fills it)."""
-    idx = EdgeIndex(tmp_path / "index")
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
+    """A vector index of the test's own, sized for the hashing embedder
+    (``support.store_memory`` fills it).
+
+    The in-memory index, which passes the same contract suite as the engines
+    (tests/test_vector_index_contract.py) and opens in no time, where an embedded shard
+    takes 0.2-1.5 s per test. A test marked ``real_index`` gets the embedded engine on
+    disk, and so does every test under ``--real-index``.
+    """
+    real = request.node.get_closest_marker("real_index") is not None
+    idx: VectorIndex = (
+        EdgeIndex(tmp_path / "index")
+        if real or request.config.getoption("--real-index") else MemoryIndex()
+    )
     idx.ensure(dim=HashingEmbedder().dim)
     yield idx
     idx.close()

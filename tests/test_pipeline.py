@@ -19,7 +19,6 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from sleepmem.adapters.embedders import HashingEmbedder
-from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.errors import ExtractionError, TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
@@ -97,10 +96,12 @@ def pending(engine: Engine) -> int:
             col(RawEvent.consolidated).is_(False))).one())
 
 
+# The whole path once on the embedded engine itself; elsewhere the in-memory index.
+@pytest.mark.real_index
 class TestEndToEnd:
     def test_emitted_facts_come_back_from_search_and_events_are_consumed(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex,
+        index: VectorIndex,
     ) -> None:
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "I'm vegetarian."])
         report = consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
@@ -116,10 +117,11 @@ class TestEndToEnd:
         assert all(m.index_state == "indexed" for m in memory_rows(engine))
 
 
+@pytest.mark.real_index
 class TestCrashBetweenSqlAndIndex:
     def test_the_reconciler_converges_without_duplicates(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex,
+        index: VectorIndex,
     ) -> None:
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "I work as a nurse."])
         with pytest.raises(TransientError):
@@ -137,7 +139,7 @@ class TestCrashBetweenSqlAndIndex:
 class TestRetries:
     def test_a_batch_retried_after_a_failure_gives_the_same_memories(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, tmp_path: Path,
+        index: VectorIndex, tmp_path: Path,
     ) -> None:
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "My cat is Miso."])
 
@@ -161,7 +163,7 @@ class TestRetries:
 
     def test_memory_ids_are_deterministic_for_the_same_events(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex,
+        index: VectorIndex,
     ) -> None:
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon."])
         consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
@@ -181,7 +183,7 @@ class TestRetries:
 class TestRefusedExtraction:
     def test_a_refused_llm_batch_leaves_events_pending_and_is_audited(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex,
+        index: VectorIndex,
     ) -> None:
         from sleepmem.pipelines.extract.llm import LLMExtractor
 
@@ -244,7 +246,7 @@ class TestATurnOutlivesTheFactDrawnFromIt:
     ])
     def test_a_superseded_employer_leaves_its_turn_current(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, first: str, second: str, employers: dict[str, str],
+        index: VectorIndex, first: str, second: str, employers: dict[str, str],
     ) -> None:
         from sleepmem.pipelines.extract.llm import LLMExtractor
 
@@ -283,7 +285,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_a_persons_new_employer_supersedes_only_their_own(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, ann: str, mel: str, later: str, employers: dict[str, str],
+        index: VectorIndex, ann: str, mel: str, later: str, employers: dict[str, str],
     ) -> None:
         from sleepmem.pipelines.extract.llm import LLMExtractor
 
@@ -305,7 +307,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_the_same_words_from_two_people_stay_two_memories(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, said: str,
+        index: VectorIndex, said: str,
     ) -> None:
         tell(cfg, redis, keys, engine, ports(index), [("Ann", said), ("Mel", said)])
         with Session(engine) as s:
@@ -323,7 +325,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_a_persons_move_retires_their_own_episodes_not_anothers(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, ann: str, mel: str, moved: str, old_place: str,
+        index: VectorIndex, ann: str, mel: str, moved: str, old_place: str,
     ) -> None:
         tell(cfg, redis, keys, engine, ports(index), [("Ann", ann), ("Mel", mel), ("Ann", moved)])
         rows = memory_rows(engine)
@@ -342,7 +344,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_a_change_retires_an_episode_only_for_the_persons_own_words(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, question: str, answer: str, change: str, old_job: str,
+        index: VectorIndex, question: str, answer: str, change: str, old_job: str,
     ) -> None:
         """Ann's reply is remembered with Mel's question in front: the old employer named
         there is Mel's words, not Ann's, so Ann's reply stays when she changes jobs."""
@@ -381,7 +383,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_a_change_told_in_a_later_clause_names_only_the_person(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, person: str, before: str, change: str, old: str, new: str,
+        index: VectorIndex, person: str, before: str, change: str, old: str, new: str,
     ) -> None:
         """The rules read the new state from the clause that tells it, for a named person as
         for a lone user, and every "I" of it becomes the person, not "the user"."""
@@ -399,7 +401,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_a_persons_talk_that_fills_no_known_slot_stays_their_episode(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, talk: str, monkeypatch: pytest.MonkeyPatch,
+        index: VectorIndex, talk: str, monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """Alone, a user's first-person words no matcher knows are kept as a low-importance
         fact; in a shared scope, with named speakers' words not read as facts
@@ -415,7 +417,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ])
     def test_a_persons_lasting_talk_is_their_own_fact_with_the_episode_beside(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex, talk: str, monkeypatch: pytest.MonkeyPatch,
+        index: VectorIndex, talk: str, monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """With named speakers' words read as facts (the default), a person's lasting
         words that no matcher knows are a fact of theirs, named; the turn's episode keeps
@@ -432,7 +434,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
 class TestForgetRequestReachesRedis:
     def test_the_retrieval_hits_of_what_a_forget_request_erased_go_too(
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
-        index: EdgeIndex,
+        index: VectorIndex,
     ) -> None:
         from sleepmem.adapters.redis.erase import RedisHotStore
         from sleepmem.adapters.redis.hits import read_hits, record_hits

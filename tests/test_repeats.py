@@ -4,7 +4,8 @@ next distinct memory gets it (English and Chinese); a memory with one new source
 memory without provenance and a conflict set always stay.
 
 Memories are written as rows and index points the way persist + index write them; the
-index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_routes).
+index is the in-memory one (the ``index`` fixture; it passes the engines' contract
+suite), SQL is SQLite and PostgreSQL (as in test_routes).
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from sqlalchemy.engine import Engine
 from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
-from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.models import Memory, MemoryCard, Scope
-from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.ports import Ports, VectorIndex
 from sleepmem.pipelines.repeats import without_repeats
 from sleepmem.pipelines.retrieve import RankWeights, search
 from sleepmem.reader import build_request
@@ -28,13 +28,13 @@ EMBEDDER = HashingEmbedder()
 CAL = Scope(tenant="acme", agent="bot", user="cal")
 
 
-def remember(engine: Engine, index: EdgeIndex, statement: str, *, events: list[str],
+def remember(engine: Engine, index: VectorIndex, statement: str, *, events: list[str],
              days_ago: int, type: str = "event") -> Memory:
     return store_memory(engine, index, CAL, statement, at=NOW - timedelta(days=days_ago),
                         provenance=events, type=type)
 
 
-def find(engine: Engine, index: EdgeIndex, query: str, *, drop: bool,
+def find(engine: Engine, index: VectorIndex, query: str, *, drop: bool,
          k: int = 2) -> list[MemoryCard]:
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
     # Passages apart and k whole cards: joining overlapping episodes, or reading the next
@@ -89,7 +89,7 @@ ZH = ("小卡为聚会烤了什么？",
 class TestSearchLeavesOutRepeats:
     @pytest.mark.parametrize("talk", [EN, ZH], ids=["en", "zh"])
     def test_a_card_carrying_only_turns_above_it_gives_its_slot_to_the_next_memory(
-        self, engine: Engine, index: EdgeIndex, talk: tuple[str, str, str, str]
+        self, engine: Engine, index: VectorIndex, talk: tuple[str, str, str, str]
     ) -> None:
         # The turn's episode and a statement extracted from the same turn.
         query, turn, restated, other = talk
@@ -103,7 +103,7 @@ class TestSearchLeavesOutRepeats:
         assert len(on) == 2
 
     def test_memories_from_different_turns_are_all_kept(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         for i, text in enumerate(EN[1:]):
             remember(engine, index, text, events=[f"e{i}"], days_ago=5 + i)
@@ -117,7 +117,7 @@ class TestSearchLeavesOutRepeats:
         ("小卡团队的后端用Django。", "小卡团队的数据库用MySQL。", "小卡团队的任务队列用Celery。"),
     ], ids=["en", "zh"])
     def test_the_facts_one_message_was_split_into_are_all_kept(
-        self, engine: Engine, index: EdgeIndex, facts: tuple[str, str, str]
+        self, engine: Engine, index: VectorIndex, facts: tuple[str, str, str]
     ) -> None:
         for text in facts:
             remember(engine, index, text, events=["e1"], days_ago=5, type="fact")

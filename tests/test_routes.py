@@ -3,7 +3,8 @@ favour dated memories, two-part questions reach both parts, an extra route plugs
 fusion, and every card says which routes found it.
 
 Memories are written as rows and index points the way persist + index write them; the
-index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_search).
+index is the in-memory one (the ``index`` fixture; it passes the engines' contract
+suite), SQL is SQLite and PostgreSQL (as in test_search).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +20,7 @@ from sqlmodel import Session
 from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
-from sleepmem.adapters.vectors.edge import EdgeIndex
+from sleepmem.adapters.vectors.memory import MemoryIndex
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.decompose import parts
 from sleepmem.pipelines.entities import entity_route, people_named
@@ -28,7 +28,7 @@ from sleepmem.pipelines.entities import graph as entity_graph
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.found import time_finding
 from sleepmem.pipelines.fusion import Route, fuse
-from sleepmem.pipelines.ports import Embedder, Hit, IndexFilter, Ports
+from sleepmem.pipelines.ports import Embedder, Hit, IndexFilter, Ports, VectorIndex
 from sleepmem.pipelines.retrieve import RankWeights, RouteFn, SearchTrace, search, understand
 from sleepmem.pipelines.when import asks_when, carries_date, resolve
 from sleepmem.reader import build_request
@@ -38,7 +38,7 @@ EMBEDDER = HashingEmbedder()
 ANN = Scope(tenant="acme", agent="bot", user="ann")
 
 
-def remember(engine: Engine, index: EdgeIndex, statement: str, *, at: datetime = NOW,
+def remember(engine: Engine, index: VectorIndex, statement: str, *, at: datetime = NOW,
              **kw: Any) -> Memory:
     return store_memory(engine, index, ANN, statement, at=at,
                         type=str(kw.pop("type", "event")), **kw)
@@ -52,14 +52,14 @@ FILLER = [
 ]
 
 
-def crowd(engine: Engine, index: EdgeIndex, *, at: datetime = NOW) -> None:
+def crowd(engine: Engine, index: VectorIndex, *, at: datetime = NOW) -> None:
     """Loosely related memories, so each route's min-max has a real spread to work on
     (with two candidates one would be 1 and the other 0 on every route)."""
     for i, text in enumerate(FILLER):
         remember(engine, index, text, at=at - timedelta(days=400 + i))
 
 
-def find(engine: Engine, index: EdgeIndex, query: str, *, k: int = 5,
+def find(engine: Engine, index: VectorIndex, query: str, *, k: int = 5,
          extra: dict[str, RouteFn] | None = None) -> list[MemoryCard]:
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
     request = build_request(query, scope=ANN, k=k)
@@ -68,7 +68,7 @@ def find(engine: Engine, index: EdgeIndex, query: str, *, k: int = 5,
     return result.flat()
 
 
-def traced(engine: Engine, index: EdgeIndex, query: str, *, k: int = 5,
+def traced(engine: Engine, index: VectorIndex, query: str, *, k: int = 5,
            embedder: Embedder = EMBEDDER) -> tuple[list[MemoryCard], SearchTrace]:
     """The search's cards for ``query`` and what it saw on the way."""
     ports = Ports(embedder=embedder, index=index, clock=lambda: NOW)
@@ -83,7 +83,7 @@ def route_named(trace: SearchTrace, name: str) -> Route:
     return route
 
 
-def route_ids(engine: Engine, index: EdgeIndex, query: str, name: str) -> list[str]:
+def route_ids(engine: Engine, index: VectorIndex, query: str, name: str) -> list[str]:
     """What the route called ``name`` proposed for ``query``, in its order."""
     _cards, trace = traced(engine, index, query)
     return [h.id for h in route_named(trace, name).hits]
@@ -199,7 +199,7 @@ class TestDateExpressionsResolveToWindows:
 
 class TestTimeRoute:
     def test_a_window_in_the_query_brings_the_memory_from_that_window_first(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         crowd(engine, index)
         remember(engine, index, "Ann went hiking in the hills.", at=NOW - timedelta(days=200))
@@ -212,7 +212,7 @@ class TestTimeRoute:
         assert all("time" not in c.routes for c in cards[1:])
 
     def test_the_same_window_in_chinese_finds_the_same_memory(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         crowd(engine, index)
         remember(engine, index, "安和哥哥去爬山了。", at=NOW - timedelta(days=200))
@@ -232,7 +232,7 @@ class TestTimeRoute:
         ],
     )
     def test_a_memory_just_outside_the_named_window_is_near_and_ranks_after_one_inside(
-        self, engine: Engine, index: EdgeIndex, query: str, statements: tuple[str, str, str]
+        self, engine: Engine, index: VectorIndex, query: str, statements: tuple[str, str, str]
     ) -> None:
         # "Last month" is February; people misplace such times by days, so a hike on
         # 27 January is still near it (found by the time route, below February's), while
@@ -253,7 +253,7 @@ class TestTimeRoute:
         assert cards[inside.id].score > cards[near.id].score
 
     def test_an_edge_the_query_draws_is_kept_exactly(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         crowd(engine, index)
         before = remember(engine, index, "Ann painted a sunset.",
@@ -279,7 +279,7 @@ class TestTimeRoute:
         ],
     )
     def test_inside_the_window_the_words_that_named_it_favour_nothing(
-        self, engine: Engine, index: EdgeIndex, query: str, asked_about: str,
+        self, engine: Engine, index: VectorIndex, query: str, asked_about: str,
         says_the_time_words: str,
     ) -> None:
         # Both memories are of the named time; only one is about what the query asks.
@@ -298,7 +298,7 @@ class TestTimeRoute:
          ("上个月发生了什么？", "安在家里烤了面包。")],
     )
     def test_a_query_that_names_only_a_time_still_finds_what_is_inside_it(
-        self, engine: Engine, index: EdgeIndex, query: str, statement: str
+        self, engine: Engine, index: VectorIndex, query: str, statement: str
     ) -> None:
         # With the time words left out, the window's lexical half has nothing to match;
         # its dense half still ranks what the window holds.
@@ -309,7 +309,7 @@ class TestTimeRoute:
         assert "time" in {c.id: c for c in cards}[inside.id].routes
 
     def test_the_index_filter_keeps_only_points_valid_from_inside_the_window(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         remember(engine, index, "Ann painted a sunset.", at=datetime(2024, 1, 31, 23, tzinfo=UTC))
         inside = remember(engine, index, "Ann painted a sunrise.",
@@ -321,7 +321,7 @@ class TestTimeRoute:
         assert [h.id for h in index.search_dense(vector, where=where, limit=10)] == [inside.id]
 
     def test_a_when_question_prefers_the_memory_that_names_a_time(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         crowd(engine, index)
         plain = remember(engine, index, "Ann went to the pottery class with Mel.")
@@ -346,7 +346,7 @@ class TestTwoPartQuestions:
         assert parts("Does Ann take salt and pepper?") == []
 
     def test_both_parts_are_retrieved_even_when_one_part_dominates_the_words(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         for topic in ("roses", "tulips", "lilies", "daisies"):
             remember(engine, index, f"Ann painted the garden {topic} in watercolour paint.")
@@ -371,7 +371,7 @@ class TestFusion:
         assert order == ["b", "c", "a"]
 
     def test_an_extra_route_plugs_in_and_its_name_is_on_the_card(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         crowd(engine, index)
         friend = remember(engine, index, "Mel works as a nurse in Tokyo.",
@@ -393,7 +393,7 @@ class TestFusion:
 
 class TestCardsCarryRoutes:
     def test_each_card_names_the_routes_that_found_it(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         remember(engine, index, "Ann plays the violin.")
         cards = find(engine, index, "violin")
@@ -409,7 +409,7 @@ class TestCardsCarryRoutes:
 
 class TestContextRoute:
     def test_the_turn_next_to_a_strong_hit_is_proposed_by_the_context_route(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         crowd(engine, index)
         at = NOW - timedelta(days=3)
@@ -429,7 +429,7 @@ class TestContextRoute:
 
 class TestSentenceRoute:
     def test_a_fact_said_in_passing_in_a_long_turn_is_found_by_its_sentence(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         crowd(engine, index)
         turn = remember(
@@ -481,9 +481,9 @@ class TestTheSentenceRouteAsksWhatNotWhom:
     )
 
     def test_the_answer_is_the_sentence_routes_first_hit_in_english(
-        self, engine: Engine, tmp_path: Path, usem: Embedder
+        self, engine: Engine, usem: Embedder
     ) -> None:
-        index = EdgeIndex(tmp_path / "usem-index")
+        index = MemoryIndex()
         index.ensure(dim=usem.dim)
         try:
             mems = [store_memory(engine, index, ANN, turn, at=NOW - timedelta(days=9 - i),
@@ -514,7 +514,7 @@ class TestTheSentenceRouteAsksWhatNotWhom:
     )
 
     def test_in_chinese_the_people_are_the_speakers_the_scope_knows(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         # Chinese has no capitals to spot 小美 by. The turns' speakers ("小美：…") become
         # the scope's people in the entity graph; a question naming one links to her and
@@ -576,7 +576,7 @@ class TestWordsThatPickAmongAnswers:
         ],
     )
     def test_a_memory_that_only_repeats_the_word_is_not_found_by_the_words(
-        self, engine: Engine, index: EdgeIndex, query: str, asked_about: str,
+        self, engine: Engine, index: VectorIndex, query: str, asked_about: str,
         says_the_word: str,
     ) -> None:
         # "recently" / 最近 in a statement is filler: matching it would put whatever says

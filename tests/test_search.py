@@ -1,7 +1,8 @@
 """Search: scope before ranking, current-only by default, as_of, conflicts, budgets, order.
 
 Memories are written as rows and index points the way persist + index write them; the
-index is the real embedded engine, SQL is SQLite and PostgreSQL.
+index is the in-memory one (the ``index`` fixture; it passes the engines' contract
+suite), SQL is SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from sqlalchemy.engine import Engine
 from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
-from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.errors import ValidationError
 from sleepmem.core.settings import Settings
 from sleepmem.core.tokens import count_tokens
 from sleepmem.models import ConflictGroup, Memory, MemoryCard, Scope
-from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.ports import Ports, VectorIndex
 from sleepmem.pipelines.retrieve import RankWeights, search
 from sleepmem.reader import build_request
 
@@ -38,13 +38,13 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 EMBEDDER = HashingEmbedder()
 
 
-def remember(engine: Engine, index: EdgeIndex, scope: Scope, statement: str,
+def remember(engine: Engine, index: VectorIndex, scope: Scope, statement: str,
              **kw: Any) -> Memory:
     return store_memory(engine, index, scope, statement, at=kw.pop("valid_from", NOW),
                         type=str(kw.pop("type", "fact")), now=kw.pop("now", NOW), **kw)
 
 
-def find(engine: Engine, index: EdgeIndex, query: str, scope: Scope, *, now: datetime = NOW,
+def find(engine: Engine, index: VectorIndex, query: str, scope: Scope, *, now: datetime = NOW,
          **kw: Any) -> list[Any]:
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: now)
     # Whole cards (the default format) unless a test asks otherwise: these tests pin what
@@ -67,7 +67,7 @@ ANN = Scope(tenant="acme", agent="bot", user="ann")
 
 class TestScopes:
     def test_a_search_sees_its_scope_and_broader_ones_but_no_sibling(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         remember(engine, index, Scope(tenant="acme", agent="bot"), "Bot rule: greet politely.")
         remember(engine, index, ANN, "Ann lives in Porto.")
@@ -104,7 +104,7 @@ class TestScopes:
             assert searcher.sees(Scope(**levels)) is expected, (searcher, levels)
 
     def test_randomised_queries_across_fifty_tenants_never_cross(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         rng = random.Random(5)
         words = ["coffee", "port", "berlin", "cat", "jazz", "order", "nurse", "python"]
@@ -122,7 +122,7 @@ class TestScopes:
 
 class TestTime:
     def test_as_of_answers_with_what_was_valid_then(self, engine: Engine,
-                                                    index: EdgeIndex) -> None:
+                                                    index: VectorIndex) -> None:
         switch = NOW - timedelta(days=30)
         new = remember(engine, index, ANN, "Ann lives in Shanghai.", valid_from=switch)
         remember(engine, index, ANN, "Ann lives in Beijing.", valid_from=NOW - timedelta(days=300),
@@ -133,7 +133,7 @@ class TestTime:
         assert statements(before) == ["Ann lives in Beijing."]
 
     def test_a_memory_past_its_expiry_is_never_returned_even_before_a_sweep(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         remember(engine, index, ANN, "Order 88231 is on its way.", type="task",
                  ttl=timedelta(days=7))
@@ -143,7 +143,7 @@ class TestTime:
 
 class TestResults:
     def test_a_conflict_set_comes_back_as_one_group_holding_both_sides(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         for s in ("Ship to 12 Oak Street.", "Ship to 48 Pine Avenue."):
             remember(engine, index, ANN, s, status="pending_confirmation", conflict_set="c1")
@@ -153,7 +153,7 @@ class TestResults:
             "Ship to 12 Oak Street.", "Ship to 48 Pine Avenue."]
 
     def test_a_conflict_among_the_lines_is_never_cut_to_a_line(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         for i in range(4):
             remember(engine, index, ANN, f"Ann ships gift box number {i} to her sister.")
@@ -171,7 +171,7 @@ class TestResults:
             assert len(group.sides) == 2 and not any(s.line for s in group.sides)
 
     def test_each_line_keeps_its_own_source_and_trust(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         for i in range(4):
             remember(engine, index, ANN, f"Ann ships gift box number {i} to her sister.")
@@ -185,14 +185,14 @@ class TestResults:
             "tool", "low")
         assert set(said.values()) == {("user", "high")} and len(said) == 4
 
-    def test_the_token_budget_trims_cards(self, engine: Engine, index: EdgeIndex) -> None:
+    def test_the_token_budget_trims_cards(self, engine: Engine, index: VectorIndex) -> None:
         for i in range(6):
             remember(engine, index, ANN, f"Ann visited museum number {i} in a long afternoon.")
         one = count_tokens("Ann visited museum number 0 in a long afternoon.")
         cards = find(engine, index, "museum", ANN, k=6, max_tokens=one * 2 + 1)
         assert len(cards) == 2
 
-    def test_equal_inputs_give_the_same_order(self, engine: Engine, index: EdgeIndex) -> None:
+    def test_equal_inputs_give_the_same_order(self, engine: Engine, index: VectorIndex) -> None:
         for i in range(8):
             remember(engine, index, ANN, f"Ann likes tea variety {i % 2}.")
         first = [c.id for c in find(engine, index, "tea", ANN, k=8)]
@@ -216,7 +216,7 @@ class TestBadInput:
 
 class TestHttpSearch:
     @pytest.fixture
-    def client(self, settings: Any, index: EdgeIndex) -> Iterator[TestClient]:
+    def client(self, settings: Any, index: VectorIndex) -> Iterator[TestClient]:
         from pydantic import SecretStr
 
         from sleepmem.api.app import create_app

@@ -3,7 +3,8 @@ of them favours what that person said over the others' replies that merely name 
 in English and in Chinese; a question naming nobody, or everybody, changes nothing.
 
 Memories are written as rows and index points the way persist + index write them; the
-index is the real embedded engine, SQL is SQLite and PostgreSQL (as in test_routes).
+index is the in-memory one (the ``index`` fixture; it passes the engines' contract
+suite), SQL is SQLite and PostgreSQL (as in test_routes).
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from sqlalchemy.engine import Engine
 from support import store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
-from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.models import Memory, MemoryCard, Scope
-from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.ports import Ports, VectorIndex
 from sleepmem.pipelines.retrieve import RankWeights, search
 from sleepmem.pipelines.speakers import names_in, speaker_hits, speaker_of, speakers
 from sleepmem.reader import build_request
@@ -27,11 +27,11 @@ EMBEDDER = HashingEmbedder()
 CHAT = Scope(tenant="acme", agent="bot", user="chat")
 
 
-def remember(engine: Engine, index: EdgeIndex, statement: str, *, days_ago: int) -> Memory:
+def remember(engine: Engine, index: VectorIndex, statement: str, *, days_ago: int) -> Memory:
     return store_memory(engine, index, CHAT, statement, at=NOW - timedelta(days=days_ago))
 
 
-def find(engine: Engine, index: EdgeIndex, query: str, *, speaker: float,
+def find(engine: Engine, index: VectorIndex, query: str, *, speaker: float,
          k: int = 3) -> list[MemoryCard]:
     ports = Ports(embedder=EMBEDDER, index=index, clock=lambda: NOW)
     weights = RankWeights(speaker=speaker, context=0.0)
@@ -102,7 +102,7 @@ ZH = {
 class TestTheSpeakerRoute:
     @pytest.mark.parametrize("talk", [EN, ZH], ids=["en", "zh"])
     def test_lifts_the_named_persons_own_words_above_replies_that_name_them(
-        self, engine: Engine, index: EdgeIndex, talk: dict[str, object]
+        self, engine: Engine, index: VectorIndex, talk: dict[str, object]
     ) -> None:
         answer = remember(engine, index, str(talk["answer"]), days_ago=30)
         for i, text in enumerate(talk["replies"]):  # type: ignore[attr-defined]
@@ -112,7 +112,7 @@ class TestTheSpeakerRoute:
         assert "speaker" in on[0].routes
 
     def test_changes_nothing_where_memories_have_no_speaker(
-        self, engine: Engine, index: EdgeIndex
+        self, engine: Engine, index: VectorIndex
     ) -> None:
         remember(engine, index, "The user signed up for a pottery class.", days_ago=3)
         remember(engine, index, "The user's sister Ann likes pottery.", days_ago=2)
