@@ -279,7 +279,7 @@ class Resolver:
         sims = self.meaning.similarities(text, others)
         order = np.argsort(-np.asarray(sims, dtype=np.float32), kind="stable")
         return [
-            (pool[i], sims[i], semantic.same_meaning(text, others[i], sims[i]))
+            (pool[i], sims[i], self.meaning.same(text, others[i], sims[i]))
             for i in (int(j) for j in order)
         ]
 
@@ -416,7 +416,7 @@ class Resolver:
         best: dict[int, float] = {}
         for k, j in zip(*np.nonzero(sims >= semantic.FLOOR), strict=True):
             sim = float(sims[k, j])
-            if semantic.same_meaning(mine[k], theirs[j], sim) and (
+            if self.meaning.same(mine[k], theirs[j], sim) and (
                     sim >= semantic.SAME_FRAME_SWAP or not self._other_filler(mine[k], theirs[j])):
                 covered.setdefault(owners[j], set()).add(int(k))
                 best[owners[j]] = max(best.get(owners[j], 0.0), sim)

@@ -260,16 +260,25 @@ def _units(text: str) -> list[str]:
 def frame_swap(a: str, b: str) -> bool:
     """True when ``a`` and ``b`` share most of their words and each has words of its own:
     the same frame with another filler ("likes cats" / "likes dogs")."""
+    return swapped(a, b) is not None
+
+
+def swapped(a: str, b: str) -> tuple[str, str] | None:
+    """The filler each side of a frame swap holds ("peanuts" / "shellfish" of "allergic
+    to peanuts" / "allergic to shellfish"), or None when the pair is no frame swap."""
     ua, ub = _units(a), _units(b)
     if not ua or not ub:
-        return False
+        return None
     sm = difflib.SequenceMatcher(a=ua, b=ub, autojunk=False)
     diffs = [op for op in sm.get_opcodes() if op[0] != "equal"]
     if len(diffs) != 1 or diffs[0][0] != "replace":
-        return False
+        return None
     _, i1, i2, j1, j2 = diffs[0]
-    return i2 - i1 <= SWAP_MAX_UNITS and j2 - j1 <= SWAP_MAX_UNITS and (
-        sm.ratio() >= SWAP_OVERLAP)
+    if not (i2 - i1 <= SWAP_MAX_UNITS and j2 - j1 <= SWAP_MAX_UNITS and (
+            sm.ratio() >= SWAP_OVERLAP)):
+        return None
+    joiner = "" if is_zh(a) else " "
+    return joiner.join(ua[i1:i2]), joiner.join(ub[j1:j2])
 
 
 def shares_frame(a: str, b: str) -> bool:
@@ -401,6 +410,19 @@ class Meaning:
     def pairwise(self, rows: Sequence[str], columns: Sequence[str]) -> Vector:
         """Similarity of every text of ``rows`` to every text of ``columns``."""
         return self.calibrate(self.matrix(rows) @ self.matrix(columns).T)
+
+    def same(self, a: str, b: str, similarity: float) -> bool:
+        """:func:`same_meaning`, where a frame swap whose two fillers mean the same ("is
+        left-handed" / "is a lefty", "lives in NYC" / "in New York City") is a restatement
+        at the plain bar: only a swap to another thing ("peanuts" / "shellfish") needs a
+        near-identical sentence."""
+        if same_meaning(a, b, similarity):
+            return True
+        fillers = swapped(a, b) if similarity >= SAME_MEANING and guards_agree(a, b) else None
+        if fillers is None or is_zh(a) != is_zh(b):
+            return False
+        [filler_sim] = self.similarities(fillers[0], [fillers[1]])
+        return filler_sim >= SAME_VALUE
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ def same_meaning_counts(meaning: Meaning) -> tuple[int, int]:
         for a, b in pairs:
             ga, gb = gist(a), gist(b)
             [sim] = meaning.similarities(ga, [gb])
-            n += semantic.same_meaning(ga, gb, sim)
+            n += meaning.same(ga, gb, sim)
         return n
 
     return decide(SAME), decide(DIFFERENT)
@@ -189,6 +189,8 @@ class TestGuards:
         assert not semantic.same_meaning("I am allergic to peanuts",
                                          "I am allergic to shellfish", 0.85)
         assert not semantic.frame_swap("I like green tea", "Green tea is something I enjoy")
+        assert semantic.swapped("I am allergic to peanuts", "I am allergic to shellfish") == (
+            "peanuts", "shellfish")
 
     def test_a_third_person_statement_is_compared_in_the_first_person(self) -> None:
         assert gist("The user is allergic to shellfish (according to crm).") == (
@@ -212,6 +214,9 @@ PARAPHRASES = [
     ("我喜欢爬山。", "爬山是我最喜欢的运动。"),
     ("我养了一只狗。", "I have a dog."),
     ("I can't stand horror movies.", "Horror films are something I can't stand."),
+    # One word swapped for a word that means the same: a restatement, where a swap to
+    # another thing ("allergic to peanuts" / "to shellfish") is another fact.
+    ("I own a motorbike.", "I own a motorcycle."),
 ]
 
 
@@ -249,6 +254,20 @@ class TestParaphrasesConsolidate:
         assert mem.mention_count == 2
         assert set(mem.provenance) >= {"e1", "e2"}
         assert [op for op, _ in scope.audits] == [Op.ADD, Op.NOOP]
+
+    @pytest.mark.parametrize(("first", "second", "memories"), [
+        ("I own a motorbike.", "I own a motorcycle.", 1),
+        ("I have a hubby.", "I have a husband.", 1),
+        ("I own a motorbike.", "I own a sailboat.", 2)])
+    def test_a_word_swapped_for_one_that_means_the_same_is_a_mention_and_another_is_not(
+        self, usem: Embedder, first: str, second: str, memories: int
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run(first)
+        scope.run(second)
+        assert len(scope.current()) == memories, [m.statement for m in scope.current()]
+        if memories == 1:
+            assert scope.current()[0].mention_count == 2
 
     def test_facts_told_together_and_restated_one_by_one_add_nothing(
         self, usem: Embedder
