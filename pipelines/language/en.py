@@ -424,7 +424,7 @@ def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
         return Owner.OTHER, subj.lemma_.lower()
     if owned:
         return Owner.SPEAKER, ""  # "my new flat is in Porto", "my favourite tea is …"
-    if subj.pos_ == "PROPN" and root.lemma_ != "be":
+    if subj.pos_ == "PROPN" and root.lemma_ != "be" and not _to_me(root):
         return Owner.OTHER, subj.text  # "Anna moved to Oslo"
     if any(t.lower_ in FIRST_PERSON for t in doc):
         return Owner.SPEAKER, ""  # "it's matcha for me now"
@@ -436,6 +436,17 @@ def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
         asks = any(c.tag_ == "MD" for c in root.children) or root.tag_ == "VB"
         return (Owner.SPEAKER, "") if asks else (Owner.OTHER, "")
     return Owner.IMPLICIT, ""
+
+
+def _to_me(root: Any) -> bool:
+    """Whether the speaker is what the clause's verb acts on ("penicillin gives me hives",
+    "dairy makes me sick"): a fact of the speaker's, whatever its subject."""
+    return any(c.dep_ in ("dative", "dobj", "iobj") and c.lower_ in FIRST_PERSON
+               for c in root.children) or (root.lemma_.lower() not in MENTAL_VERBS and any(
+        # "gluten makes me bloated": the speaker is the subject of the small clause
+        c.dep_ in ("ccomp", "xcomp", "oprd") and any(
+            g.dep_ == "nsubj" and g.lower_ in FIRST_PERSON and g.i < c.i for g in c.children)
+        for c in root.children))
 
 
 def _conditional(doc: Any) -> bool:
@@ -540,10 +551,17 @@ def _value(doc: list[Any], root: Any, denied: Any) -> str:
         # "dark mode is my preferred choice", "gardening is a fine hobby for me", "chess
         # is a pastime of mine": the speaker's choice is named
         return _span(subj)
+    if subj is not None and subj.pos_ in ("NOUN", "PROPN") and _to_me(root) and (
+            subj.lemma_.lower() not in PERSON_NOUNS):
+        return _span(subj)  # "penicillin gives me hives": what acts on the speaker
     names = [t for t in doc if t.pos_ == "PROPN" and t.dep_ not in ("nsubj", "nsubjpass")
              and (denied is None or t.i != denied.i)]
-    if names:
-        return _span(names[-1])
+    # The name the verb's own preposition takes ("live in Gdansk with my wife Ola") is the
+    # clause's value; a name further on rides along.
+    at = next((p for p in root.children if p.dep_ == "prep" and p.i == root.i + 1), None)
+    own = [t for t in names if at is not None and t.head.i == at.i]
+    if own or names:
+        return _span((own or names)[-1])
     for dep in ("dobj", "attr", "acomp", "oprd"):
         child = next((c for c in root.children if c.dep_ == dep), None)
         if child is not None and child.pos_ not in ("PRON",) and (

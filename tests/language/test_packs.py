@@ -186,6 +186,25 @@ def test_the_copula_between_the_speaker_and_a_name_names_the_speaker(
     assert r.name == name, r
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("Pollen gives me hay fever every spring.", "pollen"),
+    ("Gluten makes me bloated.", "gluten"),
+])
+def test_what_acts_on_the_speaker_is_a_fact_of_theirs_and_its_value(
+        text: str, value: str) -> None:
+    [r] = read([text])
+    assert (r.owner, r.value) == (Owner.SPEAKER, value), r
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("I work at Siemens with my friend Jonas.", "siemens"),
+    ("We moved to Tallinn with our son Mart.", "tallinn"),
+])
+def test_the_name_the_verbs_own_preposition_takes_is_the_value(text: str, value: str) -> None:
+    [r] = read([text])
+    assert r.value == value, r
+
+
 @pytest.mark.parametrize(("text", "standard"), [
     ("im vegan these days and ive got a cat", "I'm vegan these days and I've got a cat"),
     ("Thats my brother, he doesnt drive", "That's my brother, he doesn't drive"),
