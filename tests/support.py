@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import signal
@@ -15,10 +16,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import pytest
 import sqlalchemy as sa
-from mcp.client.stdio import StdioServerParameters
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -28,6 +30,9 @@ from sleepmem.pipelines.index import upsert_memories
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import Embedder, VectorIndex
 from sleepmem.pipelines.types import Candidate
+
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,9 +44,30 @@ REDIS_URL = os.environ.get("SLEEPMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"
 PG_SERVER = os.environ.get("SLEEPMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 
 
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require_extra(module: str, extra: str) -> ModuleType:
+    """``module`` from the optional ``extra``; when it is not installed, the calling test
+    (or, at module level, the whole file) is skipped with a reason naming the extra.
+
+    In CI a missing extra is an error instead: scripts/bootstrap installs every extra the
+    tests exercise, so a skip there could only hide a broken install and shrink the run.
+    """
+    if IN_CI:
+        return importlib.import_module(module)
+    return pytest.importorskip(
+        module, reason=f"needs the [{extra}] extra: pip install -e '.[{extra}]'"
+    )
+
+
 def mcp_over_stdio(data_dir: Path) -> StdioServerParameters:
     """``sleepmem mcp`` as a child process on the runtime's data directory, with none of
     this process's SLEEPMEM_ settings."""
+    # Imported here, not at the top: every test imports this module, and only the MCP
+    # tests need the [mcp] extra.
+    from mcp.client.stdio import StdioServerParameters
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEEPMEM_")}
     env.update({"SLEEPMEM_DATA_DIR": str(data_dir), "SLEEPMEM_LOG_LEVEL": "WARNING",
                 "PYTHONPATH": str(ROOT)})

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from mcp import Client as McpClient
-from support import mcp_over_stdio
+from support import mcp_over_stdio, require_extra
 from test_client import SCOPE, cli, running_server
 
 from sleepmem.client import AsyncClient, Client
@@ -181,11 +180,13 @@ class TestTheMcpTool:
     def test_explain_with_a_query_says_which_routes_found_the_memory(
         self, server: Runtime, mem: Client
     ) -> None:
+        # Only this test needs the [mcp] extra: without it, it alone is skipped.
+        mcp_sdk = require_extra("mcp", "mcp")
         card = best(mem)
         params = mcp_over_stdio(server.settings.data_dir)
 
         async def run() -> str:
-            async with McpClient(params) as mcp:
+            async with mcp_sdk.Client(params) as mcp:
                 result = await mcp.call_tool("explain", {"memory_id": card.id,
                                                          "query": QUESTION})
                 assert not result.is_error, result

@@ -7,17 +7,12 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
-import langgraph  # noqa: F401  (the [langgraph] extra, installed by scripts/bootstrap)
 import orjson
 import pytest
 import redis as redis_lib
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.types import Command, interrupt
+from support import require_extra
 from test_client import running_server
 
-from sleepmem.checkpointer import SleepmemSaver
 from sleepmem.client import Client
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
@@ -25,6 +20,16 @@ from sleepmem.models import Scope
 from sleepmem.resources import Resources, build_resources
 from sleepmem.runtime import Runtime
 from sleepmem.working import WorkingMemory
+
+# Without the [langgraph] extra every test here is skipped with that reason (an error in
+# CI, where scripts/bootstrap installs it).
+require_extra("langgraph", "langgraph")
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.graph.message import add_messages  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
+
+from sleepmem.checkpointer import SleepmemSaver  # noqa: E402
 
 OWNER = {"tenant": "acme", "agent": "travel", "user": "ann"}
 THREAD = {"configurable": {"thread_id": "lg-trip-1"}}

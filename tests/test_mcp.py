@@ -12,13 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client as McpClient
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from support import mcp_over_stdio
+from support import mcp_over_stdio, require_extra
 from test_client import running_server
 
 from sleepmem.runtime import Runtime
+
+# Without the [mcp] extra every test here is skipped with that reason (an error in CI,
+# where scripts/bootstrap installs it).
+require_extra("mcp", "mcp")
+from mcp import Client as McpClient  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 DEAD_URL = "http://127.0.0.1:9"  # discard: nothing listens
 
