@@ -171,9 +171,14 @@ class LeaseGuard(Protocol):
         ...
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Ports:
-    """Everything a consolidation or lifecycle pipeline may touch."""
+    """Everything a consolidation or lifecycle pipeline may touch.
+
+    Frozen: built complete by whoever runs the pipeline (``Resources.ports``, a bench, a
+    test), never changed afterwards, so a pipeline can pass it on without a stage seeing
+    another stage's changes. A variant is a new object (``dataclasses.replace``).
+    """
 
     embedder: Embedder
     index: VectorIndex

@@ -22,7 +22,7 @@ from sleepmem.adapters.sql import make_engine
 from sleepmem.adapters.vectors import open_index
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
-from sleepmem.pipelines.ports import ChatModel, Clock, Embedder, Ports, VectorIndex
+from sleepmem.pipelines.ports import ChatModel, Clock, Embedder, LeaseGuard, Ports, VectorIndex
 from sleepmem.pipelines.rewrite import QueryRewriter
 
 
@@ -101,14 +101,16 @@ class Resources:
                     self._hits = HitRecorder(self.redis, self.keys)
         return self._hits
 
-    def ports(self, clock: Clock | None = None) -> Ports:
-        """The pipeline ports of this process, with the wall clock unless told otherwise."""
+    def ports(self, clock: Clock | None = None, *, lease: LeaseGuard | None = None) -> Ports:
+        """The pipeline ports of this process, with the wall clock unless told otherwise,
+        and ``lease`` when the run holds one (the pipeline confirms it before committing)."""
         return Ports(
             embedder=self.embedder,
             index=self.index,
             clock=clock or self.clock or _utcnow,
             chat=self.chat,
             hot=RedisHotStore(self.redis, self.keys),
+            lease=lease,
         )
 
     def stop_hits(self) -> None:

@@ -1,25 +1,23 @@
 """drain(): move accepted events from the Redis stream into the SQL raw log.
 
-A thin loop over :func:`sleepmem.ingest.drain.drain_once` until the stream has nothing for this
-consumer or the time budget is spent; the scheduler queues the next drain on its next
-tick. The drain itself is idempotent (insert on event_id, XACK after commit), so a retry
-or a redelivery never duplicates a row.
+A thin task over :func:`sleepmem.services.drain_until_empty`, which drains until the stream
+has nothing for this consumer or the time budget is spent; the scheduler queues the next
+drain on its next tick. The drain itself is idempotent (insert on event_id, XACK after
+commit), so a retry or a redelivery never duplicates a row.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import redis as redis_lib
 from celery import Celery, Task
 
-from sleepmem.adapters.redis import stream
 from sleepmem.core.errors import TransientError
 from sleepmem.core.logs import get_logger
-from sleepmem.ingest.drain import DrainReport, consumer_name, dead_consumer_ms, drain_once
-from sleepmem.resources import Resources
+from sleepmem.ingest.drain import consumer_name
+from sleepmem.services import drain_until_empty
 from sleepmem.tasks import names, retry
 from sleepmem.tasks.context import current_resources
 
@@ -35,30 +33,6 @@ def thread_consumer() -> str:
     if name is None:
         name = _consumers.name = consumer_name()
     return name
-
-
-def drain_until_empty(resources: Resources, *, consumer: str, budget_s: float) -> DrainReport:
-    """Drain batches until one comes back empty or ``budget_s`` has passed."""
-    deadline = time.monotonic() + budget_s
-    totals = DrainReport(consumer=consumer)
-    stream.ensure_group(resources.redis, resources.keys)
-    stream.prune_consumers(
-        resources.redis,
-        resources.keys,
-        idle_ms=dead_consumer_ms(resources.settings),
-        keep=consumer,
-    )
-    while True:
-        report = drain_once(
-            redis=resources.redis,
-            keys=resources.keys,
-            engine=resources.engine,
-            settings=resources.settings,
-            consumer=consumer,
-        )
-        totals.add(report)
-        if report.entries == 0 or time.monotonic() >= deadline:
-            return totals
 
 
 def register(app: Celery) -> None:

@@ -4,6 +4,7 @@ real pipeline out, with a hook inside the extractor to fail the world mid-batch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,8 +60,7 @@ def pipeline_with(extractor: HookedExtractor) -> Callable[..., ConsolidationRepo
     """The real consolidation pipeline, extracting with ``extractor``."""
 
     def pipeline(*, ports: Ports, **kw: Any) -> ConsolidationReport:
-        ports.extractor = extractor
-        return consolidate_scope(ports=ports, **kw)
+        return consolidate_scope(ports=replace(ports, extractor=extractor), **kw)
 
     return pipeline
 

@@ -27,6 +27,7 @@ from sleepmem.models import CURRENT_STATUSES, Audit, Memory, RawEvent, Scope
 from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.index import reconcile
 from sleepmem.pipelines.ports import IndexPoint, Ports, VectorIndex
+from sleepmem.pipelines.types import Extractor
 from sleepmem.reader import build_request
 from sleepmem.sdk import MemoryClient
 
@@ -61,8 +62,9 @@ def cfg(tmp_path: Path, namespace: str, engine: Engine) -> Settings:
     )
 
 
-def ports(index: Any, clock: datetime = T0) -> Ports:
-    return Ports(embedder=HashingEmbedder(), index=index, clock=lambda: clock)
+def ports(index: Any, clock: datetime = T0, extractor: Extractor | None = None) -> Ports:
+    return Ports(embedder=HashingEmbedder(), index=index, clock=lambda: clock,
+                 extractor=extractor)
 
 
 def emit_and_drain(cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
@@ -149,8 +151,7 @@ class TestRetries:
             def extract(self, events: Any) -> Any:
                 raise ExtractionError("model went away")
 
-        broken = ports(index)
-        broken.extractor = Exploding()
+        broken = ports(index, extractor=Exploding())
         with pytest.raises(ExtractionError):
             consolidate_scope(engine=engine, ports=broken, settings=cfg, scope_key=OWNER)
         assert memory_rows(engine) == [] and pending(engine) == 2
@@ -199,8 +200,7 @@ class TestRefusedExtraction:
         # A turn the rules cannot structure: the rules-first route asks the model about it.
         emit_and_drain(cfg, redis, keys, engine,
                        ["Saturdays usually mean the flea market with Grandpa."])
-        p = ports(index)
-        p.extractor = LLMExtractor(NonsenseModel(), batch_events=10)
+        p = ports(index, extractor=LLMExtractor(NonsenseModel(), batch_events=10))
         with pytest.raises(ExtractionError):
             consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
         assert pending(engine) == 1 and memory_rows(engine) == []
@@ -250,8 +250,7 @@ class TestATurnOutlivesTheFactDrawnFromIt:
     ) -> None:
         from sleepmem.pipelines.extract.llm import LLMExtractor
 
-        p = ports(index)
-        p.extractor = LLMExtractor(ReadsEmployers(employers), batch_events=10)
+        p = ports(index, extractor=LLMExtractor(ReadsEmployers(employers), batch_events=10))
         for turn in (first, second):
             emit_and_drain(cfg, redis, keys, engine, [turn])
             consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
@@ -289,8 +288,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ) -> None:
         from sleepmem.pipelines.extract.llm import LLMExtractor
 
-        p = ports(index)
-        p.extractor = LLMExtractor(ReadsEmployers(employers), batch_events=10)
+        p = ports(index, extractor=LLMExtractor(ReadsEmployers(employers), batch_events=10))
         tell(cfg, redis, keys, engine, p, [("Ann", ann), ("Mel", mel), ("Ann", later)])
         jobs = {m.statement.lower(): m for m in memory_rows(engine) if m.attribute == "employer"}
         hospital, studio, bakery = (

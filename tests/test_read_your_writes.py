@@ -8,6 +8,7 @@ import asyncio
 import queue
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -189,9 +190,8 @@ class TestSessionEndDuringAConsolidation:
         gate = GatedExtractor(RulesExtractor(embedder=resources.embedder))
 
         def gated(**kw: Any) -> ConsolidationReport:
-            ports: Ports = kw["ports"]
-            ports.extractor = gate
-            return consolidate_scope(**kw)
+            ports: Ports = kw.pop("ports")
+            return consolidate_scope(ports=replace(ports, extractor=gate), **kw)
 
         sent: queue.Queue[str] = queue.Queue()
         sdk.emit_many(said("s1", "I prefer a window seat."))
@@ -222,7 +222,7 @@ class TestSessionEndDuringAConsolidation:
         gate = GatedExtractor(RulesExtractor(embedder=resources.embedder))
 
         def gated(**kw: Any) -> ConsolidationReport:
-            kw["ports"].extractor = gate
+            kw["ports"] = replace(kw["ports"], extractor=gate)
             return consolidate_scope(**kw)
 
         sdk.emit_many(said("s1", "I prefer a window seat."))
@@ -245,7 +245,7 @@ class TestSessionEndDuringAConsolidation:
         gate = GatedExtractor(RulesExtractor(embedder=resources.embedder))
 
         def gated(**kw: Any) -> ConsolidationReport:
-            kw["ports"].extractor = gate
+            kw["ports"] = replace(kw["ports"], extractor=gate)
             return consolidate_scope(**kw)
 
         sent: queue.Queue[str] = queue.Queue()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
 from support import all_at_once
 
 from sleepmem.resources import Resources
@@ -27,3 +29,21 @@ class TestLazyResources:
 
     def test_the_embedder_is_built_once(self, resources: Resources) -> None:
         assert resources.embedder is resources.embedder
+
+
+class TestPortsAreBuiltComplete:
+    def test_the_ports_a_process_builds_cannot_be_changed_afterwards(
+        self, resources: Resources
+    ) -> None:
+        ports = resources.ports()
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            ports.extractor = None  # type: ignore[misc]
+        assert ports.lease is None
+
+    def test_a_runs_lease_is_part_of_the_ports_it_is_given(self, resources: Resources) -> None:
+        class Held:
+            def confirm(self) -> bool:
+                return True
+
+        lease = Held()
+        assert resources.ports(lease=lease).lease is lease
