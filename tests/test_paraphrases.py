@@ -37,9 +37,12 @@ STORIES = sorted(SUITE.glob("*.toml"))
 # person's later preference replacing their own and the name frame. 2026-12-07: 138/155
 # (0.890) with tasks for now kept as episodes, liking keys as preferences, the address
 # frame and changes the clause analysis reads. 2026-12-07 night: 140/155 (0.903) with ends
-# ("gave up tea") and comparisons ("tea over coffee") read by the packs. Raise it as the
-# code passes more; never lower it.
-FLOOR = 0.89
+# ("gave up tea") and comparisons ("tea over coffee") read by the packs. 2026-12-07
+# afternoon: 144/155 (0.929) with values joined by "and" one memory each, a request for
+# one thing for now, 李明是我, "omit" as a forget verb and fillers that mean the same. Of
+# the 11 failures, 7 are rewrites that changed the meaning (README). Raise it as the code
+# passes more; never lower it.
+FLOOR = 0.92
 _NAME = re.compile(r"^(?P<stem>.+)-p(?P<i>[1-3])$")
 
 
