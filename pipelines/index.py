@@ -65,11 +65,60 @@ def subjectless(text: str) -> str:
 
 
 def index_text(mem: Memory) -> str:
-    """What gets embedded: the statement without its generic subject, plus the topics it
-    implies (see sleepmem.pipelines.topics)."""
-    labels = topics(mem.statement)
-    body = subjectless(unnamed(mem))
+    """What the lexical route indexes: the statement without its generic subject, plus
+    the topics it implies (see sleepmem.pipelines.topics)."""
+    return _labelled(subjectless(unnamed(mem)), mem.statement)
+
+
+def _labelled(body: str, statement: str) -> str:
+    labels = topics(statement)
     return f"{body} ({', '.join(labels)})" if labels else body
+
+
+# An assistant's reply is embedded by its head: the sentences that start it, up to about
+# REPLY_HEAD_WORDS words (a first sentence longer than that is cut at a word).
+REPLY_HEAD_WORDS = 40
+
+
+def reply_head(text: str, words: int = REPLY_HEAD_WORDS) -> str:
+    """The first sentences of ``text`` within about ``words`` words: always the first
+    one (cut at its ``words``-th word when longer), then each next one that still fits."""
+    kept: list[str] = []
+    count = 0
+    for sentence in split_sentences(text):
+        n = len(_SENTENCE_WORD.findall(sentence))
+        if not n:  # a list's bare number ("3."): nothing a question could match
+            continue
+        if kept and count + n > words:
+            break
+        if not kept and n > words:
+            cut = list(_SENTENCE_WORD.finditer(sentence))[words - 1].end()
+            return sentence[:cut] + " …"
+        kept.append(sentence)
+        count += n
+    return " ".join(kept) if kept else text
+
+
+def dense_text(mem: Memory) -> str:
+    """What the dense vector embeds: :func:`index_text`, except that an assistant's
+    episode keeps the turn it answers but only the head of its reply (:func:`reply_head`).
+
+    Replies run to hundreds of words and were four fifths of every token the index stage
+    embedded on LongMemEval (the embedder's cost grows with the tokens). One vector of a
+    whole reply blends everything in it (the encoder pools over its tokens), so its
+    details hardly stood out in it anyway: the topic it answers (the user's turn before
+    it and the reply's opening) is what a question about it matches, and its details
+    stay whole for the lexical route (``sparse_document`` of :func:`index_text`) and in
+    the card.
+    """
+    if mem.source != "assistant" or mem.type != "event":
+        return index_text(mem)
+    reply = own_words(mem)
+    head = reply_head(reply)
+    if head == reply:
+        return index_text(mem)
+    context = mem.statement[: len(mem.statement) - len(reply)]
+    return _labelled(subjectless(context + head), mem.statement)
 
 
 # A sentence needs MIN_SENTENCE_WORDS words (or as many CJK characters) to say something a
@@ -120,7 +169,8 @@ def upsert_memories(
         texts = [index_text(m) for m in chunk]
         sentences = [own_sentences(m) for m in chunk]
         # One embedding call for statements and sentences: the embedder batches best.
-        vectors = embedder.embed(texts + [t for ts in sentences for t in ts], kind="document")
+        vectors = embedder.embed([dense_text(m) for m in chunk]
+                                 + [t for ts in sentences for t in ts], kind="document")
         points: list[IndexPoint] = []
         at = len(chunk)
         for j, m in enumerate(chunk):
