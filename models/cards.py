@@ -26,7 +26,7 @@ SEARCH_K_MAX = 100  # memories one search may return
 
 # How a result shows its k memories: ``cards``, each whole (a passage of overlapping
 # episodes reads several memories in one card); ``lines``, each as its one sentence that
-# shares most words with the query (sleepmem.pipelines.snippets); ``mixed``, the best
+# shares most words with the query (sleepmem.pipelines.read.snippets); ``mixed``, the best
 # memories whole and the rest one line each, within the budget.
 SearchFormat = Literal["cards", "lines", "mixed"]
 SEARCH_FORMATS: tuple[str, ...] = ("cards", "lines", "mixed")

@@ -65,7 +65,7 @@ def memory_line(statement: str, memory_id: str) -> str:
 
 
 # Every label a context block writes, so that the block can be recognised when an agent
-# hands it back (sleepmem.pipelines.echo).
+# hands it back (sleepmem.pipelines.write.echo).
 HEADINGS: tuple[str, ...] = (
     *(heading(title) for _t, title in PREFIX_SECTIONS), CONFLICT_HEADING, RELEVANT_HEADING,
 )

@@ -25,7 +25,8 @@ import re
 from collections.abc import Sequence
 
 from sleepmem.models import Memory
-from sleepmem.pipelines.extract.text import is_zh, norm_value
+from sleepmem.pipelines.language.words import Phrases
+from sleepmem.pipelines.text import is_zh, norm_value
 from sleepmem.pipelines.types import Candidate, EventView
 
 USER = "user"
@@ -133,3 +134,24 @@ def unnamed(mem: Memory) -> str:
     generic = "用户" if is_zh(person) else "the user"
     text = _renamed(mem.statement, person, generic)
     return "The" + text[3:] if text.startswith("the user") else text
+
+
+_SUBJECT = Phrases(["the user's", "the user", "user's"], prefix=True)
+
+
+def _without_yonghu(text: str) -> str:
+    """The text without each 用户(的)."""
+    out: list[str] = []
+    pos = 0
+    at = text.find("用户")
+    while at >= 0:
+        out.append(text[pos:at])
+        pos = at + (3 if text.startswith("用户的", at) else 2)
+        at = text.find("用户", pos)
+    return "".join(out) + text[pos:]
+
+
+def subjectless(text: str) -> str:
+    """Drop the generic subject: queries and statements both name "the user", which
+    would otherwise make every third-person statement look relevant to every question."""
+    return _without_yonghu(_SUBJECT.replace(text, "", eat_space=True)).strip() or text

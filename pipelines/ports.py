@@ -71,7 +71,7 @@ class IndexPoint:
     sparse: SparseVector
     payload: dict[str, Any]
     # One vector per sentence of a first-hand memory that has several (see
-    # sleepmem.pipelines.index.own_sentences); empty for the rest.
+    # sleepmem.pipelines.write.index.own_sentences); empty for the rest.
     sentences: Sequence[Vector] = ()
 
 

@@ -1,6 +1,6 @@
 """Time in a query: date expressions (EN, ZH) resolved to windows, and "when" questions.
 
-The time route of retrieval (see :mod:`sleepmem.pipelines.retrieve`) needs two things
+The time route of retrieval (see :mod:`sleepmem.pipelines.read.retrieve`) needs two things
 from a query: the window of time it points at ("last month", "去年", "in May 2023",
 "3 days ago", "before June") resolved against the moment of the search, and whether it
 asks *for* a time ("when did …", "什么时候"), in which case memories that carry a date

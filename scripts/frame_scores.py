@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the frame scores the floors of pipelines/extract/frames.py were chosen on.
+"""Print the frame scores the floors of pipelines/write/extract/frames.py were chosen on.
 
 For every user sentence of tests/generalization/ and a seeded sample of LoCoMo turns that
 can hold a fact (pipelines.extract.rules._may_hold), the nearest attribute, its prototype
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from sleepmem.adapters.embedders import UsemEmbedder
-from sleepmem.pipelines.extract.frames import prototypes_for
-from sleepmem.pipelines.extract.rules import _may_hold
-from sleepmem.pipelines.extract.text import split_sentences
 from sleepmem.pipelines.language import read
+from sleepmem.pipelines.text import split_sentences
+from sleepmem.pipelines.write.extract.frames import prototypes_for
+from sleepmem.pipelines.write.extract.rules import _may_hold
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from sleepmem.adapters.llm import OpenAIChatModel
-from sleepmem.pipelines.verdicts import Pair, Verdict, Verdicts
+from sleepmem.pipelines.write.verdicts import Pair, Verdict, Verdicts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from semantic_pairs import DIFFERENT, SAME

@@ -23,7 +23,7 @@ from sleepmem.evals.harness import eval_instance, ingest
 from sleepmem.evals.locomo import CATEGORIES, events_of, load
 from sleepmem.evals.metrics import evidence_recall, mean
 from sleepmem.models import Memory
-from sleepmem.pipelines.entities import entity_route
+from sleepmem.pipelines.read.entities import entity_route
 from sleepmem.reader import Reader, build_request
 
 

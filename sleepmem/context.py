@@ -26,7 +26,7 @@ from sleepmem.pipelines.context import (
     pack_prefix,
     prefix_memories,
 )
-from sleepmem.pipelines.retrieve import search
+from sleepmem.pipelines.read.retrieve import search
 from sleepmem.reader import rank_weights
 from sleepmem.resources import Resources
 from sleepmem.working import WorkingMemory, parse

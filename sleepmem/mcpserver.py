@@ -34,7 +34,7 @@ from sleepmem.client import AsyncClient
 from sleepmem.core.errors import NotFoundError, SleepmemError, ValidationError
 from sleepmem.models.views import MemoryView
 from sleepmem.pipelines.context import REF_CHARS
-from sleepmem.pipelines.found import found_lines
+from sleepmem.pipelines.read.found import found_lines
 
 PAGE = 500
 WAIT_S = 30.0  # end_session(wait=true): how long a consolidation may take by default

@@ -14,10 +14,10 @@ from sqlmodel import Session
 from sleepmem.core.errors import NO_MEMORY, NotFoundError, ValidationError
 from sleepmem.core.metrics import SEARCH_SECONDS
 from sleepmem.models import Memory, Scope, SearchRequest, SearchResult
-from sleepmem.pipelines import found
-from sleepmem.pipelines.entities import entity_route
-from sleepmem.pipelines.found import QueryExplanation
-from sleepmem.pipelines.retrieve import RankWeights, RouteFn, SearchTrace, hit_ids, search
+from sleepmem.pipelines.read import found
+from sleepmem.pipelines.read.entities import entity_route
+from sleepmem.pipelines.read.found import QueryExplanation
+from sleepmem.pipelines.read.retrieve import RankWeights, RouteFn, SearchTrace, hit_ids, search
 from sleepmem.resources import Resources
 
 

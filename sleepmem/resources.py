@@ -23,7 +23,7 @@ from sleepmem.adapters.vectors import open_index
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.pipelines.ports import ChatModel, Clock, Embedder, LeaseGuard, Ports, VectorIndex
-from sleepmem.pipelines.rewrite import QueryRewriter
+from sleepmem.pipelines.read.rewrite import QueryRewriter
 
 
 def _utcnow() -> datetime:

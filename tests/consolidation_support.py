@@ -13,10 +13,10 @@ from sqlmodel import Session, col, select
 
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Audit, Memory, RawEvent, Scope
-from sleepmem.pipelines.consolidate import ConsolidationReport, consolidate_scope
-from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import EventView, Extraction
+from sleepmem.pipelines.write.consolidate import ConsolidationReport, consolidate_scope
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
 from sleepmem.resources import Resources
 from sleepmem.sdk import MemoryClient
 

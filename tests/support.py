@@ -26,10 +26,10 @@ from sqlmodel import Session
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.models import Memory, Scope
-from sleepmem.pipelines.index import upsert_memories
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import Embedder, VectorIndex
 from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.write.index import upsert_memories
 
 if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters

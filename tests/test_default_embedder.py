@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Scope
-from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources, build_resources
 from sleepmem.sdk import MemoryClient

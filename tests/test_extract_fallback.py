@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from sleepmem.core.settings import Settings
 from sleepmem.evals.scenarios import StoryFormatError, run_story
 from sleepmem.models.scope import Scope
-from sleepmem.pipelines.extract.rules import UNCLASSIFIED_IMPORTANCE, RulesExtractor
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.types import Candidate, EventView
+from sleepmem.pipelines.write.extract.rules import UNCLASSIFIED_IMPORTANCE, RulesExtractor
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
 AT = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)
@@ -197,7 +197,7 @@ def test_the_runner_refuses_unknown_keys_naming_file_and_step(tmp_path: Path) ->
 
 class TestGateOnSecrets:
     def test_a_structured_statement_that_still_shows_a_redaction_is_refused(self) -> None:
-        from sleepmem.pipelines.gate import GatePolicy, gate
+        from sleepmem.pipelines.write.gate import GatePolicy, gate
 
         base = dict(provenance=["e1"], valid_from=AT, scope=SCOPE.owner)
         leaked = Candidate(type="fact", statement="Tech stack — backend: AWS [REDACTED:aws_key].",

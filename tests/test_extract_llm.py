@@ -27,8 +27,8 @@ from sleepmem.core.logs import configure_logging
 from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS, render, value
 from sleepmem.core.settings import Settings
 from sleepmem.models.scope import Scope
-from sleepmem.pipelines.extract.llm import OUTPUT_SCHEMA, LLMExtractor
 from sleepmem.pipelines.types import Candidate, EventView, Extraction
+from sleepmem.pipelines.write.extract.llm import OUTPUT_SCHEMA, LLMExtractor
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
 OTHER = Scope(tenant="acme", agent="assistant", user="u7", session="s9")
@@ -646,7 +646,7 @@ class TestEndToEndWithTheLLMExtractor:
         """SLEEPMEM_EXTRACTOR=llm wired as a deployment would be: SDK → drain →
         consolidation under its lease → search, with the model behind real HTTP."""
         from sleepmem.ingest.drain import drain_once
-        from sleepmem.pipelines.consolidate import consolidate_scope
+        from sleepmem.pipelines.write.consolidate import consolidate_scope
         from sleepmem.reader import Reader, build_request
         from sleepmem.resources import build_resources
         from sleepmem.sdk import MemoryClient

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from sleepmem.models.scope import Scope
-from sleepmem.pipelines.extract import rules
-from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.types import Candidate, EventView
+from sleepmem.pipelines.write.extract import rules
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
 AT = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)

@@ -79,8 +79,8 @@ class TestTheWheel:
         names = set(names_in(wheel))
         for module in (
             "sleepmem/models/__init__.py",
-            "sleepmem/pipelines/consolidate.py",
-            "sleepmem/pipelines/extract/rules.py",
+            "sleepmem/pipelines/write/consolidate.py",
+            "sleepmem/pipelines/write/extract/rules.py",
             "sleepmem/pipelines/lifecycle/reconsolidate.py",
             "sleepmem/tasks/consolidate.py",
             "sleepmem/workers/main.py",

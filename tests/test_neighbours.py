@@ -7,8 +7,8 @@ import numpy as np
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.pipelines import semantic
-from sleepmem.pipelines.neighbours import SentenceIndex, in_order
 from sleepmem.pipelines.semantic import Meaning
+from sleepmem.pipelines.write.neighbours import SentenceIndex, in_order
 
 STATEMENTS = {
     "m1": "I live in Berlin. I work at a bakery near the zoo.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sleepmem.models import Memory
-from sleepmem.pipelines.index import MAX_SENTENCES, own_sentences
+from sleepmem.pipelines.write.index import MAX_SENTENCES, own_sentences
 
 
 def memory(statement: str, *, source: str = "user", **details: Any) -> Memory:

@@ -23,8 +23,8 @@ from sleepmem.context import ContextBuilder
 from sleepmem.core.tokens import count_tokens
 from sleepmem.evals.harness import ingest
 from sleepmem.models import Memory, MemoryCard, Scope
-from sleepmem.pipelines.passages import passages
-from sleepmem.pipelines.retrieve import search
+from sleepmem.pipelines.read.passages import passages
+from sleepmem.pipelines.read.retrieve import search
 from sleepmem.reader import Reader, build_request, explain_query, rank_weights
 from sleepmem.resources import Resources
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from sleepmem.models import Scope
-from sleepmem.pipelines.index import index_text
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.persons import addressees, named, own_facts
 from sleepmem.pipelines.types import Candidate, EventView
+from sleepmem.pipelines.write.index import index_text
 
 SCOPE = Scope(tenant="acme", agent="bot", user="chat")
 AT = datetime(2026, 5, 1, tzinfo=UTC)

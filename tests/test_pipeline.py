@@ -24,10 +24,10 @@ from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import CURRENT_STATUSES, Audit, Memory, RawEvent, Scope
-from sleepmem.pipelines.consolidate import consolidate_scope
-from sleepmem.pipelines.index import reconcile
 from sleepmem.pipelines.ports import IndexPoint, Ports, VectorIndex
 from sleepmem.pipelines.types import Extractor
+from sleepmem.pipelines.write.consolidate import consolidate_scope
+from sleepmem.pipelines.write.index import reconcile
 from sleepmem.reader import build_request
 from sleepmem.sdk import MemoryClient
 
@@ -110,7 +110,7 @@ class TestEndToEnd:
                                    scope_key=OWNER)
         assert report.events == 2 and report.ops.get("ADD", 0) >= 2
         assert pending(engine) == 0
-        from sleepmem.pipelines.retrieve import RankWeights, search
+        from sleepmem.pipelines.read.retrieve import RankWeights, search
 
         result = search(engine=engine, ports=ports(index),
                         request=build_request("Where does the user live?", scope=SCOPE),
@@ -186,7 +186,7 @@ class TestRefusedExtraction:
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: VectorIndex,
     ) -> None:
-        from sleepmem.pipelines.extract.llm import LLMExtractor
+        from sleepmem.pipelines.write.extract.llm import LLMExtractor
 
         class NonsenseModel:
             model = "scripted"
@@ -248,7 +248,7 @@ class TestATurnOutlivesTheFactDrawnFromIt:
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: VectorIndex, first: str, second: str, employers: dict[str, str],
     ) -> None:
-        from sleepmem.pipelines.extract.llm import LLMExtractor
+        from sleepmem.pipelines.write.extract.llm import LLMExtractor
 
         p = ports(index, extractor=LLMExtractor(ReadsEmployers(employers), batch_events=10))
         for turn in (first, second):
@@ -286,7 +286,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
         self, cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine,
         index: VectorIndex, ann: str, mel: str, later: str, employers: dict[str, str],
     ) -> None:
-        from sleepmem.pipelines.extract.llm import LLMExtractor
+        from sleepmem.pipelines.write.extract.llm import LLMExtractor
 
         p = ports(index, extractor=LLMExtractor(ReadsEmployers(employers), batch_events=10))
         tell(cfg, redis, keys, engine, p, [("Ann", ann), ("Mel", mel), ("Ann", later)])
@@ -404,7 +404,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
         """Alone, a user's first-person words no matcher knows are kept as a low-importance
         fact; in a shared scope, with named speakers' words not read as facts
         (rules.NAMED_SPEAKERS_AS_FACTS off), they are conversation, the speaker's episode."""
-        from sleepmem.pipelines.extract import rules
+        from sleepmem.pipelines.write.extract import rules
         monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", False)
         tell(cfg, redis, keys, engine, ports(index), [("小美", talk)])
         (episode,) = memory_rows(engine)

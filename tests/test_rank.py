@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from sleepmem.models import Memory
-from sleepmem.pipelines.fusion import Route, fuse
 from sleepmem.pipelines.ports import Hit
-from sleepmem.pipelines.retrieve import RankWeights, _score
+from sleepmem.pipelines.read.fusion import Route, fuse
+from sleepmem.pipelines.read.retrieve import RankWeights, _score
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 W = RankWeights()

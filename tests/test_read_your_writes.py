@@ -31,10 +31,10 @@ from sleepmem.models.positions import (
     latest,
     position_key,
 )
-from sleepmem.pipelines.consolidate import ConsolidationReport, consolidate_scope
-from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import EventView, Extraction
+from sleepmem.pipelines.write.consolidate import ConsolidationReport, consolidate_scope
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
 from sleepmem.resources import Resources
 from sleepmem.runtime import Runtime
 from sleepmem.schedules.triggers import due_scopes

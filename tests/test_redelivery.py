@@ -34,7 +34,7 @@ WORKER = """
 import os, sys, time
 import redis
 from sleepmem.core.settings import Settings
-from sleepmem.pipelines.consolidate import ConsolidationReport
+from sleepmem.pipelines.write.consolidate import ConsolidationReport
 from sleepmem.resources import redis_urls
 from sleepmem.workers.app import create_celery
 from sleepmem.workers.process import connect_process_hooks

@@ -12,15 +12,15 @@ import pytest
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.models import Memory, Scope
-from sleepmem.pipelines.index import (
+from sleepmem.pipelines.lexical import sparse_query
+from sleepmem.pipelines.ports import IndexFilter, VectorIndex
+from sleepmem.pipelines.write.index import (
     REPLY_HEAD_WORDS,
     dense_text,
     index_text,
     reply_head,
     upsert_memories,
 )
-from sleepmem.pipelines.lexical import sparse_query
-from sleepmem.pipelines.ports import IndexFilter, VectorIndex
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SCOPE = Scope(tenant="t", user="u")

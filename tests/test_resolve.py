@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleepmem.models import Memory, Scope
-from sleepmem.pipelines.gate import GatePolicy, gate
-from sleepmem.pipelines.resolve import ResolvePolicy, Resolver
 from sleepmem.pipelines.types import Candidate, Op
+from sleepmem.pipelines.write.gate import GatePolicy, gate
+from sleepmem.pipelines.write.resolve import ResolvePolicy, Resolver
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SCOPE = Scope(tenant="acme", agent="bot", user="u1")

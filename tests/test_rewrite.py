@@ -26,10 +26,10 @@ from support import serving
 from sleepmem.adapters.llm import OpenAIChatModel, make_rewriter
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
-from sleepmem.pipelines.index import upsert_memories
 from sleepmem.pipelines.memories import new_memory
-from sleepmem.pipelines.rewrite import CachedRewriter, rewrite_query
+from sleepmem.pipelines.read.rewrite import CachedRewriter, rewrite_query
 from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.write.index import upsert_memories
 from sleepmem.reader import Reader, build_request, explain_query
 from sleepmem.resources import Resources, build_resources
 

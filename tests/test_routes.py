@@ -22,14 +22,14 @@ from support import store_memory
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.memory import MemoryIndex
 from sleepmem.models import Memory, MemoryCard, Scope
-from sleepmem.pipelines.decompose import parts
-from sleepmem.pipelines.entities import entity_route, people_named
 from sleepmem.pipelines.entities import graph as entity_graph
 from sleepmem.pipelines.entities import store as entity_store
-from sleepmem.pipelines.found import time_finding
-from sleepmem.pipelines.fusion import Route, fuse
 from sleepmem.pipelines.ports import Embedder, Hit, IndexFilter, Ports, VectorIndex
-from sleepmem.pipelines.retrieve import RankWeights, RouteFn, SearchTrace, search, understand
+from sleepmem.pipelines.read.decompose import parts
+from sleepmem.pipelines.read.entities import entity_route, people_named
+from sleepmem.pipelines.read.found import time_finding
+from sleepmem.pipelines.read.fusion import Route, fuse
+from sleepmem.pipelines.read.retrieve import RankWeights, RouteFn, SearchTrace, search, understand
 from sleepmem.pipelines.when import asks_when, carries_date, resolve
 from sleepmem.reader import build_request
 

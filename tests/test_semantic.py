@@ -20,15 +20,15 @@ from semantic_pairs import DIFFERENT, SAME
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
 from sleepmem.pipelines import semantic
-from sleepmem.pipelines.echo import Output
-from sleepmem.pipelines.extract.rules import RulesExtractor
-from sleepmem.pipelines.forget_requests import cued_sentences, recognise, topic_of
-from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Embedder, Vector
-from sleepmem.pipelines.resolve import Resolver
 from sleepmem.pipelines.semantic import Calibration, Meaning, background, gist
-from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.types import Candidate, EventView, Op, open_slot
+from sleepmem.pipelines.write.echo import Output
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
+from sleepmem.pipelines.write.forget_requests import cued_sentences, recognise, topic_of
+from sleepmem.pipelines.write.policy import Policy
+from sleepmem.pipelines.write.resolve import Resolver
+from sleepmem.pipelines.write.stages import judge
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 OWNER = Scope(tenant="acme", agent="bot", user="u1")

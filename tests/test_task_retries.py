@@ -32,7 +32,7 @@ from sleepmem.core.errors import TransientError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import RawEvent, Scope
-from sleepmem.pipelines.consolidate import ConsolidationReport
+from sleepmem.pipelines.write.consolidate import ConsolidationReport
 from sleepmem.resources import Resources
 from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_consolidation

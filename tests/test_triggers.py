@@ -20,8 +20,8 @@ from sleepmem.core.errors import LeaseHeldError, ValidationError
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import RawEvent, Scope, ScopeState
-from sleepmem.pipelines.consolidate import ConsolidationReport
 from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.write.consolidate import ConsolidationReport
 from sleepmem.resources import Resources
 from sleepmem.schedules.triggers import due_scopes, enqueue_drain, enqueue_due, tick
 from sleepmem.services import run_consolidation

@@ -21,15 +21,15 @@ from pydantic import SecretStr
 from sleepmem.core.errors import TransientError
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, MemoryStatus, Scope
-from sleepmem.pipelines.echo import Output
-from sleepmem.pipelines.extract.rules import RulesExtractor
-from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Embedder, LLMUsage
-from sleepmem.pipelines.resolve import Resolver
 from sleepmem.pipelines.semantic import Meaning
-from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.types import EventView
-from sleepmem.pipelines.verdicts import Pair, Verdict, Verdicts
+from sleepmem.pipelines.write.echo import Output
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
+from sleepmem.pipelines.write.policy import Policy
+from sleepmem.pipelines.write.resolve import Resolver
+from sleepmem.pipelines.write.stages import judge
+from sleepmem.pipelines.write.verdicts import Pair, Verdict, Verdicts
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 OWNER = Scope(tenant="acme", agent="bot", user="u1")

@@ -210,7 +210,7 @@ class TestNothingPersistsAfterDrainAndConsolidation:
         settings: Settings,
     ) -> None:
         from sleepmem.ingest.drain import drain_once
-        from sleepmem.pipelines.consolidate import consolidate_scope
+        from sleepmem.pipelines.write.consolidate import consolidate_scope
         from sleepmem.services import run_consolidation
 
         for content, meta in TURN:

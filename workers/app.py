@@ -14,7 +14,7 @@ from kombu.entity import Queue
 
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
-from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import redis_urls
 from sleepmem.services import ConsolidatePipeline
 from sleepmem.tasks import consolidate, drain, lifecycle, names

@@ -26,15 +26,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sleepmem.models.entities import EntityKind
-from sleepmem.pipelines.extract.vocab import (
+from sleepmem.pipelines.language import has_cjk, is_han
+from sleepmem.pipelines.language.words import is_word_char, words
+from sleepmem.pipelines.lexical import STOPWORDS
+from sleepmem.pipelines.vocab import (
     FAMILY_EN,
     FAMILY_ZH,
     SOCIAL_ROLES_EN,
     SOCIAL_ROLES_ZH,
 )
-from sleepmem.pipelines.language import has_cjk, is_han
-from sleepmem.pipelines.language.words import is_word_char, words
-from sleepmem.pipelines.lexical import STOPWORDS
 
 # Words that are capitalised without being names: the pronoun, and calendar words (time
 # is the time route's business, and every diary mentions "Saturday").

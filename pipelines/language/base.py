@@ -2,7 +2,7 @@
 
 A reading says whose a clause is, its polarity, mood and time, and what it is about (the
 clause's head and the span that is its value). The attribute itself is not a pack's
-business: it comes from meaning (``sleepmem.pipelines.extract.frames``), which is the same
+business: it comes from meaning (``sleepmem.pipelines.write.extract.frames``), which is the same
 for every language because the embedder is multilingual.
 """
 

@@ -1,6 +1,6 @@
 """explain(memory): where a memory came from, every version of it, and why it is (not) current.
 
-Given a query too, the explanation also says how that search found it (pipelines/found.py).
+Given a query too, the explanation also says how that search found it (pipelines/read/found.py).
 
 Read-only. Raw events are shown as stored, which is after redaction; an erased memory is
 not found (its audit rows hold only ids and a hash, which is all explain can say of it).
@@ -20,7 +20,7 @@ from sleepmem.core.settings import Settings
 from sleepmem.models import CURRENT_STATUSES, Audit, AuditMemory, Memory, MemoryStatus
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.decay import PROTECTED_TYPES, aware, falls_below_at, survival
-from sleepmem.pipelines.found import QueryExplanation
+from sleepmem.pipelines.read.found import QueryExplanation
 
 MAX_EVENT_CHARS = 500
 _ERASING_OPS = ("DELETE", "ERASE")

@@ -56,20 +56,20 @@ from sleepmem.models import (
 )
 from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines import store as repo
-from sleepmem.pipelines.consolidate import make_extractor, make_verdicts
 from sleepmem.pipelines.context import visible_scope_keys
 from sleepmem.pipelines.decay import aware
-from sleepmem.pipelines.echo import Output
 from sleepmem.pipelines.entities import store as entity_store
-from sleepmem.pipelines.index import apply_to_index
 from sleepmem.pipelines.memories import copy_row, memory_id, norm_text
-from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Ports
-from sleepmem.pipelines.resolve import Resolver
 from sleepmem.pipelines.semantic import Meaning
-from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.store import audit_row
 from sleepmem.pipelines.types import Candidate, EventView
+from sleepmem.pipelines.write.consolidate import make_extractor, make_verdicts
+from sleepmem.pipelines.write.echo import Output
+from sleepmem.pipelines.write.index import apply_to_index
+from sleepmem.pipelines.write.policy import Policy
+from sleepmem.pipelines.write.resolve import Resolver
+from sleepmem.pipelines.write.stages import judge
 
 log = get_logger("sleepmem.reconsolidate")
 

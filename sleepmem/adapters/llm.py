@@ -19,7 +19,7 @@ from sleepmem.core.logs import get_logger
 from sleepmem.core.metrics import LLM_CALLS, LLM_TOKENS
 from sleepmem.core.settings import Settings
 from sleepmem.pipelines.ports import LLMUsage
-from sleepmem.pipelines.rewrite import CachedRewriter
+from sleepmem.pipelines.read.rewrite import CachedRewriter
 
 # Bounds that keep one extraction inside a Celery soft time limit even when every try
 # times out: (retries + 1) x timeout stays well under the lease.

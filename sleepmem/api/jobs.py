@@ -18,10 +18,10 @@ from sleepmem.core.redaction import contains_secret
 from sleepmem.models import Job, Scope
 from sleepmem.models.events import aware_time
 from sleepmem.models.views import JobView
-from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, job_name
 from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import Resources
 from sleepmem.schedules.scheduler import celery_sender
 from sleepmem.services import cancel_job, consolidate_now, refresh_job, run_maintenance, sweep_job

@@ -50,7 +50,7 @@ from sleepmem.bench.servers import (
 from sleepmem.core.errors import SleepmemError, TransientError
 from sleepmem.core.keys import DRAIN_GROUP
 from sleepmem.core.settings import Settings
-from sleepmem.pipelines.index import reconcile
+from sleepmem.pipelines.write.index import reconcile
 from sleepmem.resources import Resources, build_resources
 from sleepmem.schedules.leader import LeaderElector
 from sleepmem.schedules.scheduler import Scheduler, celery_sender

@@ -21,7 +21,7 @@ from sleepmem.bench.fake_llm import CountingLLM
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, RawEvent
-from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import build_resources
 from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_consolidation

@@ -15,10 +15,10 @@ from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.bench.corpus import conversations
 from sleepmem.core.settings import Settings
 from sleepmem.models import Scope
-from sleepmem.pipelines.consolidate import make_extractor
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import EventView
+from sleepmem.pipelines.write.consolidate import make_extractor
 
 FLOOR_EVENTS_PER_S = 2000.0
 

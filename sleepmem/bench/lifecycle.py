@@ -33,10 +33,10 @@ from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import DAY, Settings
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, Scope
-from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.ports import IndexPoint, Ports
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import build_resources
 from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_consolidation

@@ -2,7 +2,7 @@
 
 The store is filled fast but through the real write code: memory rows are built with
 :func:`sleepmem.pipelines.memories.new_memory`, bulk-inserted into SQL and pushed to the index by
-:func:`sleepmem.pipelines.index.upsert_memories` (real embeddings of real sentences), then the
+:func:`sleepmem.pipelines.write.index.upsert_memories` (real embeddings of real sentences), then the
 index is maintained (HNSW build) as the scheduled job would. Latency is then measured
 the way an agent pays it: :meth:`Reader.search` in-process (query embedding, every route's
 index searches, SQL re-check, rerank, hit recording) and ``POST /v1/search`` over loopback
@@ -46,11 +46,11 @@ from sleepmem.evals.harness import eval_instance
 from sleepmem.evals.metrics import percentile
 from sleepmem.models import Memory, Scope
 from sleepmem.pipelines import store as repo
-from sleepmem.pipelines.index import upsert_memories
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import IndexFilter
-from sleepmem.pipelines.retrieve import hit_ids
+from sleepmem.pipelines.read.retrieve import hit_ids
 from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.write.index import upsert_memories
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 from sleepmem.runtime import ApiServer

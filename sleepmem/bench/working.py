@@ -41,9 +41,9 @@ from sleepmem.evals.harness import eval_instance
 from sleepmem.evals.metrics import percentile
 from sleepmem.models import Memory, MemoryStatus
 from sleepmem.pipelines import store as repo
-from sleepmem.pipelines.index import payload_for, upsert_memories
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.write.index import payload_for, upsert_memories
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 from sleepmem.working import WorkingMemory

@@ -18,7 +18,7 @@ from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
 from sleepmem.models import Scope
-from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import build_resources
 from sleepmem.schedules.leader import LeaderElector
 from sleepmem.services import run_consolidation

@@ -124,12 +124,12 @@ class Settings(BaseSettings):
     llm_max_retries: int = 2
     llm_batch_events: int = 40
     # rules_first: the model reads only what the rules did not recognise (fewer calls);
-    # model_first: every message code does not own (see pipelines/extract/llm.py).
+    # model_first: every message code does not own (see pipelines/write/extract/llm.py).
     llm_route: Literal["rules_first", "model_first"] = "rules_first"
     # With a chat model configured (llm_base_url), it judges at sleep time the pairs the
-    # offline rule is least sure of (pipelines/verdicts.py), whichever extractor runs.
+    # offline rule is least sure of (pipelines/write/verdicts.py), whichever extractor runs.
     llm_judge: bool = True
-    # The optional query rewriter (pipelines/rewrite.py): with "llm" and a chat model
+    # The optional query rewriter (pipelines/read/rewrite.py): with "llm" and a chat model
     # configured (llm_base_url or llm_api_key), each search also asks the model for 1-3
     # retrieval queries, fused as the "rewrite" route; any failure falls back to plain search.
     query_rewrite: Literal["off", "llm"] = "off"

@@ -9,7 +9,7 @@ Two rankers over the raw turns, no consolidation:
   rank (RRF, k = 60, the constant of Cormack et al.).
 
 Each is read in two formats: ``turns`` (each turn whole) and ``lines`` (each turn's one
-sentence sharing most words with the query, :func:`~sleepmem.pipelines.snippets.best_line`,
+sentence sharing most words with the query, :func:`~sleepmem.pipelines.read.snippets.best_line`,
 the format of sleepmem's own lines). A baseline is packed into a token budget in rank order:
 an item that no longer fits is skipped and the next one tried, so the baseline fills the
 budget as fully as its ranking allows (a stricter rule would flatter sleepmem).
@@ -27,7 +27,7 @@ import numpy as np
 from sleepmem.evals.extra import require
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.ports import Embedder
-from sleepmem.pipelines.snippets import best_line, query_terms
+from sleepmem.pipelines.read.snippets import best_line, query_terms
 
 RRF_K = 60
 RANKERS = ("bm25", "hybrid")

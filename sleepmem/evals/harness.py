@@ -24,7 +24,7 @@ from sleepmem.core.tokens import TOKENIZER
 from sleepmem.core.tokens import count_tokens as core_count_tokens
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, RawEvent
-from sleepmem.pipelines.consolidate import consolidate_scope
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import Resources, build_resources
 from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_consolidation

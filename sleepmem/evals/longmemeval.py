@@ -75,8 +75,8 @@ from sleepmem.evals.metrics import (
     recall_all,
 )
 from sleepmem.models import ConflictGroup, MemoryCard, Scope, SearchFormat, card_sides
-from sleepmem.pipelines.consolidate import ConsolidationReport, consolidate_scope
 from sleepmem.pipelines.lexical import tokens
+from sleepmem.pipelines.write.consolidate import ConsolidationReport, consolidate_scope
 from sleepmem.reader import Reader, build_request
 from sleepmem.resources import Resources
 from sleepmem.services import run_consolidation

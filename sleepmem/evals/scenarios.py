@@ -30,10 +30,10 @@ from sleepmem.core.settings import Settings
 from sleepmem.evals.harness import discard
 from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, RawEvent, Scope
-from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.refresh import refresh
 from sleepmem.pipelines.ports import Embedder
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import Resources, build_resources
 from sleepmem.sdk import MemoryClient
 from sleepmem.services import run_consolidation

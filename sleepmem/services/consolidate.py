@@ -32,8 +32,8 @@ from sleepmem.freshness import Send, after_release
 from sleepmem.models import (
     Scope,
 )
-from sleepmem.pipelines.consolidate import ConsolidationReport
 from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.write.consolidate import ConsolidationReport
 from sleepmem.resources import Resources
 
 log = get_logger("sleepmem.services")

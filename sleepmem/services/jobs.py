@@ -23,10 +23,10 @@ from sleepmem.models import (
     Job,
     JobStatus,
 )
-from sleepmem.pipelines.index import reconcile
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.refresh import RefreshReport, refresh
+from sleepmem.pipelines.write.index import reconcile
 from sleepmem.resources import Resources
 from sleepmem.services.erasure import ERASE_KIND, run_erasure
 from sleepmem.services.job_rows import finish_job

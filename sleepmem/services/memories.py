@@ -30,9 +30,9 @@ from sleepmem.models import (
 )
 from sleepmem.models.views import ConflictResolution, MemoryPage, MemoryView
 from sleepmem.pipelines.entities import store as entity_store
-from sleepmem.pipelines.index import apply_to_index
 from sleepmem.pipelines.memories import copy_row, expiry
 from sleepmem.pipelines.store import audit_row
+from sleepmem.pipelines.write.index import apply_to_index
 from sleepmem.resources import Resources
 
 log = get_logger("sleepmem.services")

@@ -16,10 +16,10 @@ from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import Audit, Event, Memory, Scope
-from sleepmem.pipelines.index import apply_to_index
 from sleepmem.pipelines.memories import content_hash, new_memory
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import Candidate
+from sleepmem.pipelines.write.index import apply_to_index
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SCOPE = Scope(tenant="acme", agent="bot", user="ann")
@@ -116,7 +116,7 @@ def ingest(
     from sleepmem.adapters.redis.stream import append
     from sleepmem.ingest.drain import drain_once
     from sleepmem.ingest.validation import validate_events
-    from sleepmem.pipelines.consolidate import consolidate_scope
+    from sleepmem.pipelines.write.consolidate import consolidate_scope
 
     append(redis, keys, validate_events(events))
     while drain_once(redis=redis, keys=keys, engine=engine, settings=settings,

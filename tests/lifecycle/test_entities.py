@@ -15,13 +15,13 @@ from sleepmem.adapters.redis.erase import RedisHotStore
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import Entity, EntityAlias, EntityMention, Memory, Relation, Scope
-from sleepmem.pipelines.entities import entity_route
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.entities.spot import alias_key, spot, without_people
 from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
 from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.read.entities import entity_route
 
 BOB = Scope(tenant="acme", agent="bot", user="bob")
 MIN = timedelta(minutes=1)

@@ -21,9 +21,9 @@ from sqlmodel import Session, col, select
 from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.settings import Settings
 from sleepmem.models import Audit, Memory, RawEvent, Scope
-from sleepmem.pipelines.index import reconcile
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.ports import Ports
+from sleepmem.pipelines.write.index import reconcile
 
 
 def lifecycle_settings(**kw: Any) -> Settings:

@@ -26,12 +26,12 @@ from sleepmem.adapters.sql import make_engine
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import Audit, Memory, RawEvent, SearchRequest
-from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.lifecycle.erase import erase_memory
 from sleepmem.pipelines.lifecycle.refresh import refresh
 from sleepmem.pipelines.ports import Ports
-from sleepmem.pipelines.retrieve import RankWeights, search
+from sleepmem.pipelines.read.retrieve import RankWeights, search
 from sleepmem.pipelines.types import Candidate, EventView, Extraction
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 
 SESSION = "s1"
 

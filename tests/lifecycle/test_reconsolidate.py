@@ -16,11 +16,11 @@ from sleepmem.adapters.vectors.edge import EdgeIndex
 from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import Audit, Job, Memory
-from sleepmem.pipelines.extract.rules import RulesExtractor
 from sleepmem.pipelines.lifecycle.explain import explain
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, run_job
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import EventView, Extraction
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
 from sleepmem.resources import Resources
 from sleepmem.services import pin_memory, update_memory
 

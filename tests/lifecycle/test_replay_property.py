@@ -28,8 +28,8 @@ from sleepmem.core.settings import Settings
 from sleepmem.ingest.drain import drain_once
 from sleepmem.ingest.validation import validate_events
 from sleepmem.models import Event, Memory, Scope
-from sleepmem.pipelines.consolidate import consolidate_scope
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, replay, run_job
+from sleepmem.pipelines.write.consolidate import consolidate_scope
 
 # What users say, in English and Chinese: facts, preferences, corrections and small talk.
 SAID = [

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleepmem.pipelines.extract.statements import clean_forget_topic, forget_topic
-from sleepmem.pipelines.extract.text import (
+from sleepmem.pipelines.language.words import strip_prefix, strip_word
+from sleepmem.pipelines.text import (
     CHANGE_EN,
     CHANGE_ZH,
     STRIP_CHARS,
@@ -21,7 +21,7 @@ from sleepmem.pipelines.extract.text import (
     third_person_en,
     third_person_zh,
 )
-from sleepmem.pipelines.extract.vocab import (
+from sleepmem.pipelines.vocab import (
     AMBIGUOUS_TECH,
     COMPONENT_WORDS,
     IDENTITY_ATTRS,
@@ -30,7 +30,7 @@ from sleepmem.pipelines.extract.vocab import (
     PREFERENCE_PREFIXES,
     TECH,
 )
-from sleepmem.pipelines.language.words import strip_prefix, strip_word
+from sleepmem.pipelines.write.extract.statements import clean_forget_topic, forget_topic
 
 
 @dataclass(slots=True)

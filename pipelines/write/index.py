@@ -15,13 +15,12 @@ from sqlmodel import Session, col, select
 
 from sleepmem.models import Memory
 from sleepmem.pipelines import store as repo
-from sleepmem.pipelines.extract.text import split_sentences
-from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.lexical import sparse_document
 from sleepmem.pipelines.memories import own_words
-from sleepmem.pipelines.persons import unnamed
+from sleepmem.pipelines.persons import subjectless, unnamed
 from sleepmem.pipelines.ports import Embedder, IndexPoint, VectorIndex
 from sleepmem.pipelines.speakers import without_speaker
+from sleepmem.pipelines.text import split_sentences
 from sleepmem.pipelines.topics import topics
 
 
@@ -41,27 +40,6 @@ def payload_for(mem: Memory) -> dict[str, object]:
         "valid_to": mem.valid_to.timestamp() if mem.valid_to else None,
         "expires_at": mem.expires_at.timestamp() if mem.expires_at else None,
     }
-
-
-_SUBJECT = Phrases(["the user's", "the user", "user's"], prefix=True)
-
-
-def _without_yonghu(text: str) -> str:
-    """The text without each 用户(的)."""
-    out: list[str] = []
-    pos = 0
-    at = text.find("用户")
-    while at >= 0:
-        out.append(text[pos:at])
-        pos = at + (3 if text.startswith("用户的", at) else 2)
-        at = text.find("用户", pos)
-    return "".join(out) + text[pos:]
-
-
-def subjectless(text: str) -> str:
-    """Drop the generic subject: queries and statements both name "the user", which
-    would otherwise make every third-person statement look relevant to every question."""
-    return _without_yonghu(_SUBJECT.replace(text, "", eat_space=True)).strip() or text
 
 
 def index_text(mem: Memory) -> str:

@@ -15,10 +15,10 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from sleepmem.models import Memory
-from sleepmem.pipelines.extract.text import is_zh, split_sentences
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import own_events, own_words
 from sleepmem.pipelines.speakers import without_speaker
+from sleepmem.pipelines.text import is_zh, split_sentences
 
 
 def query_terms(query: str) -> re.Pattern[str] | None:

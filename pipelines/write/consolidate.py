@@ -25,21 +25,21 @@ from sleepmem.core.tracing import span
 from sleepmem.models import Audit, MemoryStatus, Scope
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.context import visible_scope_keys
-from sleepmem.pipelines.echo import Output
 from sleepmem.pipelines.entities import graph as entity_graph
 from sleepmem.pipelines.entities import store as entity_store
-from sleepmem.pipelines.extract.llm import LLMExtractor
-from sleepmem.pipelines.extract.rules import RulesExtractor
-from sleepmem.pipelines.index import apply_to_index, payload_for
-from sleepmem.pipelines.persist import AuditContext, persist
-from sleepmem.pipelines.policy import Policy
 from sleepmem.pipelines.ports import Ports
-from sleepmem.pipelines.resolve import Plan, Resolver
 from sleepmem.pipelines.semantic import Meaning
-from sleepmem.pipelines.stages import judge
 from sleepmem.pipelines.store import session_scope
 from sleepmem.pipelines.types import EventView, Extractor
-from sleepmem.pipelines.verdicts import Verdicts
+from sleepmem.pipelines.write.echo import Output
+from sleepmem.pipelines.write.extract.llm import LLMExtractor
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
+from sleepmem.pipelines.write.index import apply_to_index, payload_for
+from sleepmem.pipelines.write.persist import AuditContext, persist
+from sleepmem.pipelines.write.policy import Policy
+from sleepmem.pipelines.write.resolve import Plan, Resolver
+from sleepmem.pipelines.write.stages import judge
+from sleepmem.pipelines.write.verdicts import Verdicts
 
 
 @dataclass(slots=True)

@@ -1,6 +1,6 @@
 """How a search found one memory: the part of ``explain`` that takes a query.
 
-Built from a :class:`~sleepmem.pipelines.retrieve.SearchTrace` of the real search (same
+Built from a :class:`~sleepmem.pipelines.read.retrieve.SearchTrace` of the real search (same
 routes, same fusion, same rerank), so it cannot drift from what search does: for each
 route that ran, whether it proposed the memory, at which rank and with which score; the
 fused relevance; and the rerank's terms (relevance, recency, importance, confidence).
@@ -15,8 +15,8 @@ from pydantic import BaseModel
 
 from sleepmem.models import Memory
 from sleepmem.pipelines.decay import aware
-from sleepmem.pipelines.fusion import normalised
-from sleepmem.pipelines.retrieve import RankWeights, SearchTrace, score_parts
+from sleepmem.pipelines.read.fusion import normalised
+from sleepmem.pipelines.read.retrieve import RankWeights, SearchTrace, score_parts
 from sleepmem.pipelines.when import Window
 
 
@@ -84,7 +84,7 @@ class QueryExplanation(BaseModel):
     note: str
     time: TimeFinding | None = None
     # The card whose passage returned this memory, when it came back inside a better
-    # episode's passage (sleepmem.pipelines.passages) instead of as a card of its own.
+    # episode's passage (sleepmem.pipelines.read.passages) instead of as a card of its own.
     joined_into: str | None = None
     # Returned as its one line, not whole (formats lines and mixed).
     line: bool = False

@@ -35,7 +35,6 @@ import numpy as np
 
 from sleepmem.models import CURRENT_STATUSES, Memory, MemoryStatus, Trust
 from sleepmem.pipelines import semantic
-from sleepmem.pipelines.extract.frames import frame_named, may_mean, ranked_frames
 from sleepmem.pipelines.language import Reading, has_cjk, is_han, read
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import (
@@ -46,7 +45,6 @@ from sleepmem.pipelines.memories import (
     norm_text,
     own_words,
 )
-from sleepmem.pipelines.neighbours import SentenceIndex, in_order
 from sleepmem.pipelines.semantic import Meaning, gist
 from sleepmem.pipelines.topics import LABELS, topics_of_memory
 from sleepmem.pipelines.types import (
@@ -57,7 +55,9 @@ from sleepmem.pipelines.types import (
     Rejection,
     is_many_valued,
 )
-from sleepmem.pipelines.verdicts import Pair, Verdict, Verdicts
+from sleepmem.pipelines.write.extract.frames import frame_named, may_mean, ranked_frames
+from sleepmem.pipelines.write.neighbours import SentenceIndex, in_order
+from sleepmem.pipelines.write.verdicts import Pair, Verdict, Verdicts
 
 TtlFor = Callable[[str], timedelta | None]
 Slot = tuple[str, str, str]  # subject, attribute, session

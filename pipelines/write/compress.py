@@ -12,17 +12,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from sleepmem.models import Memory, Scope
-from sleepmem.pipelines.extract.text import norm_value
 from sleepmem.pipelines.memories import memory_id
-from sleepmem.pipelines.resolve import AuditDraft, Resolver
+from sleepmem.pipelines.small_talk import SMALL_TALK_HEAD, SMALL_TALK_JOIN
+from sleepmem.pipelines.text import norm_value
 from sleepmem.pipelines.types import Candidate, Op
+from sleepmem.pipelines.write.resolve import AuditDraft, Resolver
 
 PROFILE = "profile"
 SUMMARY_OF_SESSION = "session_summary"
 
 # How a session's small talk is summarised: a head, then its turns joined.
-SMALL_TALK_HEAD = "Small talk in session"
-SMALL_TALK_JOIN = " / "
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +133,6 @@ def _session_summaries(
         )
         summary = resolver.apply_merge(cand, old=None, op=Op.COMPRESS, members=None)
         out.archive_after_index[summary.id] = [m.id for m in parts]
-
-
-def small_talk_parts(statement: str) -> list[str]:
-    """The turns a small-talk summary joined (its own words), or the statement itself."""
-    if not statement.startswith(SMALL_TALK_HEAD):
-        return [statement]
-    return statement.partition(": ")[2].split(SMALL_TALK_JOIN)
 
 
 def _clause(statement: str) -> str:

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import re
 
-from sleepmem.pipelines.extract.en_person import OBJECT_STOP
-from sleepmem.pipelines.extract.slots import Clause, Slot, clause_slot, make_slot
-from sleepmem.pipelines.extract.statements import preference_cue
-from sleepmem.pipelines.extract.text import (
+from sleepmem.pipelines.language.words import Phrases, strip_trailing_word, strip_word
+from sleepmem.pipelines.text import (
     STRIP_CHARS,
     clean_end,
     norm_value,
     third_person_en,
 )
-from sleepmem.pipelines.extract.vocab import (
+from sleepmem.pipelines.vocab import (
     ATTR_SYNONYMS,
     FAMILY_EN,
     JOBS,
@@ -24,7 +22,9 @@ from sleepmem.pipelines.extract.vocab import (
     SECRET_WORDS,
     TECH,
 )
-from sleepmem.pipelines.language.words import Phrases, strip_trailing_word, strip_word
+from sleepmem.pipelines.write.extract.en_person import OBJECT_STOP
+from sleepmem.pipelines.write.extract.slots import Clause, Slot, clause_slot, make_slot
+from sleepmem.pipelines.write.extract.statements import preference_cue
 
 # -- facts about the user ----------------------------------------------------------------
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sleepmem.pipelines.extract.en_person import family_attr
-from sleepmem.pipelines.extract.slots import Clause, Slot, make_slot
-from sleepmem.pipelines.extract.text import (
+from sleepmem.pipelines.language import pack
+from sleepmem.pipelines.language.words import Literals, strip_prefix
+from sleepmem.pipelines.text import (
     ONE_OFF_ZH,
     STRIP_CHARS,
     norm_value,
@@ -17,7 +17,7 @@ from sleepmem.pipelines.extract.text import (
     split_list,
     third_person_zh,
 )
-from sleepmem.pipelines.extract.vocab import (
+from sleepmem.pipelines.vocab import (
     ALLERGENS_ZH,
     FAMILY_ZH,
     FOODS_ZH,
@@ -26,8 +26,8 @@ from sleepmem.pipelines.extract.vocab import (
     SECRET_WORDS,
     ZH_ATTRS,
 )
-from sleepmem.pipelines.language import pack
-from sleepmem.pipelines.language.words import Literals, strip_prefix
+from sleepmem.pipelines.write.extract.en_person import family_attr
+from sleepmem.pipelines.write.extract.slots import Clause, Slot, make_slot
 
 _ZH_END = r"(?=[，,。！？!?；;\s]|$|了|吧|呢|啊)"
 _ZH_NAME = re.compile(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from sleepmem.pipelines.extract.slots import Clause, Slot, clause_slot, make_slot
-from sleepmem.pipelines.extract.text import (
+from sleepmem.pipelines.language.words import Phrases, strip_word, without_word
+from sleepmem.pipelines.text import (
     CONNECTOR,
     ONE_OFF_EN,
     STRIP_CHARS,
@@ -18,7 +18,7 @@ from sleepmem.pipelines.extract.text import (
     split_list,
     third_person_en,
 )
-from sleepmem.pipelines.extract.vocab import (
+from sleepmem.pipelines.vocab import (
     CONDITIONS,
     DIETS,
     FAMILY_EN,
@@ -27,7 +27,7 @@ from sleepmem.pipelines.extract.vocab import (
     NATIONALITIES,
     UNIQUE_RELATIONS,
 )
-from sleepmem.pipelines.language.words import Phrases, strip_word, without_word
+from sleepmem.pipelines.write.extract.slots import Clause, Slot, clause_slot, make_slot
 
 # -- identity ----------------------------------------------------------------------------
 

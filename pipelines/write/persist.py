@@ -11,7 +11,7 @@ from sleepmem.models import Audit, IndexState
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.entities.graph import GraphDelta
-from sleepmem.pipelines.resolve import Plan
+from sleepmem.pipelines.write.resolve import Plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,53 +27,10 @@ from itertools import pairwise
 from typing import Any
 
 from sleepmem.core.logs import get_logger
-from sleepmem.pipelines.extract.en_facts import (
-    m_contact,
-    m_employment,
-    m_my_x_is,
-    m_project,
-    m_residence,
-    m_task,
-    m_tools,
-)
-from sleepmem.pipelines.extract.en_person import (
-    m_age,
-    m_allergy,
-    m_answer_style,
-    m_birthday,
-    m_condition,
-    m_diet,
-    m_family,
-    m_instruction,
-    m_likes,
-    m_name,
-    m_nationality,
-)
-from sleepmem.pipelines.extract.frames import Frame, frames_of
-from sleepmem.pipelines.extract.slots import (
-    TECH_ALIASES,
-    Clause,
-    Matcher,
-    Slot,
-    m_forget,
-    m_tech,
-    type_of,
-)
-from sleepmem.pipelines.extract.statements import (
-    FACT_RELATIONS,
-    VOCAB_SLOT,
-    OpenSlot,
-    clean_statement,
-    implied_subject,
-    is_one_off,
-    is_small_talk,
-    lasting_clauses,
-    lasting_first_person,
-    open_slot,
-    preference_cue,
-    uninvert,
-)
-from sleepmem.pipelines.extract.text import (
+from sleepmem.pipelines.language import Mood, Owner, Reading, Time, normalised, read
+from sleepmem.pipelines.language.words import Phrases
+from sleepmem.pipelines.ports import Embedder
+from sleepmem.pipelines.text import (
     ACK,
     ASSISTANT_ACK,
     CHANGE_EN,
@@ -103,7 +60,15 @@ from sleepmem.pipelines.extract.text import (
     third_person_en,
     third_person_zh,
 )
-from sleepmem.pipelines.extract.vocab import (
+from sleepmem.pipelines.types import (
+    MANY_VALUED_RELATIONS,
+    OPEN_SLOT_PREFIX,
+    TOOL_PREFIX,
+    Candidate,
+    EventView,
+    Extraction,
+)
+from sleepmem.pipelines.vocab import (
     ATTR_SYNONYMS,
     FAMILY_EN,
     FAMILY_ZH,
@@ -111,7 +76,53 @@ from sleepmem.pipelines.extract.vocab import (
     REDACTED,
     SECRET_WORDS,
 )
-from sleepmem.pipelines.extract.zh import (
+from sleepmem.pipelines.write.extract.en_facts import (
+    m_contact,
+    m_employment,
+    m_my_x_is,
+    m_project,
+    m_residence,
+    m_task,
+    m_tools,
+)
+from sleepmem.pipelines.write.extract.en_person import (
+    m_age,
+    m_allergy,
+    m_answer_style,
+    m_birthday,
+    m_condition,
+    m_diet,
+    m_family,
+    m_instruction,
+    m_likes,
+    m_name,
+    m_nationality,
+)
+from sleepmem.pipelines.write.extract.frames import Frame, frames_of
+from sleepmem.pipelines.write.extract.slots import (
+    TECH_ALIASES,
+    Clause,
+    Matcher,
+    Slot,
+    m_forget,
+    m_tech,
+    type_of,
+)
+from sleepmem.pipelines.write.extract.statements import (
+    FACT_RELATIONS,
+    VOCAB_SLOT,
+    OpenSlot,
+    clean_statement,
+    implied_subject,
+    is_one_off,
+    is_small_talk,
+    lasting_clauses,
+    lasting_first_person,
+    open_slot,
+    preference_cue,
+    uninvert,
+)
+from sleepmem.pipelines.write.extract.zh import (
     mz_age,
     mz_allergy,
     mz_answer_style,
@@ -128,17 +139,6 @@ from sleepmem.pipelines.extract.zh import (
     mz_residence,
     mz_task,
     mz_tools,
-)
-from sleepmem.pipelines.language import Mood, Owner, Reading, Time, normalised, read
-from sleepmem.pipelines.language.words import Phrases
-from sleepmem.pipelines.ports import Embedder
-from sleepmem.pipelines.types import (
-    MANY_VALUED_RELATIONS,
-    OPEN_SLOT_PREFIX,
-    TOOL_PREFIX,
-    Candidate,
-    EventView,
-    Extraction,
 )
 
 # A request that does not say it lasts is a preference only when it clearly means one

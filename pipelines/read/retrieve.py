@@ -27,23 +27,22 @@ from sleepmem.models import (
     SearchResult,
     card_sides,
 )
-from sleepmem.pipelines.compress import small_talk_parts
 from sleepmem.pipelines.decay import aware
-from sleepmem.pipelines.decompose import parts as decompose
-from sleepmem.pipelines.entities.route import people_named
 from sleepmem.pipelines.entities.spot import without_people
-from sleepmem.pipelines.extract.statements import is_only_small_talk
-from sleepmem.pipelines.extract.text import split_sentences
-from sleepmem.pipelines.fusion import Fused, Route, fuse, fuse_into, mix
-from sleepmem.pipelines.index import subjectless
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
 from sleepmem.pipelines.memories import own_events
-from sleepmem.pipelines.passages import passage_text, passages
+from sleepmem.pipelines.persons import subjectless
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
-from sleepmem.pipelines.repeats import without_repeats
-from sleepmem.pipelines.rewrite import QueryRewriter
-from sleepmem.pipelines.snippets import LinePicker, lead
+from sleepmem.pipelines.read.decompose import parts as decompose
+from sleepmem.pipelines.read.entities import people_named
+from sleepmem.pipelines.read.fusion import Fused, Route, fuse, fuse_into, mix
+from sleepmem.pipelines.read.passages import passage_text, passages
+from sleepmem.pipelines.read.repeats import without_repeats
+from sleepmem.pipelines.read.rewrite import QueryRewriter
+from sleepmem.pipelines.read.snippets import LinePicker, lead
+from sleepmem.pipelines.small_talk import is_only_small_talk, small_talk_parts
 from sleepmem.pipelines.speakers import speaker_hits
+from sleepmem.pipelines.text import split_sentences
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
 
@@ -81,7 +80,7 @@ class RankWeights:
     confidence: float = 0.10
     dense_share: float = 0.30
     # The sentence route: a memory scored by its best-matching own sentence
-    # (sleepmem.pipelines.index.own_sentences), beside the whole statement's vector.
+    # (sleepmem.pipelines.write.index.own_sentences), beside the whole statement's vector.
     sentence: float = 0.3
     recency_half_life_s: float = 30 * 86400.0
     candidates: int = 50
@@ -104,10 +103,10 @@ class RankWeights:
     # The speaker route (sleepmem.pipelines.speakers): what a person the query names said.
     speaker: float = 0.3
     # Leave out cards whose every source event a better card already carries
-    # (sleepmem.pipelines.repeats).
+    # (sleepmem.pipelines.read.repeats).
     drop_repeats: bool = True
     # Episodes that share a turn are returned as one passage of at most this many source
-    # events (sleepmem.pipelines.passages); below 2, each stays its own card.
+    # events (sleepmem.pipelines.read.passages); below 2, each stays its own card.
     passage_events: int = 6
 
 
@@ -125,7 +124,7 @@ class SearchTrace:
     window: Window | None = None
     # A memory returned inside a better one's passage: its id -> the id of that card.
     joined: dict[str, str] = field(default_factory=dict)
-    # The memories the result read as lines (sleepmem.pipelines.snippets), in its order.
+    # The memories the result read as lines (sleepmem.pipelines.read.snippets), in its order.
     lines: list[str] = field(default_factory=list)
     # How many entries of ``order`` the result holds: the first ones.
     returned: int = 0
@@ -133,7 +132,7 @@ class SearchTrace:
 
 RouteFn = Callable[..., list[Hit]]
 """An extra recall route: ``fn(*, engine, scope, query, limit) -> list[Hit]`` (the shape of
-``sleepmem.pipelines.entities.entity_route``); its hits are fused like the built-in ones."""
+``sleepmem.pipelines.read.entities.entity_route``); its hits are fused like the built-in ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,7 @@ class QueryPlan:
     parts: tuple[str, ...]
     rewrites: tuple[str, ...] = ()
     # What the query asks without the people it names, for the sentence route: sentences
-    # are indexed without their speaker (sleepmem.pipelines.index.own_sentences).
+    # are indexed without their speaker (sleepmem.pipelines.write.index.own_sentences).
     about: str = ""
 
     def embedded(self) -> list[str]:
@@ -165,7 +164,7 @@ class QueryPlan:
 
 def understand(query: str, now: datetime, people: Sequence[str] = ()) -> QueryPlan:
     """``people``: names of the scope's people the query uses, beyond those the spotter
-    finds (see :func:`~sleepmem.pipelines.entities.people_named`)."""
+    finds (see :func:`~sleepmem.pipelines.read.entities.people_named`)."""
     return QueryPlan(
         text=query, window=resolve_window(query, now), asks_when=asks_when(query),
         parts=tuple(decompose(query)), about=without_people(query, people),
@@ -599,7 +598,7 @@ def _passage(
     group: list[tuple[float, str, MemoryCard | ConflictGroup]], rows: Mapping[str, Memory],
     request: SearchRequest,
 ) -> MemoryCard | ConflictGroup:
-    """The card for a group of :func:`~sleepmem.pipelines.passages.passages`: the best
+    """The card for a group of :func:`~sleepmem.pipelines.read.passages.passages`: the best
     one, reading the members' words in order, with their routes and the weakest
     confidence among them."""
     # Only episode cards join (see search), so a group of two or more holds only cards.

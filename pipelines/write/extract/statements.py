@@ -22,7 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sleepmem.pipelines.extract.text import (
+from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language.words import Literals, Phrases, strip_prefix, strip_word
+from sleepmem.pipelines.small_talk import GREETING_LEAD
+from sleepmem.pipelines.text import (
     ACK,
     CHITCHAT,
     HEDGE_EN,
@@ -30,26 +33,12 @@ from sleepmem.pipelines.extract.text import (
     norm_value,
     strip_discourse,
 )
-from sleepmem.pipelines.language import has_cjk
-from sleepmem.pipelines.language.words import Literals, Phrases, strip_prefix, strip_word
 
 # -- small talk, positively recognised ------------------------------------------------------
 
-_GREETING_LEAD = re.compile(
-    r"(?i)^(?:(?:hi\s+there|hey\s+there|hello|hi|hey|hiya|howdy|yo|greetings|"
-    r"good\s+(?:morning|afternoon|evening)|thanks?(?:\s+you)?(?:\s+so\s+much|\s+a\s+lot)?|thx|ok(?:ay)?|"
-    r"so(?:\s+yeah)?|yeah|yes|yep|and(?:\s+also)?|also|plus|but|oh|ah|well|anyway|btw|"
-    r"by\s+the\s+way|actually|actualy|honestly|um+|uh+|hmm+|no|nope|wrong|sorry|correction|update|"
-    r"not\s+quite|that'?s\s+(?:wrong|not\s+right|not\s+true|outdated|incorrect))\b"
-    r"[\s,，!！.。:：;-]*"
-    r"|(?:你好|您好|嗨|哈喽|嗯+|哦|噢|好的?|对了|另外|还有|其实|那个|然后|谢谢你?|不对|错了|更正)"
-    r"[\s,，!！.。:：]*)+"
-)
-
-
 def clean_statement(text: str, zh: bool) -> str:
     """Drop greetings and connectives that lead a statement; keep its sentence case."""
-    body = _GREETING_LEAD.sub("", text.strip(), count=1)
+    body = GREETING_LEAD.sub("", text.strip(), count=1)
     if not body or body == text.strip():
         return text
     if zh:
@@ -64,25 +53,10 @@ def is_small_talk(sentence: str) -> bool:
         return True
     if ACK.match(s):
         return True
-    rest = _GREETING_LEAD.sub("", s, count=1)
+    rest = GREETING_LEAD.sub("", s, count=1)
     if not clean_end(rest):
         return True
     return bool(CHITCHAT.search(s)) and not _first_person(rest, _zh(rest))
-
-
-_WORDS = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
-# "Ann: bye": the speaker label passages and episodes carry is not something said.
-_SPEAKER_LABEL = re.compile(r"^[^\W\d_][\w .'-]{0,40}[:：]\s*")
-
-
-def is_only_small_talk(sentence: str) -> bool:
-    """Small talk and nothing besides: once its greeting, thanks, acknowledgement and
-    weather phrases are taken out, at most one word is left ("Rainy weekend.", "bye").
-    Stricter than :func:`is_small_talk`, which a sentence that mentions the weather on the
-    way to saying something ("two rainy days in Edinburgh") also passes."""
-    rest = _GREETING_LEAD.sub("", _SPEAKER_LABEL.sub("", sentence.strip(), count=1), count=1)
-    rest = ACK.sub(" ", CHITCHAT.sub(" ", rest).strip())
-    return len(_WORDS.findall(rest)) <= 1
 
 
 # -- one-off requests ----------------------------------------------------------------------------
@@ -140,7 +114,7 @@ def lasting_first_person(sentence: str) -> bool:
     """A first-person statement about the speaker that is not a question, request, hedge or
     a dated episode: what a person says about themself to be remembered."""
     zh = _zh(sentence)
-    body = strip_discourse(_GREETING_LEAD.sub("", sentence.strip(), count=1)).strip()
+    body = strip_discourse(GREETING_LEAD.sub("", sentence.strip(), count=1)).strip()
     body = (_LEAD_ADVERB_ZH if zh else _LEAD_ADVERB_EN).sub("", body, count=1)
     if not body or not _first_person(body, zh) or _QUESTION.search(body):
         return False
@@ -200,7 +174,7 @@ def implied_subject(sentence: str) -> str:
         put_back = ["我" + c if _IMPLIED_I_ZH.match(c) and not _DESCRIBES_ZH.search(c) else c
                     for c in clauses]
         return "".join(put_back) if put_back != clauses else sentence
-    body = clean_end(_GREETING_LEAD.sub("", sentence.strip(), count=1))
+    body = clean_end(GREETING_LEAD.sub("", sentence.strip(), count=1))
     return f"I {body[:1].lower()}{body[1:]}" if _IMPLIED_I.match(body) else sentence
 
 
@@ -392,7 +366,7 @@ def open_slot(clause: str) -> OpenSlot | None:
 def _open_slot(clause: str) -> OpenSlot | None:
     """The relation a first-person clause states, normalised so two wordings of one
     relation meet in one slot ("I drive …" / "I'm driving …" -> drives)."""
-    text = clean_end(strip_discourse(_GREETING_LEAD.sub("", clause.strip(), count=1)))
+    text = clean_end(strip_discourse(GREETING_LEAD.sub("", clause.strip(), count=1)))
     if _zh(text):
         text = _LEAD_ADVERB_ZH.sub("", text, count=1)
         if (p := _ZH_PLACE.match(text)) is not None and (

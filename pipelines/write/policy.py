@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from sleepmem.core.settings import Settings
-from sleepmem.pipelines.compress import CompressPolicy
-from sleepmem.pipelines.gate import GatePolicy
-from sleepmem.pipelines.resolve import ResolvePolicy
+from sleepmem.pipelines.write.compress import CompressPolicy
+from sleepmem.pipelines.write.gate import GatePolicy
+from sleepmem.pipelines.write.resolve import ResolvePolicy
 
 
 @dataclass(frozen=True, slots=True)

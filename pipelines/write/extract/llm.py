@@ -35,19 +35,9 @@ from pydantic import ValidationError as PydanticValidationError
 
 from sleepmem.core.errors import ExtractionError
 from sleepmem.core.logs import get_logger
-from sleepmem.pipelines.extract.rules import RulesExtractor, Speaker, speaker_of
-from sleepmem.pipelines.extract.slots import type_of
-from sleepmem.pipelines.extract.statements import (
-    FACT_RELATIONS,
-    SINGLE_VALUED,
-    VOCAB_SLOT,
-    clean_statement,
-    is_one_off,
-    is_small_talk,
-    open_slot,
-    preference_cue,
-)
-from sleepmem.pipelines.extract.text import (
+from sleepmem.pipelines.language.words import Phrases
+from sleepmem.pipelines.ports import ChatModel, Embedder, LLMUsage
+from sleepmem.pipelines.text import (
     CHANGE_EN,
     CHANGE_ZH,
     clean_end,
@@ -59,7 +49,14 @@ from sleepmem.pipelines.extract.text import (
     split_sentences,
     third_person_zh,
 )
-from sleepmem.pipelines.extract.vocab import (
+from sleepmem.pipelines.types import (
+    MANY_VALUED_RELATIONS,
+    OPEN_SLOT_PREFIX,
+    Candidate,
+    EventView,
+    Extraction,
+)
+from sleepmem.pipelines.vocab import (
     ATTR_SYNONYMS,
     IDENTITY_ATTRS,
     IDENTITY_PREFIXES,
@@ -68,14 +65,17 @@ from sleepmem.pipelines.extract.vocab import (
     PREFERENCE_PREFIXES,
     REDACTED,
 )
-from sleepmem.pipelines.language.words import Phrases
-from sleepmem.pipelines.ports import ChatModel, Embedder, LLMUsage
-from sleepmem.pipelines.types import (
-    MANY_VALUED_RELATIONS,
-    OPEN_SLOT_PREFIX,
-    Candidate,
-    EventView,
-    Extraction,
+from sleepmem.pipelines.write.extract.rules import RulesExtractor, Speaker, speaker_of
+from sleepmem.pipelines.write.extract.slots import type_of
+from sleepmem.pipelines.write.extract.statements import (
+    FACT_RELATIONS,
+    SINGLE_VALUED,
+    VOCAB_SLOT,
+    clean_statement,
+    is_one_off,
+    is_small_talk,
+    open_slot,
+    preference_cue,
 )
 
 CandidateType = Literal["identity", "preference", "fact", "task", "event", "procedure"]

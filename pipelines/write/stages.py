@@ -2,7 +2,7 @@
 
 Live consolidation runs it over a scope's pending events and then persists the plan;
 re-consolidation replays a scope's raw events through it into a shadow set. Both call
-:func:`judge` with a :class:`~sleepmem.pipelines.policy.Policy`, so a replay of unchanged
+:func:`judge` with a :class:`~sleepmem.pipelines.write.policy.Policy`, so a replay of unchanged
 events under the same settings decides exactly what the live runs decided.
 """
 
@@ -14,14 +14,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sleepmem.pipelines import forget_requests, persons
-from sleepmem.pipelines.compress import Compression, compress
-from sleepmem.pipelines.echo import Output, strip_events
-from sleepmem.pipelines.gate import gate
-from sleepmem.pipelines.policy import Policy
-from sleepmem.pipelines.resolve import Resolver
+from sleepmem.pipelines import persons
 from sleepmem.pipelines.semantic import gist, sentences
 from sleepmem.pipelines.types import Candidate, EventView, Extraction, Extractor, Rejection
+from sleepmem.pipelines.write import forget_requests
+from sleepmem.pipelines.write.compress import Compression, compress
+from sleepmem.pipelines.write.echo import Output, strip_events
+from sleepmem.pipelines.write.gate import gate
+from sleepmem.pipelines.write.policy import Policy
+from sleepmem.pipelines.write.resolve import Resolver
 
 StageTimer = Callable[[str], AbstractContextManager[None]]
 
