@@ -32,7 +32,8 @@ from sleepmem.reader import build_request
 from sleepmem.sdk import MemoryClient
 
 SCOPE = {"tenant": "acme", "agent": "assistant", "user": "u1"}
-OWNER = Scope(**SCOPE).key
+OWNER_SCOPE = Scope(**SCOPE)
+OWNER = OWNER_SCOPE.key
 T0 = datetime(2026, 5, 1, 10, tzinfo=UTC)
 
 
@@ -84,7 +85,7 @@ def tell(cfg: Settings, redis: redis_lib.Redis, keys: Keys, engine: Engine, p: P
     """Each (speaker, text) turn of a shared scope, emitted and consolidated on its own."""
     for speaker, text in turns:
         emit_and_drain(cfg, redis, keys, engine, [{"content": text, "meta": {"speaker": speaker}}])
-        consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+        consolidate_scope(engine=engine, ports=p, settings=cfg, scope=OWNER_SCOPE)
 
 
 def memory_rows(engine: Engine) -> list[Memory]:
@@ -107,7 +108,7 @@ class TestEndToEnd:
     ) -> None:
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "I'm vegetarian."])
         report = consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
-                                   scope_key=OWNER)
+                                   scope=OWNER_SCOPE)
         assert report.events == 2 and report.ops.get("ADD", 0) >= 2
         assert pending(engine) == 0
         from sleepmem.pipelines.read.retrieve import RankWeights, search
@@ -128,7 +129,7 @@ class TestCrashBetweenSqlAndIndex:
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon.", "I work as a nurse."])
         with pytest.raises(TransientError):
             consolidate_scope(engine=engine, ports=ports(FlakyIndex(index, failures=1)),
-                              settings=cfg, scope_key=OWNER)
+                              settings=cfg, scope=OWNER_SCOPE)
         rows = memory_rows(engine)
         assert rows and {m.index_state for m in rows} == {"pending"}
         assert index.count() == 0
@@ -153,12 +154,12 @@ class TestRetries:
 
         broken = ports(index, extractor=Exploding())
         with pytest.raises(ExtractionError):
-            consolidate_scope(engine=engine, ports=broken, settings=cfg, scope_key=OWNER)
+            consolidate_scope(engine=engine, ports=broken, settings=cfg, scope=OWNER_SCOPE)
         assert memory_rows(engine) == [] and pending(engine) == 2
-        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope=OWNER_SCOPE)
         first = [(m.id, m.statement, m.status) for m in memory_rows(engine)]
         again = consolidate_scope(engine=engine, ports=ports(index), settings=cfg,
-                                  scope_key=OWNER)
+                                  scope=OWNER_SCOPE)
         assert again.events == 0
         assert [(m.id, m.statement, m.status) for m in memory_rows(engine)] == first
 
@@ -167,7 +168,7 @@ class TestRetries:
         index: VectorIndex,
     ) -> None:
         emit_and_drain(cfg, redis, keys, engine, ["I live in Lisbon."])
-        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope=OWNER_SCOPE)
         ids = [m.id for m in memory_rows(engine)]
         # Replaying the same raw events into a fresh memory table yields the same ids.
         with Session(engine) as s:
@@ -177,7 +178,7 @@ class TestRetries:
                 e.consolidated = False
                 s.add(e)
             s.commit()
-        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope=OWNER_SCOPE)
         assert [m.id for m in memory_rows(engine)] == ids
 
 
@@ -202,7 +203,7 @@ class TestRefusedExtraction:
                        ["Saturdays usually mean the flea market with Grandpa."])
         p = ports(index, extractor=LLMExtractor(NonsenseModel(), batch_events=10))
         with pytest.raises(ExtractionError):
-            consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+            consolidate_scope(engine=engine, ports=p, settings=cfg, scope=OWNER_SCOPE)
         assert pending(engine) == 1 and memory_rows(engine) == []
         with Session(engine) as s:
             errors = list(s.exec(select(Audit).where(col(Audit.op) == "ERROR")))
@@ -253,7 +254,7 @@ class TestATurnOutlivesTheFactDrawnFromIt:
         p = ports(index, extractor=LLMExtractor(ReadsEmployers(employers), batch_events=10))
         for turn in (first, second):
             emit_and_drain(cfg, redis, keys, engine, [turn])
-            consolidate_scope(engine=engine, ports=p, settings=cfg, scope_key=OWNER)
+            consolidate_scope(engine=engine, ports=p, settings=cfg, scope=OWNER_SCOPE)
         rows = memory_rows(engine)
         old_job, new_job = (name.lower() for name in employers.values())
         jobs = {m.statement.lower(): m.status for m in rows if m.attribute == "employer"}
@@ -356,7 +357,7 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
                                          "at": later.isoformat()}], later)):
             emit_and_drain(cfg, redis, keys, engine, batch)
             consolidate_scope(engine=engine, ports=ports(index, at), settings=cfg,
-                              scope_key=OWNER)
+                              scope=OWNER_SCOPE)
         rows = memory_rows(engine)
         with Session(engine) as s:
             reply_event = s.exec(select(RawEvent.event_id).where(
@@ -439,7 +440,7 @@ class TestForgetRequestReachesRedis:
 
         emit_and_drain(cfg, redis, keys, engine,
                        ["I'm going through a divorce.", "I work as a nurse."])
-        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope_key=OWNER)
+        consolidate_scope(engine=engine, ports=ports(index), settings=cfg, scope=OWNER_SCOPE)
         ids = {m.id: m.statement for m in memory_rows(engine)}
         (divorce,) = [i for i, s in ids.items() if "divorce" in s]
         others = [i for i in ids if i != divorce]
@@ -448,7 +449,7 @@ class TestForgetRequestReachesRedis:
                        ["Please forget everything I told you about my divorce."])
         hot = Ports(embedder=HashingEmbedder(), index=index, clock=lambda: T0,
                     hot=RedisHotStore(redis, keys))
-        consolidate_scope(engine=engine, ports=hot, settings=cfg, scope_key=OWNER)
+        consolidate_scope(engine=engine, ports=hot, settings=cfg, scope=OWNER_SCOPE)
         named = {i for _e, hit_ids, _t in read_hits(redis, keys) for i in hit_ids}
         assert divorce not in named
         assert set(others) <= named

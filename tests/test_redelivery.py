@@ -44,12 +44,12 @@ settings = Settings()
 marks = redis.Redis.from_url(settings.redis_url)
 started, done = settings.namespace + ":test:started", settings.namespace + ":test:done"
 
-def pipeline(*, scope_key, **_):
+def pipeline(*, scope, **_):
     # The first delivery hangs until the test kills its process; later ones finish.
     if marks.rpush(started, os.getpid()) == 1:
         time.sleep(300)
     marks.rpush(done, os.getpid())
-    return ConsolidationReport(scope_key=scope_key)
+    return ConsolidationReport(scope_key=scope.key)
 
 _, broker, _ = redis_urls(settings)
 app = create_celery(settings, broker_url=broker, consolidate_pipeline=pipeline)

@@ -174,7 +174,8 @@ class TestTransientFailuresAreRetried:
         res, port = down_redis
         ran: list[str] = []
 
-        def pipeline(*, scope_key: str, **_: Any) -> ConsolidationReport:
+        def pipeline(*, scope: Scope, **_: Any) -> ConsolidationReport:
+            scope_key = scope.key
             ran.append(scope_key)
             return ConsolidationReport(scope_key=scope_key)
 
@@ -193,7 +194,8 @@ class TestTransientFailuresAreRetried:
     ) -> None:
         calls: list[float] = []
 
-        def flaky(*, scope_key: str, **_: Any) -> ConsolidationReport:
+        def flaky(*, scope: Scope, **_: Any) -> ConsolidationReport:
+            scope_key = scope.key
             calls.append(time.monotonic())
             if len(calls) < 3:
                 raise TransientError("database restarting")
@@ -248,7 +250,8 @@ class TestLeaseRenewal:
         key = resources.keys.lease(ANN)
         observed: list[tuple[bool, bool]] = []
 
-        def long_run(*, ports: Any, scope_key: str, **_: Any) -> ConsolidationReport:
+        def long_run(*, ports: Any, scope: Scope, **_: Any) -> ConsolidationReport:
+            scope_key = scope.key
             # Over two lease lengths; every 0.3 s another worker tries to take the scope.
             end = time.monotonic() + 3.2
             while time.monotonic() < end:

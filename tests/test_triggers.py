@@ -92,11 +92,12 @@ def put_raw_events(engine: Engine, user: str, n: int) -> None:
         s.commit()
 
 
-def mark_picked_up(*, engine: Engine, scope_key: str, **_: Any) -> ConsolidationReport:
+def mark_picked_up(*, engine: Engine, scope: Scope, **_: Any) -> ConsolidationReport:
     """The smallest real pipeline: marks the scope's pending events consolidated.
 
     The lease tests are about who runs when, not about what consolidation writes.
     """
+    scope_key = scope.key
     with Session(engine) as s:
         rows = s.exec(
             select(RawEvent).where(
@@ -396,7 +397,7 @@ class TestConsolidateUnderLease:
 
         def pipeline_with_a_tick_inside(**kw: Any) -> ConsolidationReport:
             tick_now()  # the scope still looks due: nothing is committed yet
-            return ConsolidationReport(scope_key=kw["scope_key"])
+            return ConsolidationReport(scope_key=kw["scope"].key)
 
         tick_now()
         run_consolidation(resources, scope_key=key, pipeline=pipeline_with_a_tick_inside)
@@ -441,7 +442,7 @@ class TestConsolidateUnderLease:
             seen.append(lost.is_set())
             resources.redis.set(resources.keys.lease(key), "another-worker")
             seen.append(lost.wait(30))  # bounded; set by the next renewal (every 0.2 s)
-            return ConsolidationReport(scope_key=kw["scope_key"])
+            return ConsolidationReport(scope_key=kw["scope"].key)
 
         run_consolidation(resources, scope_key=key, pipeline=stolen)
         assert seen == [False, True]

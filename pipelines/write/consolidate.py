@@ -89,12 +89,14 @@ def consolidate_scope(
     engine: Engine,
     ports: Ports,
     settings: Settings,
-    scope_key: str,
+    scope: Scope,
     task_id: str = "",
     worker: str = "",
     max_events: int = 5000,
 ) -> ConsolidationReport:
-    scope = Scope.parse_key(scope_key, field="scope_key")
+    """Consolidate every pending event of one scope, in batches of ``max_events``. The
+    scope comes parsed: its key was validated once, where the request entered."""
+    scope_key = scope.key
     report = ConsolidationReport(scope_key=scope_key)
     extractor = make_extractor(settings, ports)
     while True:

@@ -46,7 +46,7 @@ class ConsolidatePipeline(Protocol):
         engine: Engine,
         ports: Ports,
         settings: Settings,
-        scope_key: str,
+        scope: Scope,
         task_id: str = "",
         worker: str = "",
     ) -> ConsolidationReport: ...
@@ -75,7 +75,7 @@ def run_consolidation(
     # Every line the run writes (pipeline stages, LLM calls, library lines) carries them.
     with structlog.contextvars.bound_contextvars(**fields):
         report = _consolidate(
-            resources, scope_key=scope_key, pipeline=pipeline, task_id=task_id,
+            resources, scope=scope, pipeline=pipeline, task_id=task_id,
             worker=worker, fields=fields,
         )
         if requeue is not None:
@@ -100,12 +100,13 @@ def _next_run(resources: Resources, *, scope_key: str, requeue: Send,
 def _consolidate(
     resources: Resources,
     *,
-    scope_key: str,
+    scope: Scope,
     pipeline: ConsolidatePipeline,
     task_id: str,
     worker: str,
     fields: dict[str, str],
 ) -> ConsolidationReport:
+    scope_key = scope.key
     settings, redis, keys = resources.settings, resources.redis, resources.keys
     started = time.perf_counter()
     try:
@@ -118,7 +119,7 @@ def _consolidate(
                 engine=resources.engine,
                 ports=ports,
                 settings=settings,
-                scope_key=scope_key,
+                scope=scope,
                 task_id=task_id,
                 worker=worker,
             )
