@@ -15,9 +15,11 @@ from sleepmem.core.errors import NO_MEMORY, NotFoundError, ValidationError
 from sleepmem.core.metrics import SEARCH_SECONDS
 from sleepmem.models import Memory, Scope, SearchRequest, SearchResult
 from sleepmem.pipelines.read import found
+from sleepmem.pipelines.read.cards import hit_ids
 from sleepmem.pipelines.read.entities import entity_route
 from sleepmem.pipelines.read.found import QueryExplanation
-from sleepmem.pipelines.read.retrieve import RankWeights, RouteFn, SearchTrace, hit_ids, search
+from sleepmem.pipelines.read.rank import RankWeights
+from sleepmem.pipelines.read.retrieve import RouteFn, SearchTrace, search
 from sleepmem.resources import Resources
 
 

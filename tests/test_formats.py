@@ -23,7 +23,7 @@ from sleepmem.core.tokens import TOKENIZER, count_tokens
 from sleepmem.evals.harness import ingest
 from sleepmem.models import ConflictGroup, Memory, MemoryCard, Scope, SearchResult
 from sleepmem.pipelines.memories import new_memory
-from sleepmem.pipelines.read.retrieve import hit_ids
+from sleepmem.pipelines.read.cards import hit_ids
 from sleepmem.pipelines.read.snippets import best_line, lead, pick_lines, query_terms
 from sleepmem.pipelines.types import Candidate
 from sleepmem.reader import Reader, build_request, explain_query

@@ -10,7 +10,7 @@ import pytest
 from sleepmem.models import Memory
 from sleepmem.pipelines.ports import Hit
 from sleepmem.pipelines.read.fusion import Route, fuse
-from sleepmem.pipelines.read.retrieve import RankWeights, _score
+from sleepmem.pipelines.read.rank import RankWeights, score
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 W = RankWeights()
@@ -76,12 +76,12 @@ class TestRerank:
         m = mem(last_access=NOW - timedelta(seconds=W.recency_half_life_s), importance=0.8,
                 confidence=0.4)
         expected = 0.7 * 0.6 + 0.1 * 0.5 + 0.1 * 0.8 + 0.1 * 0.4
-        assert _score(m, 0.6, NOW, W) == pytest.approx(expected)
+        assert score(m, 0.6, NOW, W) == pytest.approx(expected)
 
     def test_recency_halves_every_half_life_since_the_last_access(self) -> None:
-        fresh = _score(mem(last_access=NOW), 0.0, NOW, W)
-        one = _score(mem(last_access=NOW - timedelta(days=30)), 0.0, NOW, W)
-        two = _score(mem(last_access=NOW - timedelta(days=60)), 0.0, NOW, W)
+        fresh = score(mem(last_access=NOW), 0.0, NOW, W)
+        one = score(mem(last_access=NOW - timedelta(days=30)), 0.0, NOW, W)
+        two = score(mem(last_access=NOW - timedelta(days=60)), 0.0, NOW, W)
         assert fresh - one == pytest.approx(W.recency * 0.5)
         assert one - two == pytest.approx(W.recency * 0.25)
 
@@ -89,22 +89,22 @@ class TestRerank:
     def test_more_importance_or_confidence_ranks_an_equally_relevant_memory_higher(
         self, field: str
     ) -> None:
-        low = _score(mem(**{field: 0.1}), 0.5, NOW, W)
-        high = _score(mem(**{field: 0.9}), 0.5, NOW, W)
+        low = score(mem(**{field: 0.1}), 0.5, NOW, W)
+        high = score(mem(**{field: 0.9}), 0.5, NOW, W)
         assert high - low == pytest.approx(0.1 * 0.8)
 
     def test_relevance_dominates_the_other_terms_at_the_default_weights(self) -> None:
         relevant_but_stale = mem(last_access=NOW - timedelta(days=365), importance=0.0,
                                  confidence=0.0)
         fresh_but_off_topic = mem(last_access=NOW, importance=1.0, confidence=1.0)
-        assert _score(relevant_but_stale, 1.0, NOW, W) > _score(fresh_but_off_topic, 0.5, NOW, W)
+        assert score(relevant_but_stale, 1.0, NOW, W) > score(fresh_but_off_topic, 0.5, NOW, W)
 
     def test_a_demoted_memory_is_still_scored_but_below_its_undemoted_twin(self) -> None:
-        assert _score(mem(demoted=True), 0.5, NOW, W) == pytest.approx(
-            _score(mem(), 0.5, NOW, W) - W.demoted_penalty
+        assert score(mem(demoted=True), 0.5, NOW, W) == pytest.approx(
+            score(mem(), 0.5, NOW, W) - W.demoted_penalty
         )
 
     def test_a_naive_last_access_timestamp_is_read_as_utc(self) -> None:
         naive = mem(last_access=(NOW - timedelta(days=30)).replace(tzinfo=None))
         aware = mem(last_access=NOW - timedelta(days=30))
-        assert _score(naive, 0.2, NOW, W) == pytest.approx(_score(aware, 0.2, NOW, W))
+        assert score(naive, 0.2, NOW, W) == pytest.approx(score(aware, 0.2, NOW, W))

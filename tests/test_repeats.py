@@ -19,8 +19,9 @@ from support import store_memory
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.ports import Ports, VectorIndex
+from sleepmem.pipelines.read.rank import RankWeights
 from sleepmem.pipelines.read.repeats import without_repeats
-from sleepmem.pipelines.read.retrieve import RankWeights, search
+from sleepmem.pipelines.read.retrieve import search
 from sleepmem.reader import build_request
 
 NOW = datetime(2024, 3, 15, 10, tzinfo=UTC)

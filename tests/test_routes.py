@@ -29,7 +29,8 @@ from sleepmem.pipelines.read.decompose import parts
 from sleepmem.pipelines.read.entities import entity_route, people_named
 from sleepmem.pipelines.read.found import time_finding
 from sleepmem.pipelines.read.fusion import Route, fuse
-from sleepmem.pipelines.read.retrieve import RankWeights, RouteFn, SearchTrace, search, understand
+from sleepmem.pipelines.read.rank import RankWeights
+from sleepmem.pipelines.read.retrieve import RouteFn, SearchTrace, search, understand
 from sleepmem.pipelines.when import asks_when, carries_date, resolve
 from sleepmem.reader import build_request
 

@@ -23,7 +23,8 @@ from sleepmem.core.settings import Settings
 from sleepmem.core.tokens import count_tokens
 from sleepmem.models import ConflictGroup, Memory, MemoryCard, Scope
 from sleepmem.pipelines.ports import Ports, VectorIndex
-from sleepmem.pipelines.read.retrieve import RankWeights, search
+from sleepmem.pipelines.read.rank import RankWeights
+from sleepmem.pipelines.read.retrieve import search
 from sleepmem.reader import build_request
 
 

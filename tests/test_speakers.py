@@ -18,7 +18,8 @@ from support import store_memory
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.models import Memory, MemoryCard, Scope
 from sleepmem.pipelines.ports import Ports, VectorIndex
-from sleepmem.pipelines.read.retrieve import RankWeights, search
+from sleepmem.pipelines.read.rank import RankWeights
+from sleepmem.pipelines.read.retrieve import search
 from sleepmem.pipelines.speakers import names_in, speaker_hits, speaker_of, speakers
 from sleepmem.reader import build_request
 

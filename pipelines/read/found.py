@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from sleepmem.models import Memory
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.read.fusion import normalised
-from sleepmem.pipelines.read.retrieve import RankWeights, SearchTrace, score_parts
+from sleepmem.pipelines.read.rank import RankWeights, score_parts
+from sleepmem.pipelines.read.retrieve import SearchTrace
 from sleepmem.pipelines.when import Window
 
 

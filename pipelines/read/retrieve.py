@@ -10,104 +10,45 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from sleepmem.core.tokens import count_tokens
 from sleepmem.models import (
     CURRENT_STATUSES,
     ConflictGroup,
     Memory,
     MemoryCard,
-    MemoryStatus,
     Scope,
     SearchRequest,
     SearchResult,
     card_sides,
 )
-from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.entities.spot import without_people
 from sleepmem.pipelines.lexical import sparse_query, token_id, tokens
-from sleepmem.pipelines.memories import own_events
 from sleepmem.pipelines.persons import subjectless
 from sleepmem.pipelines.ports import Hit, IndexFilter, Ports, Vector
+from sleepmem.pipelines.read.cards import WORD_CARRIERS, card, shown
 from sleepmem.pipelines.read.decompose import parts as decompose
 from sleepmem.pipelines.read.entities import people_named
 from sleepmem.pipelines.read.fusion import Fused, Route, fuse, fuse_into, mix
-from sleepmem.pipelines.read.passages import passage_text, passages
+from sleepmem.pipelines.read.passages import passages
+from sleepmem.pipelines.read.rank import (
+    RankWeights,
+    score,
+    visible,
+    without_stray_small_talk,
+)
 from sleepmem.pipelines.read.repeats import without_repeats
 from sleepmem.pipelines.read.rewrite import QueryRewriter
-from sleepmem.pipelines.read.snippets import LinePicker, lead
-from sleepmem.pipelines.small_talk import is_only_small_talk, small_talk_parts
 from sleepmem.pipelines.speakers import speaker_hits
-from sleepmem.pipelines.text import split_sentences
 from sleepmem.pipelines.when import Window, asks_when, carries_date
 from sleepmem.pipelines.when import resolve as resolve_window
-
-# Memory types that hold their source events' own words (an episode, a joined summary),
-# as opposed to what was extracted from them.
-_WORD_CARRIERS = frozenset({"event", "summary"})
 
 # Queries name the person the memory is about ("the user's", "用户的"), and extracted
 # statements do too; on the lexical side that word would only favour paraphrased
 # statements over the user's own words, so queries drop it.
 QUERY_STOP_IDS = frozenset(token_id(t) for t in {*tokens("user users 用户"), "户"})
-
-# Small talk (memories the write gate marked ``details["chitchat"]`` whose every sentence
-# is greetings, thanks, acknowledgements or weather and nothing besides, and the session
-# summaries made of it)
-# holds nothing a question about the user or the world could need: it is an answer only
-# when the query is about the conversation itself. Fused relevance is relative to the
-# query's best candidate, so small talk stays only when it is at least this share of the
-# best match, i.e. among what the query is most about; anything less is filler that the
-# recency and importance terms would otherwise rank into a short result ("bye" answering
-# an allergy question). A turn the gate marked that also says something ("Rainy weekend.
-# I read Dune.") is not small talk here.
-SMALL_TALK_MIN_SHARE = 0.5
-
-# The share of max_tokens the ``mixed`` format spends on whole cards; lines read the rest.
-MIXED_CARD_SHARE = 0.5
-
-
-
-@dataclass(frozen=True, slots=True)
-class RankWeights:
-    relevance: float = 0.70
-    recency: float = 0.10
-    importance: float = 0.10
-    confidence: float = 0.10
-    dense_share: float = 0.30
-    # The sentence route: a memory scored by its best-matching own sentence
-    # (sleepmem.pipelines.write.index.own_sentences), beside the whole statement's vector.
-    sentence: float = 0.3
-    recency_half_life_s: float = 30 * 86400.0
-    candidates: int = 50
-    demoted_penalty: float = 0.15
-    # Fusion weights of the routes beyond dense + lexical (which share 1.0 between them).
-    part: float = 0.5
-    time: float = 0.3
-    # Within the time route, a memory just outside the named window (its margin) scores at
-    # this share of one inside it, instead of not at all.
-    time_near: float = 0.5
-    extra: float = 0.5
-    # The context route: around the best few hits, the memories of the same episode
-    # (valid_from within ``context_window_s``) that best match the query.
-    context: float = 0.3
-    context_seeds: int = 3
-    context_per_seed: int = 3
-    context_window_s: float = 600.0
-    # The rewrite route: the chat model's retrieval queries for the question, when on.
-    rewrite: float = 0.5
-    # The speaker route (sleepmem.pipelines.speakers): what a person the query names said.
-    speaker: float = 0.3
-    # Leave out cards whose every source event a better card already carries
-    # (sleepmem.pipelines.read.repeats).
-    drop_repeats: bool = True
-    # Episodes that share a turn are returned as one passage of at most this many source
-    # events (sleepmem.pipelines.read.passages); below 2, each stays its own card.
-    passage_events: int = 6
 
 
 @dataclass(slots=True)
@@ -295,12 +236,12 @@ def search(
             m.id: m
             for m in session.exec(select(Memory).where(col(Memory.id).in_(list(fused))))
         }
-        rows = {mid: m for mid, m in rows.items() if _visible(m, request, now)}
+        rows = {mid: m for mid, m in rows.items() if visible(m, request, now)}
         sets = {m.conflict_set for m in rows.values() if m.conflict_set and request.as_of is None}
         sides: dict[str, list[Memory]] = {}
         if sets:
             for m in session.exec(select(Memory).where(col(Memory.conflict_set).in_(list(sets)))):
-                if _visible(m, request, now):
+                if visible(m, request, now):
                     sides.setdefault(str(m.conflict_set), []).append(m)
     if plan.asks_when:
         # A "when" question is answered by a memory that names a time: among the
@@ -318,8 +259,8 @@ def search(
         fuse_into(fused, speaker_route)
         if trace is not None:
             trace.routes.append(speaker_route)
-    rows = _without_stray_small_talk(rows, fused)
-    scored = {mid: _score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
+    rows = without_stray_small_talk(rows, fused)
+    scored = {mid: score(m, fused[mid].score, now, weights) for mid, m in rows.items()}
     found_by = {mid: fused[mid].routes for mid in rows}
 
     entries: list[tuple[float, str, MemoryCard | ConflictGroup]] = []
@@ -330,16 +271,16 @@ def search(
                 continue
             grouped.add(m.conflict_set)
             members = sorted(sides[m.conflict_set], key=lambda x: (x.valid_from, x.id))
-            score = max(scored.get(x.id, 0.0) for x in members)
+            best = max(scored.get(x.id, 0.0) for x in members)
             group = ConflictGroup(
                 conflict_set=m.conflict_set,
-                score=round(score, 6),
-                sides=[_card(x, scored.get(x.id, score), request, found_by.get(x.id, []))
+                score=round(best, 6),
+                sides=[card(x, scored.get(x.id, best), request, found_by.get(x.id, []))
                        for x in members],
             )
-            entries.append((score, m.conflict_set, group))
+            entries.append((best, m.conflict_set, group))
         else:
-            entries.append((scored[mid], mid, _card(m, scored[mid], request, found_by[mid])))
+            entries.append((scored[mid], mid, card(m, scored[mid], request, found_by[mid])))
     # Stable order for equal inputs: score, then id (cache-friendly prompts).
     entries.sort(key=lambda e: (-round(e[0], 6), e[1]))
 
@@ -349,12 +290,12 @@ def search(
     if weights.drop_repeats:
         entries = without_repeats(
             entries, droppable=lambda e: isinstance(e[2], MemoryCard), sources=sources,
-            covers=lambda e: all(c.type in _WORD_CARRIERS for c in card_sides(e[2])))
+            covers=lambda e: all(c.type in WORD_CARRIERS for c in card_sides(e[2])))
     groups = passages(
         entries, most=weights.passage_events, sources=sources,
         joins=lambda e: (e[2].source, e[2].trust)
         if isinstance(e[2], MemoryCard) and e[2].type == "event" else None)
-    cards, tokens, read, lines = _shown(groups, entries, rows, request)
+    cards, tokens, read, lines = shown(groups, entries, rows, request)
     if trace is not None:
         trace.scores = scored
         # A member of a passage the result cut short, or of one it left out, is owed to
@@ -371,106 +312,6 @@ def search(
         trace.returned = len(cards)
         trace.lines = lines
     return SearchResult(cards=cards, format=request.format, memories=read, tokens=tokens)
-
-
-def _shown(
-    groups: Sequence[Sequence[tuple[float, str, MemoryCard | ConflictGroup]]],
-    entries: Sequence[tuple[float, str, MemoryCard | ConflictGroup]],
-    rows: Mapping[str, Memory], request: SearchRequest,
-) -> tuple[list[MemoryCard | ConflictGroup], int, int, list[str]]:
-    """The result in the request's format: its cards, their cl100k tokens, the memories
-    they read (at most k) and the ids of those read as lines.
-
-    ``cards``: whole cards while memories are left (a passage past what is left keeps its
-    best members), within ``max_tokens`` (a passage over it keeps its best episode alone;
-    a card over what is left is skipped for the next). ``lines``: every memory as its
-    line. ``mixed``: the first half of k whole, in at most MIXED_CARD_SHARE of
-    ``max_tokens``, then lines in what is left."""
-    k, budget, fmt = request.k, request.max_tokens, request.format
-    whole = k if fmt == "cards" else lead(k) if fmt == "mixed" else 0
-    card_budget = budget
-    if fmt == "mixed" and budget is not None:
-        card_budget = int(budget * MIXED_CARD_SHARE)
-    cards: list[MemoryCard | ConflictGroup] = []
-    tokens = read = 0
-    for group in groups:
-        if read >= whole:
-            break
-        card = _passage(list(group[: whole - read]), rows, request)
-        cost = _tokens(card)
-        if card_budget is not None and tokens + cost > card_budget:
-            # A passage over the budget still leaves room for its best episode alone.
-            card = group[0][2]
-            cost = _tokens(card)
-            if tokens + cost > card_budget:
-                if fmt == "mixed" and cards:
-                    break  # the rest of the budget reads lines, more memories per token
-                continue
-        cards.append(card)
-        tokens += cost
-        read += _memories(card)
-    lines: list[str] = []
-    if fmt != "cards" and read < k:
-        left = None if budget is None else budget - tokens
-        more = _lines(cards, entries, rows, request, budget=left, most=k - read)
-        cards += more
-        tokens += sum(_tokens(c) for c in more)
-        read += sum(_memories(c) for c in more)
-        lines = [c.id for c in more if isinstance(c, MemoryCard) and c.line]
-    return cards, tokens, read, lines
-
-
-def _memories(card: MemoryCard | ConflictGroup) -> int:
-    """The memories a card counts for against k: a conflict once (its sides are read
-    together, never one without the other), a passage each memory it joins."""
-    return 1 if isinstance(card, ConflictGroup) else 1 + len(card.joined)
-
-
-def _lines(
-    cards: Sequence[MemoryCard | ConflictGroup],
-    entries: Sequence[tuple[float, str, MemoryCard | ConflictGroup]],
-    rows: Mapping[str, Memory], request: SearchRequest, *, budget: int | None, most: int,
-) -> list[MemoryCard | ConflictGroup]:
-    """The memories below ``cards``, best first, one line each (at most ``most``, within
-    ``budget``; one over what is left is skipped for the next). A conflict is never cut to
-    a line: its sides are read together, whole, or not at all."""
-    read = {i for c in cards for side in card_sides(c) for i in (side.id, *side.joined)}
-    # The turns read whole above: a fact card reads what was extracted, not its turn.
-    shown = [e for i in read if i in rows and _holds_turns(rows[i]) for e in rows[i].provenance]
-    picker = LinePicker(request.query, shown=shown, holds_turns=_holds_turns)
-    out: list[MemoryCard | ConflictGroup] = []
-    used = 0
-    for _score, _key, entry in entries:
-        if len(out) >= most:
-            break
-        if any(side.id in read for side in card_sides(entry)):
-            continue
-        card: MemoryCard | ConflictGroup
-        if isinstance(entry, ConflictGroup):
-            card = entry
-        else:
-            if entry.id not in rows:
-                continue
-            memory = rows[entry.id]
-            text = picker.line(memory)
-            if text is None:
-                continue
-            card = entry.model_copy(update={
-                "statement": text, "line": True,
-                "provenance": own_events(memory) if request.with_provenance else None,
-            })
-        cost = _tokens(card)
-        if budget is not None and used + cost > budget:
-            continue
-        out.append(card)
-        used += cost
-        if isinstance(entry, MemoryCard):
-            picker.took(rows[entry.id])
-    return out
-
-
-def _holds_turns(m: Memory) -> bool:
-    return m.type in _WORD_CARRIERS
 
 
 def _context_route(
@@ -525,116 +366,3 @@ def _as_user(query: str, names: list[str]) -> str:
     return query
 
 
-def _without_stray_small_talk(rows: dict[str, Memory],
-                              fused: Mapping[str, Fused]) -> dict[str, Memory]:
-    """``rows`` less the small talk the query is not about (SMALL_TALK_MIN_SHARE)."""
-    idle = {mid for mid, m in rows.items() if _small_talk(m)}
-    if not idle:
-        return rows
-    floor = SMALL_TALK_MIN_SHARE * max(fused[mid].score for mid in rows)
-    return {mid: m for mid, m in rows.items() if mid not in idle or fused[mid].score >= floor}
-
-
-def _small_talk(m: Memory) -> bool:
-    return bool(m.details.get("chitchat")) and all(
-        is_only_small_talk(sentence)
-        for part in small_talk_parts(m.statement) for sentence in split_sentences(part))
-
-
-def _visible(m: Memory, request: SearchRequest, now: datetime) -> bool:
-    """SQL re-check of the index filter: the index is derived, SQL decides."""
-    if not request.scope.sees(m):
-        return False
-    if request.types and m.type not in request.types:
-        return False
-    if m.details.get("hidden"):
-        return False
-    if request.as_of is not None:
-        return m.valid_from <= request.as_of and (m.valid_to is None or m.valid_to > request.as_of)
-    if m.status not in CURRENT_STATUSES:
-        return False
-    return m.expires_at is None or aware(m.expires_at) > now
-
-
-def score_parts(
-    m: Memory, relevance: float, now: datetime, w: RankWeights
-) -> list[tuple[str, float, float]]:
-    """The rerank's terms as (name, value, weight): the score is the sum of value × weight."""
-    age = max(0.0, (now - aware(m.last_access)).total_seconds())
-    recency: float = 0.5 ** (age / w.recency_half_life_s)
-    parts = [
-        ("relevance", relevance, w.relevance),
-        ("recency", recency, w.recency),
-        ("importance", m.importance, w.importance),
-        ("confidence", m.confidence, w.confidence),
-    ]
-    # Demoted by the sweep (fading, not yet archived): still findable, no longer first.
-    if m.demoted:
-        parts.append(("demoted", 1.0, -w.demoted_penalty))
-    return parts
-
-
-def _score(m: Memory, relevance: float, now: datetime, w: RankWeights) -> float:
-    return sum(value * weight for _name, value, weight in score_parts(m, relevance, now, w))
-
-
-def _card(m: Memory, score: float, request: SearchRequest, routes: list[str]) -> MemoryCard:
-    return MemoryCard(
-        id=m.id,
-        statement=m.statement,
-        type=m.type,
-        source=m.source,
-        trust=m.trust,
-        valid_from=aware(m.valid_from),
-        confidence=round(m.confidence, 4),
-        score=round(score, 6),
-        status=m.status if m.status != MemoryStatus.pending_confirmation.value else "conflict",
-        provenance=list(m.provenance) if request.with_provenance else None,
-        routes=list(routes),
-    )
-
-
-def _passage(
-    group: list[tuple[float, str, MemoryCard | ConflictGroup]], rows: Mapping[str, Memory],
-    request: SearchRequest,
-) -> MemoryCard | ConflictGroup:
-    """The card for a group of :func:`~sleepmem.pipelines.read.passages.passages`: the best
-    one, reading the members' words in order, with their routes and the weakest
-    confidence among them."""
-    # Only episode cards join (see search), so a group of two or more holds only cards.
-    cards = [c for _s, _k, c in group if isinstance(c, MemoryCard)]
-    if len(cards) < 2:
-        return group[0][2]
-    text, events = passage_text([rows[c.id] for c in cards])
-    return _read_as_one(cards, text, events, request)
-
-
-def _read_as_one(
-    cards: Sequence[MemoryCard], statement: str, events: list[str], request: SearchRequest,
-    **update: Any,
-) -> MemoryCard:
-    """The first of ``cards`` reading them all as ``statement`` (a passage): the
-    earliest time, the weakest confidence, every route, the rest as ``joined``, and the
-    time of each."""
-    return cards[0].model_copy(update={
-        "statement": statement,
-        "valid_from": min(c.valid_from for c in cards),
-        "times": [c.valid_from for c in cards],
-        "confidence": min(c.confidence for c in cards),
-        "provenance": events if request.with_provenance else None,
-        "routes": list(dict.fromkeys(r for c in cards for r in c.routes)),
-        "joined": [c.id for c in cards[1:]],
-        **update,
-    })
-
-
-def _tokens(card: MemoryCard | ConflictGroup) -> int:
-    """The card's cl100k tokens: what the caller's prompt pays for it."""
-    if isinstance(card, ConflictGroup):
-        return sum(count_tokens(s.statement) for s in card.sides)
-    return count_tokens(card.statement)
-
-
-def hit_ids(result: SearchResult) -> list[str]:
-    """Every memory the result returned, those read inside a passage included."""
-    return [i for c in result.flat() for i in (c.id, *c.joined)]

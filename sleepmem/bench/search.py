@@ -48,7 +48,7 @@ from sleepmem.models import Memory, Scope
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import IndexFilter
-from sleepmem.pipelines.read.retrieve import hit_ids
+from sleepmem.pipelines.read.cards import hit_ids
 from sleepmem.pipelines.types import Candidate
 from sleepmem.pipelines.write.index import upsert_memories
 from sleepmem.reader import Reader, build_request

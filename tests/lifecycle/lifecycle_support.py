@@ -122,10 +122,10 @@ def ingest(
     while drain_once(redis=redis, keys=keys, engine=engine, settings=settings,
                      consumer="test", block_ms=1).read:
         pass
-    scope_keys = sorted({e.scope.owner.key for e in events})
-    for key in scope_keys:
-        consolidate_scope(engine=engine, ports=ports, settings=settings, scope_key=key)
-    return scope_keys
+    owners = {e.scope.owner.key: e.scope.owner for e in events}
+    for key in sorted(owners):
+        consolidate_scope(engine=engine, ports=ports, settings=settings, scope=owners[key])
+    return sorted(owners)
 
 
 def current(engine: Engine, scope_key: str | None = None) -> list[Memory]:

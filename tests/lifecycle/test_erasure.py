@@ -30,7 +30,8 @@ from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope, pseudo
 from sleepmem.pipelines.lifecycle.explain import explain
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
 from sleepmem.pipelines.ports import Ports
-from sleepmem.pipelines.read.retrieve import RankWeights, search
+from sleepmem.pipelines.read.rank import RankWeights
+from sleepmem.pipelines.read.retrieve import search
 
 ANN = Scope(tenant="acme", agent="bot", user="ann")
 ANN_PROJECT = Scope(tenant="acme", agent="bot", user="ann", project="garden")

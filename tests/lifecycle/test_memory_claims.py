@@ -29,7 +29,8 @@ from sleepmem.models import Audit, Memory, RawEvent, SearchRequest
 from sleepmem.pipelines.lifecycle.erase import erase_memory
 from sleepmem.pipelines.lifecycle.refresh import refresh
 from sleepmem.pipelines.ports import Ports
-from sleepmem.pipelines.read.retrieve import RankWeights, search
+from sleepmem.pipelines.read.rank import RankWeights
+from sleepmem.pipelines.read.retrieve import search
 from sleepmem.pipelines.types import Candidate, EventView, Extraction
 from sleepmem.pipelines.write.consolidate import consolidate_scope
 
@@ -69,7 +70,7 @@ def consolidate(engine: Engine, ports: Ports, settings: Settings, *specs: str,
                            meta={}))
         s.commit()
     consolidate_scope(engine=engine, ports=replace(ports, extractor=ScriptedExtractor()),
-                      settings=settings, scope_key=SCOPE.owner.key)
+                      settings=settings, scope=SCOPE.owner)
 
 
 def rows(engine: Engine) -> list[Memory]:
