@@ -18,7 +18,6 @@ removed where. Erasing twice is harmless: the second receipt counts zeros.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import re
 import time
 import uuid
@@ -50,6 +49,7 @@ from sleepmem.models import (
 )
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.entities import store as entity_store
+from sleepmem.pipelines.lifecycle.pseudonyms import event_pseudonym, key_levels, pseudonym
 from sleepmem.pipelines.ports import HotStore, Ports, VectorIndex
 from sleepmem.pipelines.store import audit_row
 
@@ -59,11 +59,6 @@ BATCH = 1000
 AUDIT_IDS_PER_ROW = 5000
 _LEVEL_FIELD = re.compile(r'"(tenant|agent|user|project|session)"\s*:\s*"([^"]*)"')
 _EVENT_ID_FIELD = re.compile(r'"event_id"\s*:\s*"([^"]*)"')
-# Levels whose ids may name a person (an address, a phone number): hashed in the audit.
-# Tenant and agent are the operator's own names and stay readable.
-PSEUDONYMOUS = ("u", "p", "s")
-# No id may start with it (models.scope.IDENT), so a pseudonym is never hashed twice.
-PSEUDONYM_MARK = "~"
 
 
 class DeletionReceipt(BaseModel):
@@ -249,39 +244,10 @@ def erase_memory(
     return receipt
 
 
-# -- pseudonyms ----------------------------------------------------------------------------
-
-
-def pseudonym(scope_key: str, *, key: bytes) -> str:
-    """``scope_key`` with its user, project and session ids replaced by ``~`` and 32 hex
-    digits of HMAC-SHA256(key, tenant/level=id): stable (every row of one user gets the
-    same one), not reversible without the key, and different in another tenant."""
-    parts = [p.partition("=") for p in scope_key.split("/")]
-    tenant = next((value for level, _eq, value in parts if level == "t"), "")
-    out = []
-    for level, eq, value in parts:
-        if level in PSEUDONYMOUS and value and not value.startswith(PSEUDONYM_MARK):
-            message = f"{tenant}/{level}={value}".encode()
-            value = PSEUDONYM_MARK + hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
-        out.append(f"{level}{eq}{value}")
-    return "/".join(out)
-
-
-def _key_levels(scope_key: str) -> dict[str, str]:
-    by_letter = dict(p.partition("=")[::2] for p in scope_key.split("/"))
-    return {lvl: by_letter.get(lvl[0], "") for lvl in LEVELS}
+# -- the audit after an erasure (sleepmem.pipelines.lifecycle.pseudonyms) ------------------
 
 
 ERASED_REASON = "(dropped at erasure)"
-
-
-def event_pseudonym(tenant: str, event_id: str, *, key: bytes) -> str:
-    """A client's event id as the audit keeps it after an erasure: ids are the client's to
-    choose and may hold an address, so they go the way of the scope's ids."""
-    if event_id.startswith(PSEUDONYM_MARK):
-        return event_id
-    message = f"{tenant}/event={event_id}".encode()
-    return PSEUDONYM_MARK + hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
 
 
 def _pseudonymise_audit(conn: Connection, target: Scope, key: bytes) -> int:
@@ -296,7 +262,7 @@ def _pseudonymise_audit(conn: Connection, target: Scope, key: bytes) -> int:
             .where(col(Audit.tenant) == target.tenant)
         ).all()
         for row_id, old, reason, event_ids in found:
-            if not covers(target, _key_levels(old)):
+            if not covers(target, key_levels(old)):
                 continue  # another scope, or already pseudonymous
             n += _rowcount(conn.execute(
                 sa.update(Audit).where(col(Audit.id) == row_id).values(

@@ -26,8 +26,9 @@ from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.validation import validate_events
 from sleepmem.models import Audit, DeadLetter, Scope, SearchRequest
-from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope, pseudonym
+from sleepmem.pipelines.lifecycle.erase import erase_memory, erase_scope
 from sleepmem.pipelines.lifecycle.explain import explain
+from sleepmem.pipelines.lifecycle.pseudonyms import pseudonym
 from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.read.rank import RankWeights

@@ -17,7 +17,7 @@ from test_embedded import embedded_settings
 from sleepmem.adapters.sql import make_engine
 from sleepmem.core.auditkey import audit_key
 from sleepmem.models import Scope
-from sleepmem.pipelines.lifecycle.erase import pseudonym
+from sleepmem.pipelines.lifecycle.pseudonyms import pseudonym
 from sleepmem.runtime import Runtime
 from sleepmem.sdk import MemoryClient
 
