@@ -2,7 +2,7 @@
 """Print the frame scores the floors of pipelines/write/extract/frames.py were chosen on.
 
 For every user sentence of tests/generalization/ and a seeded sample of LoCoMo turns that
-can hold a fact (pipelines.extract.rules._may_hold), the nearest attribute, its prototype
+can hold a fact (pipelines.extract.fallback.may_hold), the nearest attribute, its prototype
 similarity and its margin over the next attribute, best first. Read the table by eye: the
 right frames sit high with a clear margin, the wrong ones low or close to a second frame.
 
@@ -22,8 +22,8 @@ import numpy as np
 from sleepmem.adapters.embedders import UsemEmbedder
 from sleepmem.pipelines.language import read
 from sleepmem.pipelines.text import split_sentences
+from sleepmem.pipelines.write.extract.fallback import may_hold
 from sleepmem.pipelines.write.extract.frames import prototypes_for
-from sleepmem.pipelines.write.extract.rules import _may_hold
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def main() -> None:
     sentences = story_sentences()
     if args.locomo.exists():
         sentences += locomo_sentences(args.locomo, args.sample)
-    held = [r.text for r in read(sentences) if _may_hold(r)]
+    held = [r.text for r in read(sentences) if may_hold(r)]
     embedder = UsemEmbedder()
     protos = prototypes_for(embedder)
     sims = np.asarray(embedder.embed(held)) @ np.asarray(protos.vectors).T

@@ -22,7 +22,8 @@ from sleepmem.evals.scenarios import StoryFormatError, run_story
 from sleepmem.models.scope import Scope
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.types import Candidate, EventView
-from sleepmem.pipelines.write.extract.rules import UNCLASSIFIED_IMPORTANCE, RulesExtractor
+from sleepmem.pipelines.write.extract.fallback import UNCLASSIFIED_IMPORTANCE
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
 AT = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 
 from sleepmem.models.scope import Scope
 from sleepmem.pipelines.types import Candidate, EventView
-from sleepmem.pipelines.write.extract import rules
+from sleepmem.pipelines.write.extract import turns
 from sleepmem.pipelines.write.extract.rules import RulesExtractor
 
 SCOPE = Scope(tenant="acme", agent="assistant", user="u42", session="s1")
@@ -150,11 +150,11 @@ class TestResidence:
     def test_a_named_persons_past_event_or_plan_is_their_history_beside_the_episode(
         self, text: str, monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """With named speakers' words read as facts (rules.NAMED_SPEAKERS_AS_FACTS, on by
+        """With named speakers' words read as facts (turns.NAMED_SPEAKERS_AS_FACTS, on by
         default: see its note); off, the turn stays its episode alone."""
-        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", False)
+        monkeypatch.setattr(turns, "NAMED_SPEAKERS_AS_FACTS", False)
         assert [c.type for c in extract(text, meta={"speaker": "Mel"})] == ["event"]
-        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", True)
+        monkeypatch.setattr(turns, "NAMED_SPEAKERS_AS_FACTS", True)
         cands = extract(text, meta={"speaker": "Mel"})
         facts = [c for c in cands if c.type == "fact"]
         assert [c.type for c in cands][-1] == "event"

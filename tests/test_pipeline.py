@@ -404,9 +404,9 @@ class TestEachPersonInAGroupChatKeepsTheirOwnFacts:
     ) -> None:
         """Alone, a user's first-person words no matcher knows are kept as a low-importance
         fact; in a shared scope, with named speakers' words not read as facts
-        (rules.NAMED_SPEAKERS_AS_FACTS off), they are conversation, the speaker's episode."""
-        from sleepmem.pipelines.write.extract import rules
-        monkeypatch.setattr(rules, "NAMED_SPEAKERS_AS_FACTS", False)
+        (turns.NAMED_SPEAKERS_AS_FACTS off), they are conversation, the speaker's episode."""
+        from sleepmem.pipelines.write.extract import turns
+        monkeypatch.setattr(turns, "NAMED_SPEAKERS_AS_FACTS", False)
         tell(cfg, redis, keys, engine, ports(index), [("小美", talk)])
         (episode,) = memory_rows(engine)
         assert episode.type == "event" and episode.statement == f"小美: {talk}"

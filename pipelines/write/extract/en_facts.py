@@ -450,7 +450,7 @@ def m_my_x_is(c: Clause) -> list[Slot]:
     if attr is not None:
         return [clause_slot(c, attr, value, importance=0.5)]
     # A key no vocabulary knows ("my body is sensitive to latex"): the sentence's meaning
-    # may name the attribute (rules._framed_found); else the key itself does.
+    # may name the attribute (fallback.framed_found); else the key itself does.
     # "My preferred response is prose": a key that names a liking makes a preference.
     slot = clause_slot(c, key.replace("'s", "").replace(" ", "_"), value, importance=0.5,
                        type="preference" if preference_cue(key) else "fact")

@@ -65,7 +65,7 @@ from sleepmem.pipelines.vocab import (
     PREFERENCE_PREFIXES,
     REDACTED,
 )
-from sleepmem.pipelines.write.extract.rules import RulesExtractor, Speaker, speaker_of
+from sleepmem.pipelines.write.extract.rules import RulesExtractor
 from sleepmem.pipelines.write.extract.slots import type_of
 from sleepmem.pipelines.write.extract.statements import (
     FACT_RELATIONS,
@@ -77,6 +77,7 @@ from sleepmem.pipelines.write.extract.statements import (
     open_slot,
     preference_cue,
 )
+from sleepmem.pipelines.write.extract.turns import Speaker, speaker_of
 
 CandidateType = Literal["identity", "preference", "fact", "task", "event", "procedure"]
 Route = Literal["rules_first", "model_first"]
