@@ -30,7 +30,7 @@ from sleepmem.pipelines.vocab import (
     PREFERENCE_PREFIXES,
     TECH,
 )
-from sleepmem.pipelines.write.extract.statements import clean_forget_topic, forget_topic
+from sleepmem.pipelines.write.extract.forget_topic import clean_forget_topic, forget_topic
 
 
 @dataclass(slots=True)
