@@ -34,6 +34,10 @@ class Op(StrEnum):
     ARCHIVE = "ARCHIVE"
     CONFLICT = "CONFLICT"
     REJECT = "REJECT"
+    # What a person's answer to a conflict set and a re-consolidation's swap record
+    # (write.versions): versions ended outside a consolidation batch.
+    RESOLVE = "RESOLVE"
+    RECONSOLIDATE = "RECONSOLIDATE"
 
 
 # -- slot names ---------------------------------------------------------------------------

@@ -49,7 +49,6 @@ from sleepmem.models import (
     Job,
     JobStatus,
     Memory,
-    MemoryStatus,
     RawEvent,
     Scope,
     Trust,
@@ -62,14 +61,14 @@ from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.memories import copy_row, memory_id, norm_text
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.semantic import Meaning
-from sleepmem.pipelines.store import audit_row
-from sleepmem.pipelines.types import Candidate, EventView
+from sleepmem.pipelines.types import Candidate, EventView, Op
 from sleepmem.pipelines.write.consolidate import make_extractor, make_verdicts
 from sleepmem.pipelines.write.echo import Output
 from sleepmem.pipelines.write.index import apply_to_index
 from sleepmem.pipelines.write.policy import Policy
 from sleepmem.pipelines.write.resolve import Resolver
 from sleepmem.pipelines.write.stages import judge
+from sleepmem.pipelines.write.versions import AuditDraft, archive, audit_values, successor
 
 log = get_logger("sleepmem.reconsolidate")
 
@@ -179,6 +178,13 @@ class Shadow:
     reasons: dict[str, str] = field(default_factory=dict)
     # What the replay made of a memory it does not keep: why it would be gone today.
     fates: dict[Key, str] = field(default_factory=dict)
+    # Every version the replay holds as it leaves them (the rows it started from, and all
+    # it wrote, superseded ones included), the audit drafts it recorded, and the fragments
+    # each session summary folds in (live consolidation archives those once the summary
+    # is indexed): the live history, as the replay would have written it.
+    history: list[Memory] = field(default_factory=list)
+    audits: list[AuditDraft] = field(default_factory=list)
+    folded: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -355,7 +361,7 @@ def replay(
     start = [m for m in current if not replayed & set(m.provenance)]
     resolver: Resolver | None = None
     sessions: dict[str, str] = {}
-    archived: set[str] = set()
+    folded: dict[str, list[str]] = {}
     reasons: dict[str, str] = {}
     events_seen = 0
     for events, judged in _event_chunks(engine, scope_key, since, chunk):
@@ -374,12 +380,14 @@ def replay(
             # Judged when the live pipeline judged it: expiry and recency as they were then.
             judged_at=partial(_judged_at, judged),
         ).compression
-        for members in comp.archive_after_index.values():
-            archived.update(members)
+        folded.update(comp.archive_after_index)
         events_seen += len(events)
         progress(len(events))
     if resolver is None:
         return Shadow(current=_live(start, now), extractor=extractor.name, events=0)
+    archived = {mid for members in folded.values() for mid in members}
+    plan = resolver.plan
+    history = {m.id: m for m in start} | plan.changed | plan.new
     fates: dict[Key, str] = {}
     for draft in resolver.plan.audits:
         for mid in draft.after:
@@ -399,7 +407,9 @@ def replay(
         if row is not None:
             fates[match_key(row)] = "the replay folds it into a session summary"
     return Shadow(current=_live(shadow, now), extractor=extractor.name, events=events_seen,
-                  reasons=reasons, fates=fates)
+                  reasons=reasons, fates=fates,
+                  history=[m for mid, m in history.items() if mid not in plan.deleted],
+                  audits=list(plan.audits), folded=folded)
 
 
 def _judged_at(judged: dict[str, datetime], cand: Candidate) -> datetime:
@@ -546,22 +556,22 @@ def _apply(
             col(Memory.id).in_([m.id for m in d.added] + [n.id for _o, n, _r in d.changed])
         )))
 
-        def fresh(m: Memory, *, lineage: str | None, version: int,
-                  supersedes: str | None) -> Memory:
+        def fresh(m: Memory, *, of: Memory | None) -> Memory:
+            """The shadow's ``m`` as a row to write: the version after ``of``, or the
+            first of its lineage (write.versions)."""
             row = copy_row(m)
             if row.id in taken:
                 # Deterministic per job, so a retried apply writes the same ids.
                 row.id = memory_id("reconsolidate", job.id, m.id)
-            row.lineage = lineage or row.id
-            row.version, row.supersedes, row.superseded_by = version, supersedes, None
+            successor(row, of=of)
             row.recorded_at, row.index_state = now, IndexState.pending.value
             return row
 
         for m in d.added:
-            new_rows.append(fresh(m, lineage=None, version=1, supersedes=None))
+            new_rows.append(fresh(m, of=None))
         pairs: list[tuple[Memory, Memory, str]] = []
         for old, m, why in d.changed:
-            row = fresh(m, lineage=old.lineage, version=old.version + 1, supersedes=old.id)
+            row = fresh(m, of=old)
             # A restatement keeps the history of use: it is the same memory, reworded.
             row.access_count = old.access_count
             row.last_access = max(aware(old.last_access), aware(row.last_access))
@@ -576,9 +586,7 @@ def _apply(
             live = session.get(Memory, old.id)
             if live is None or live.status not in CURRENT_STATUSES:
                 continue
-            live.status = MemoryStatus.archived.value
-            live.archived_at = now
-            live.superseded_by = replaced.get(old.id)
+            archive(live, by=replaced.get(old.id), now=now)
             live.index_state = IndexState.pending.value
             session.add(live)
             retired.append(live)
@@ -593,11 +601,10 @@ def _apply(
                                      retired=retired, now=now)
         extractor = new_rows[0].extractor if new_rows else ""
         for before, after, why in audits:
-            session.add(Audit(**audit_row(
-                at=now, op="RECONSOLIDATE", tenant=job.tenant, scope_key=job.scope_key,
-                before=before, after=after,
-                reason=f"job {job.id}: {why}", task_id=task_id or job.id, worker=worker,
-                extractor=extractor,
+            draft = AuditDraft(Op.RECONSOLIDATE, before, after, f"job {job.id}: {why}", [])
+            session.add(Audit(**audit_values(
+                draft, at=now, tenant=job.tenant, scope_key=job.scope_key,
+                task_id=task_id or job.id, worker=worker, extractor=extractor,
             )))
         session.commit()
     apply_to_index(engine=engine, index=ports.index, embedder=ports.embedder,

@@ -16,7 +16,8 @@ from sleepmem.pipelines.memories import memory_id
 from sleepmem.pipelines.small_talk import SMALL_TALK_HEAD, SMALL_TALK_JOIN
 from sleepmem.pipelines.text import norm_value
 from sleepmem.pipelines.types import Candidate, Op
-from sleepmem.pipelines.write.resolve import AuditDraft, Resolver
+from sleepmem.pipelines.write.resolve import Resolver
+from sleepmem.pipelines.write.versions import AuditDraft
 
 PROFILE = "profile"
 SUMMARY_OF_SESSION = "session_summary"

@@ -12,6 +12,7 @@ from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.entities.graph import GraphDelta
 from sleepmem.pipelines.write.resolve import Plan
+from sleepmem.pipelines.write.versions import audit_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,22 +53,18 @@ def persist(
     first = True
     for draft in plan.audits:
         session.add(
-            Audit(**repo.audit_row(
+            Audit(**audit_values(
+                draft,
                 at=now,
-                op=draft.op.value,
                 tenant=ctx.tenant,
                 scope_key=plan.scope_key,
-                before=draft.before,
-                after=draft.after,
-                reason=draft.reason,
                 task_id=ctx.task_id,
                 worker=ctx.worker,
                 extractor=ctx.extractor,
                 model=ctx.model,
-                input_event_ids=[e for e in draft.events if e not in plan.deleted_events]
+                events=[e for e in draft.events if e not in plan.deleted_events]
                 if draft.op.value != "DELETE"
                 else draft.events,
-                content_hash=draft.content_hash,
                 # The batch's LLM usage is counted once, on its first audit row.
                 llm_calls=ctx.llm_calls if first else 0,
                 llm_tokens=ctx.llm_tokens if first else 0,

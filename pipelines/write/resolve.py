@@ -58,6 +58,9 @@ from sleepmem.pipelines.types import (
 from sleepmem.pipelines.write.extract.frames import frame_named, may_mean, ranked_frames
 from sleepmem.pipelines.write.neighbours import SentenceIndex, in_order
 from sleepmem.pipelines.write.verdicts import Pair, Verdict, Verdicts
+from sleepmem.pipelines.write.versions import AuditDraft, successor, supersede
+
+__all__ = ["AuditDraft", "Plan", "ResolvePolicy", "Resolver", "TtlFor"]
 
 TtlFor = Callable[[str], timedelta | None]
 Slot = tuple[str, str, str]  # subject, attribute, session
@@ -86,16 +89,6 @@ _CHANGEABLE = ("fact", "preference", "identity")
 _ADDITIVE = re.compile(
     r"(?i)\btoo\b(?!\s+(?!now\b|these\b|nowadays\b|lately\b|today\b)[a-z])"
     r"|\b(?:also|as well|in addition|besides)\b|也|还(?!是|没)")
-
-
-@dataclass(slots=True)
-class AuditDraft:
-    op: Op
-    before: list[str]
-    after: list[str]
-    reason: str
-    events: list[str]
-    content_hash: str = ""
 
 
 @dataclass(slots=True)
@@ -243,13 +236,10 @@ class Resolver:
         self._remember(mem)
         return mem
 
-    def _retire(self, mem: Memory, *, at: datetime, by: str | None, status: str) -> None:
-        row = self.plan.touch(mem)
-        row.status = status
-        row.valid_to = at if row.valid_to is None else row.valid_to
-        row.invalidated_at = self.now
-        row.superseded_by = by
-        row.conflict_set = None
+    def _retire(self, mem: Memory, *, at: datetime, by: str | None) -> None:
+        """``mem`` is superseded (by ``by``, or by nothing) as of ``at``: the plan's copy
+        of it is closed by the one versioning rule, and it leaves the lookups."""
+        row = supersede(self.plan.touch(mem), by=by, at=at, now=self.now)
         self._current.pop(mem.id, None)
         self._forget_lookup(row)
 
@@ -693,7 +683,7 @@ class Resolver:
             )
         )
 
-    def _new(self, cand: Candidate, **kw: object) -> Memory:
+    def _new(self, cand: Candidate, *, status: str = MemoryStatus.active.value) -> Memory:
         if cand.one_off:
             ttl: timedelta | None = self.policy.session_ttl
         elif cand.details.get("chitchat"):
@@ -706,7 +696,7 @@ class Resolver:
             now=self.now,
             ttl=ttl,
             extractor=self.policy.extractor,
-            **kw,  # type: ignore[arg-type]
+            status=status,
         )
 
     def _noop(self, mem: Memory, cand: Candidate, reason: str) -> None:
@@ -787,8 +777,7 @@ class Resolver:
         for mem in self.current():
             if (mem.type == "event" and mem.source == "assistant" and mem.id != by
                     and mem.provenance == [disputed]):
-                self._retire(mem, at=cand.valid_from, by=by,
-                             status=MemoryStatus.superseded.value)
+                self._retire(mem, at=cand.valid_from, by=by)
                 self.plan.audits.append(AuditDraft(
                     Op.INVALIDATE, [mem.id], [by], "the agent's turn the user's feedback disputed",
                     cand.provenance))
@@ -895,7 +884,7 @@ class Resolver:
 
         if cand.negated and not cand.value:
             for m in members:
-                self._retire(m, at=cand.valid_from, by=None, status=MemoryStatus.superseded.value)
+                self._retire(m, at=cand.valid_from, by=None)
                 self._retire_episodes(m, by=None, at=cand.valid_from)
             self.plan.audits.append(
                 AuditDraft(
@@ -938,13 +927,11 @@ class Resolver:
             self._conflict(members, cand)
 
     def _supersede(self, members: list[Memory], cand: Candidate, *, reason: str = "") -> None:
+        # The new version continues the lineage of the newest of what it replaces.
         head = max(members, key=lambda m: m.version)
-        new = self._new(
-            cand, lineage=head.lineage, version=head.version + 1, supersedes=head.id
-        )
-        new = self._add(new)
+        new = self._add(successor(self._new(cand), of=head))
         for m in members:
-            self._retire(m, at=cand.valid_from, by=new.id, status=MemoryStatus.superseded.value)
+            self._retire(m, at=cand.valid_from, by=new.id)
             self._retire_episodes(m, by=new.id, at=cand.valid_from)
             self._retire_told_beside(m, cand, by=new.id)
         self.plan.audits.append(
@@ -997,7 +984,7 @@ class Resolver:
         for mem, sim, _same in self._near(cand, beside):
             if sim < semantic.RELATED:
                 break
-            self._retire(mem, at=cand.valid_from, by=by, status=MemoryStatus.superseded.value)
+            self._retire(mem, at=cand.valid_from, by=by)
             self.plan.audits.append(AuditDraft(
                 Op.INVALIDATE, [mem.id], [by], "told beside a corrected memory", []))
 
@@ -1027,7 +1014,7 @@ class Resolver:
                 continue
             if _mentions(_unprefixed(own_words(mem), speaker), value) or _quotes_state(
                     mem, old, value):
-                self._retire(mem, at=at, by=by, status=MemoryStatus.superseded.value)
+                self._retire(mem, at=at, by=by)
                 self.plan.audits.append(
                     AuditDraft(
                         Op.INVALIDATE,
@@ -1145,14 +1132,10 @@ class Resolver:
         self, cand: Candidate, *, old: Memory | None, op: Op, members: list[str] | None
     ) -> Memory:
         """Append a merged memory (a new profile version, or a session summary)."""
-        if old is None:
-            mem = self._add(self._new(cand))
-            before: list[str] = []
-        else:
-            mem = self._add(
-                self._new(cand, lineage=old.lineage, version=old.version + 1, supersedes=old.id)
-            )
-            self._retire(old, at=cand.valid_from, by=mem.id, status=MemoryStatus.superseded.value)
+        mem = self._add(successor(self._new(cand), of=old))
+        before: list[str] = []
+        if old is not None:
+            self._retire(old, at=cand.valid_from, by=mem.id)
             before = [old.id]
         self.plan.audits.append(
             AuditDraft(

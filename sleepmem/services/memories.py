@@ -32,6 +32,8 @@ from sleepmem.models.views import ConflictResolution, MemoryPage, MemoryView
 from sleepmem.pipelines.entities import store as entity_store
 from sleepmem.pipelines.memories import copy_row, expiry
 from sleepmem.pipelines.store import audit_row
+from sleepmem.pipelines.types import Op
+from sleepmem.pipelines.write import versions
 from sleepmem.pipelines.write.index import apply_to_index
 from sleepmem.resources import Resources
 
@@ -110,6 +112,12 @@ def _audit_row(mem: Memory, op: str, *, before: list[str], after: list[str], rea
                              extractor="human"))
 
 
+def _recorded(mem: Memory, draft: versions.AuditDraft, *, worker: str, now: datetime) -> Audit:
+    """The audit row of a new version a person made of ``mem`` (write.versions)."""
+    return Audit(**versions.audit_values(draft, tenant=mem.tenant, scope_key=mem.scope_key,
+                                         at=now, task_id="", worker=worker, extractor="human"))
+
+
 def _current(mem: Memory) -> None:
     if mem.status not in CURRENT_STATUSES:
         newer = f" {mem.superseded_by}" if mem.superseded_by else ""
@@ -144,9 +152,7 @@ def update_memory(
         _current(old)
         new = copy_row(old)
         new.id = uuid.uuid4().hex
-        new.version = old.version + 1
-        new.supersedes = old.id
-        new.superseded_by = None
+        versions.successor(new, of=old)
         new.statement = text
         new.source = Trust.human.value
         new.trust = Trust.human.value
@@ -155,9 +161,7 @@ def update_memory(
         new.status = MemoryStatus.active.value
         new.conflict_set = None
         new.valid_from = now
-        new.valid_to = None
         new.recorded_at = now
-        new.invalidated_at = None
         new.last_access = now
         new.demoted = False
         new.needs_verification = False
@@ -165,20 +169,16 @@ def update_memory(
             memory_type=old.type, base=now, ttl=res.settings.ttl(old.type))
         new.details = {**old.details, "edited_by": "human"}
         new.index_state = IndexState.pending.value
-        old.status = MemoryStatus.superseded.value
-        old.valid_to = now
-        old.invalidated_at = now
-        old.superseded_by = new.id
-        old.index_state = IndexState.pending.value
         # Editing one side of a conflict set is the person's answer to it: the edited
         # version wins, the other sides are invalidated in the same transaction.
         settled = set_id = old.conflict_set
-        old.conflict_set = None
+        versions.supersede(old, by=new.id, at=now, now=now)
+        old.index_state = IndexState.pending.value
         session.add(old)
         session.add(new)
-        session.add(_audit_row(old, "UPDATE", before=[old.id], after=[new.id],
-                               reason=f"edited by a person{': ' + reason if reason else ''}",
-                               worker=worker, now=now))
+        session.add(_recorded(old, versions.AuditDraft(
+            Op.UPDATE, [old.id], [new.id],
+            f"edited by a person{': ' + reason if reason else ''}", []), worker=worker, now=now))
         others: list[Memory] = []
         if set_id:
             others = [m for m in _conflict_sides(session, set_id, old.tenant) if m.id != old.id]
@@ -240,16 +240,17 @@ def memory_feedback(
             mem.importance = min(1.0, round(mem.importance + HELPFUL_STEP, 6))
             mem.last_access = now
             mem.demoted = False
-            op, reason = "FEEDBACK", f"marked helpful by a person: importance up{suffix}"
+            audit = _audit_row(mem, "FEEDBACK", before=[mem.id], after=[mem.id],
+                               reason=f"marked helpful by a person: importance up{suffix}",
+                               worker=worker, now=now)
         else:
-            mem.status = MemoryStatus.superseded.value
-            mem.valid_to = now
-            mem.invalidated_at = now
+            versions.invalidate(mem, at=now, now=now)
             mem.index_state = IndexState.pending.value
-            op, reason = "INVALIDATE", f"marked wrong by a person{suffix}"
+            audit = _recorded(mem, versions.AuditDraft(
+                Op.INVALIDATE, [mem.id], [], f"marked wrong by a person{suffix}", []),
+                worker=worker, now=now)
         session.add(mem)
-        session.add(_audit_row(mem, op, before=[mem.id], after=[] if verdict == "wrong"
-                               else [mem.id], reason=reason, worker=worker, now=now))
+        session.add(audit)
         if verdict == "wrong":
             entity_store.follow_memories(session, memories=[mem], now=now)
         session.commit()
@@ -294,22 +295,16 @@ def _conflict_sides(session: Session, conflict_set: str, tenant: str | None) -> 
 def _settle(session: Session, conflict_set: str, *, kept: Memory, others: Sequence[Memory],
             now: datetime, worker: str, reason: str, before: Sequence[str] = ()) -> None:
     for mem in others:
-        mem.status = MemoryStatus.superseded.value
-        mem.valid_to = now if mem.valid_to is None else mem.valid_to
-        mem.invalidated_at = now
-        mem.superseded_by = kept.id
-        mem.conflict_set = None
+        versions.supersede(mem, by=kept.id, at=now, now=now)
         mem.details = {**mem.details, "resolved_conflict_set": conflict_set}
         mem.index_state = IndexState.pending.value
         session.add(mem)
     entity_store.follow_memories(session, memories=others, now=now)
     kept.details = {**kept.details, "resolved_conflict_set": conflict_set}
     session.add(kept)
-    session.add(_audit_row(kept, "RESOLVE",
-                           before=list(dict.fromkeys([*before, *(m.id for m in others)])),
-                           after=[kept.id],
-                           reason=f"conflict set {conflict_set} {reason}; kept {kept.id}",
-                           worker=worker, now=now))
+    session.add(_recorded(kept, versions.AuditDraft(
+        Op.RESOLVE, list(dict.fromkeys([*before, *(m.id for m in others)])), [kept.id],
+        f"conflict set {conflict_set} {reason}; kept {kept.id}", []), worker=worker, now=now))
 
 
 def resolve_conflict(
