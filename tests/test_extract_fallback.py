@@ -335,7 +335,7 @@ def test_where_parcels_go_is_the_address_frame_in_either_language(
 ])
 def test_a_change_the_clause_analysis_reads_marks_the_fallback_as_a_change(said: str) -> None:
     """No pattern lists "decided to switch": the reader's change word does, so the
-    memory it leaves can update what it is about (resolve._corrected)."""
+    memory it leaves can update what it is about (resolve.feedback.corrected)."""
     cands = [c for c in extract(said) if c.type != "event"]
     assert cands and all(c.change for c in cands), cands
 

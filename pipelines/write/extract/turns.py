@@ -183,7 +183,7 @@ class Understood:
 # thing 0.520, unmatched 0.164 (off: 0.066 / 0.051 / 0.090). Evidence recall at 500 /
 # 1,000 / 1,500 / 2,000 tokens (`sleepmem eval locomo`, same run) 0.790 / 0.856 / 0.885 /
 # 0.901 on, 0.781 / 0.855 / 0.885 / 0.900 off, once an open slot's supersession stopped
-# retiring the episodes that carry the turns (resolve._retire_episodes). A switch, not a
+# retiring the episodes that carry the turns (resolve.update.retire_episodes). A switch, not a
 # setting: the tests that pin the episodes-only reading turn it off.
 NAMED_SPEAKERS_AS_FACTS = True
 
