@@ -9,28 +9,26 @@ pipeline would. Each candidate is judged at the time its events were first conso
 so recency and expiry come out as the live pipeline made them, and what would have expired
 by now does not come back.
 
-The shadow is then compared with the current set (matched on type, subject, attribute,
-session and normalised statement): added, removed, changed (same slot, new statement or
-status), with reasons. What a person decided (an edit, a chosen side of a conflict: trust
-``human``) or pinned is held: the replay neither changes nor removes it, and what the replay
-derives from the same events or for the same slot gives way to it. A dry run stops there.
+The shadow is then compared with the current set (:mod:`.shadow`: matched on type,
+subject, attribute, session and normalised statement): added, removed, changed (same slot,
+new statement or status), with reasons. What a person decided (an edit, a chosen side of a
+conflict: trust ``human``) or pinned is held: the replay neither changes nor removes it,
+and what the replay derives from the same events or for the same slot gives way to it. A
+dry run stops there.
 Apply swaps in one transaction: replaced and removed memories are archived (explainable,
 with RECONSOLIDATE audit rows naming their replacements), new versions are written
 ``index_state=pending``, then indexed.
 
-Progress (events done / total, rate) lives in the job row; a cancel flag is checked
-between chunks; a finished job re-run is a no-op; an interrupted one starts its replay
-again (the replay writes nothing, so restarting it is always safe).
+Progress (events done / total, rate) lives in the job row (:mod:`.jobs`); a cancel flag is
+checked between chunks; a finished job re-run is a no-op; an interrupted one starts its
+replay again (the replay writes nothing, so restarting it is always safe).
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -39,7 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from sleepmem.core.errors import NO_JOB, NotFoundError, ValidationError
+from sleepmem.core.errors import ValidationError
 from sleepmem.core.logs import get_logger
 from sleepmem.core.settings import Settings
 from sleepmem.models import (
@@ -51,14 +49,21 @@ from sleepmem.models import (
     Memory,
     RawEvent,
     Scope,
-    Trust,
 )
-from sleepmem.pipelines import PIPELINE_VERSION
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.context import visible_scope_keys
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.entities import store as entity_store
-from sleepmem.pipelines.memories import copy_row, memory_id, norm_text
+from sleepmem.pipelines.lifecycle.jobs import (
+    eta_seconds,
+    get_job,
+    job_key,
+    job_name,
+    list_jobs,
+    update_job,
+)
+from sleepmem.pipelines.lifecycle.shadow import Diff, Key, Shadow, diff, match_key
+from sleepmem.pipelines.memories import copy_row, memory_id
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.types import Candidate, EventView, Op
@@ -70,15 +75,19 @@ from sleepmem.pipelines.write.resolve import Resolver
 from sleepmem.pipelines.write.stages import judge
 from sleepmem.pipelines.write.versions import AuditDraft, archive, audit_values, successor
 
+# The job rows and the comparison live beside this module; their names are kept here too,
+# where every caller of re-consolidation has always found them.
+__all__ = [
+    "CHUNK_EVENTS", "KIND", "CancelCheck", "Diff", "JobCancelled", "ProgressHook", "Shadow",
+    "create_job", "diff", "eta_seconds", "get_job", "job_key", "job_name", "list_jobs",
+    "replay", "run_job",
+]
+
 log = get_logger("sleepmem.reconsolidate")
 
 KIND = "reconsolidate"
 CHUNK_EVENTS = 500
-MAX_DIFF_ITEMS = 1000
-MAX_STATEMENT_CHARS = 300
 
-Key = tuple[str, str, str, str, str]
-Slot = tuple[str, str, str, str]
 CancelCheck = Callable[[], bool]
 ProgressHook = Callable[[Job], None]
 
@@ -118,116 +127,7 @@ def create_job(
         return job
 
 
-def job_key(tenant: str, name: str) -> str:
-    """The row id of a job its client named: the name within its tenant.
-
-    Names are per tenant: two tenants may both call a job "nightly", and neither can learn
-    that the other did. Server-made ids are 32 hex digits; these are 33 characters.
-    """
-    return "n" + hashlib.blake2b(f"{tenant}\x00{name}".encode(), digest_size=16).hexdigest()
-
-
-def job_name(job: Job) -> str:
-    """The id a client knows the job by: its own name, or the id the server made."""
-    return str(job.params.get("name") or job.id)
-
-
-def get_job(*, engine: Engine, job_id: str, tenant: str | None = None) -> Job:
-    """A job by the id its client knows; with ``tenant``, only that tenant's jobs."""
-    with Session(engine, expire_on_commit=False) as session:
-        job = session.get(Job, job_key(tenant, job_id)) if tenant is not None else None
-        if job is None:
-            job = session.get(Job, job_id)  # a server-made id, or a row id from a task
-        if job is None and tenant is None:
-            # Unauthenticated (a loopback dev server, an operator's CLI): by name, if unique.
-            named = [
-                j for j in session.exec(select(Job).where(col(Job.id).startswith("n")))
-                if j.params.get("name") == job_id
-            ]
-            job = named[0] if len(named) == 1 else None
-    if job is None or (tenant is not None and job.tenant != tenant):
-        # The id is not repeated: a 404 says nothing about ids, whoever owns them.
-        raise NotFoundError("no such job (job ids are per tenant; check the id)")
-    return job
-
-
-def list_jobs(*, engine: Engine, tenant: str | None = None, limit: int = 50) -> list[Job]:
-    stmt = select(Job).order_by(col(Job.created_at).desc()).limit(limit)
-    if tenant is not None:
-        stmt = stmt.where(col(Job.tenant) == tenant)
-    with Session(engine, expire_on_commit=False) as session:
-        return list(session.exec(stmt))
-
-
-def eta_seconds(job: Job) -> float | None:
-    if job.rate <= 0 or job.total <= 0 or job.status != JobStatus.running.value:
-        return None
-    return max(0.0, (job.total - job.done) / job.rate)
-
-
 # -- the run -------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Shadow:
-    """What the current pipeline makes of the events: the would-be current memories."""
-
-    current: list[Memory]
-    extractor: str
-    events: int
-    reasons: dict[str, str] = field(default_factory=dict)
-    # What the replay made of a memory it does not keep: why it would be gone today.
-    fates: dict[Key, str] = field(default_factory=dict)
-    # Every version the replay holds as it leaves them (the rows it started from, and all
-    # it wrote, superseded ones included), the audit drafts it recorded, and the fragments
-    # each session summary folds in (live consolidation archives those once the summary
-    # is indexed): the live history, as the replay would have written it.
-    history: list[Memory] = field(default_factory=list)
-    audits: list[AuditDraft] = field(default_factory=list)
-    folded: dict[str, list[str]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Diff:
-    added: list[Memory] = field(default_factory=list)
-    removed: list[Memory] = field(default_factory=list)
-    changed: list[tuple[Memory, Memory, str]] = field(default_factory=list)
-    unchanged: int = 0
-    held: int = 0  # a person's edits and pins, which no replay overrides
-    reasons: dict[str, str] = field(default_factory=dict)
-    fates: dict[Key, str] = field(default_factory=dict)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed)
-
-    def counts(self) -> dict[str, int]:
-        return {"added": len(self.added), "removed": len(self.removed),
-                "changed": len(self.changed), "unchanged": self.unchanged, "held": self.held}
-
-    def as_result(self, extractor: str) -> dict[str, Any]:
-        def card(m: Memory) -> dict[str, Any]:
-            return {"type": m.type, "subject": m.subject, "attribute": m.attribute,
-                    "statement": m.statement[:MAX_STATEMENT_CHARS], "status": m.status}
-
-        not_derived = (f"the current pipeline (extractor {extractor}, pipeline "
-                       f"v{PIPELINE_VERSION}) no longer derives it from its events")
-        items = {
-            "added": [{"id": m.id, **card(m), "reason": self.reasons.get(m.id, "new memory")}
-                      for m in self.added],
-            "removed": [{"id": m.id, **card(m),
-                         "reason": self.fates.get(match_key(m), not_derived)}
-                        for m in self.removed],
-            "changed": [
-                {"old_id": old.id, "new_id": new.id, **card(new),
-                 "old_statement": old.statement[:MAX_STATEMENT_CHARS],
-                 "old_status": old.status, "reason": why}
-                for old, new, why in self.changed
-            ],
-        }
-        truncated = any(len(v) > MAX_DIFF_ITEMS for v in items.values())
-        return {"counts": self.counts(), "truncated": truncated,
-                "diff": {k: v[:MAX_DIFF_ITEMS] for k, v in items.items()}}
 
 
 def run_job(
@@ -260,7 +160,7 @@ def run_job(
     try:
         since = _since(job)
         now = aware(ports.clock())
-        job = _update(engine, job_id, status=JobStatus.running.value, started_at=now, done=0,
+        job = update_job(engine, job_id, status=JobStatus.running.value, started_at=now, done=0,
                       total=_count_events(engine, job.scope_key, since), rate=0.0, error="")
     except Exception as exc:
         # A job that cannot even start (a stored `since` no clock can hold) ends failed,
@@ -288,11 +188,11 @@ def run_job(
             _apply(engine, ports, job, result_diff, now, task_id=task_id, worker=worker)
         result["applied"] = apply
         result["events_per_s"] = round(progress.rate(), 1)
-        job = _update(engine, job_id, status=JobStatus.done.value, result=result,
+        job = update_job(engine, job_id, status=JobStatus.done.value, result=result,
                       finished_at=aware(ports.clock()), done=progress.done,
                       rate=progress.rate())
     except JobCancelled:
-        job = _update(engine, job_id, status=JobStatus.cancelled.value,
+        job = update_job(engine, job_id, status=JobStatus.cancelled.value,
                       finished_at=aware(ports.clock()),
                       result={"cancelled_after_events": progress.done})
     except Exception as exc:
@@ -320,7 +220,7 @@ class _Progress:
 
     def step(self, n: int) -> None:
         self.done += n
-        self.job = _update(self.engine, self.job.id, done=self.done, rate=self.rate())
+        self.job = update_job(self.engine, self.job.id, done=self.done, rate=self.rate())
         if self.hook is not None:
             self.hook(self.job)
 
@@ -475,72 +375,6 @@ def _event_chunks(
             return
 
 
-# -- diff ------------------------------------------------------------------------------
-
-
-def match_key(m: Memory) -> Key:
-    return (m.type, m.subject, m.attribute, m.session, norm_text(m.statement))
-
-
-def held_by_a_person(m: Memory) -> bool:
-    """A person's edit or answer (trust ``human``) and a pin outrank any re-reading of events."""
-    return m.pinned or m.trust == Trust.human.value
-
-
-def _origin(m: Memory) -> tuple[str, str, str, str, frozenset[str]]:
-    return (m.type, m.subject, m.attribute, m.session, frozenset(m.provenance))
-
-
-def diff(current: list[Memory], shadow: Shadow) -> Diff:
-    out = Diff(reasons=shadow.reasons, fates=shadow.fates)
-    held = [m for m in current if held_by_a_person(m)]
-    out.held = len(held)
-    held_keys = {match_key(m) for m in held}
-    held_slots = {(m.type, m.subject, m.attribute, m.session) for m in held if m.attribute}
-    held_origins = {_origin(m) for m in held}
-
-    def yields(m: Memory) -> bool:
-        # The replay re-derives what the person corrected (same slot, or same kind of memory
-        # from the same events): the person's version stands, the re-derived one is dropped.
-        slot = (m.type, m.subject, m.attribute, m.session)
-        return (match_key(m) in held_keys or _origin(m) in held_origins
-                or (bool(m.attribute) and slot in held_slots))
-
-    mine: dict[Key, list[Memory]] = defaultdict(list)
-    for m in sorted(current, key=lambda m: (aware(m.valid_from), m.id)):
-        if not held_by_a_person(m):
-            mine[match_key(m)].append(m)
-    rest_new: list[Memory] = []
-    derived = [m for m in shadow.current if not yields(m)]
-    for m in sorted(derived, key=lambda m: (aware(m.valid_from), m.id)):
-        same = mine.get(match_key(m))
-        if not same:
-            rest_new.append(m)
-            continue
-        old = same.pop(0)
-        if old.status != m.status:
-            out.changed.append((old, m, f"status {old.status} → {m.status}"))
-        else:
-            out.unchanged += 1
-    rest_old = [m for group in mine.values() for m in group]
-    # Same slot, different value: a change of one memory, not a removal plus an addition.
-    old_slots: dict[Slot, list[Memory]] = defaultdict(list)
-    for m in rest_old:
-        if m.attribute:
-            old_slots[(m.type, m.subject, m.attribute, m.session)].append(m)
-    paired: set[str] = set()
-    for m in rest_new:
-        slot = old_slots.get((m.type, m.subject, m.attribute, m.session)) if m.attribute else None
-        if slot:
-            old = slot.pop(0)
-            paired.add(old.id)
-            out.changed.append((old, m, "restated by the current pipeline"))
-        else:
-            out.added.append(m)
-    out.removed = [m for m in rest_old if m.id not in paired]
-    return out
-
-
 # -- apply -----------------------------------------------------------------------------
 
 
@@ -615,7 +449,7 @@ def _apply(
 
 
 def _failed(engine: Engine, job_id: str, ports: Ports, exc: Exception) -> None:
-    _update(engine, job_id, status=JobStatus.failed.value, finished_at=aware(ports.clock()),
+    update_job(engine, job_id, status=JobStatus.failed.value, finished_at=aware(ports.clock()),
             error=f"{type(exc).__name__}: {str(exc)[:300]}")
 
 
@@ -624,13 +458,3 @@ def _since(job: Job) -> datetime | None:
     return aware(datetime.fromisoformat(raw)) if raw else None
 
 
-def _update(engine: Engine, job_id: str, **values: Any) -> Job:
-    with Session(engine, expire_on_commit=False) as session:
-        job = session.get(Job, job_id)
-        if job is None:
-            raise NotFoundError(NO_JOB)
-        for name, value in values.items():
-            setattr(job, name, value)
-        session.add(job)
-        session.commit()
-        return job
