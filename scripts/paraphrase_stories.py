@@ -6,7 +6,7 @@ output) rewrites every user-role message (plain and feedback; assistant, tool an
 messages stay as they are) three ways, EN to EN and ZH to ZH, keeping the meaning and the
 speaker. Each story becomes tests/paraphrases/<stem>-p1.toml .. -p3.toml, identical to the
 original except for the user messages (variant i uses rewrite i of every user message) and
-its name/about. tests/test_paraphrases.py runs them.
+its name/about. tests/stories/test_paraphrases.py runs them.
 
 Each message is asked once for three rewrites in JSON; a rewrite must be non-empty, differ
 from the original, keep the language (share of CJK characters), keep the first person when

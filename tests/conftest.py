@@ -133,7 +133,7 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorInde
     (``support.store_memory`` fills it).
 
     The in-memory index, which passes the same contract suite as the engines
-    (tests/test_vector_index_contract.py) and opens in no time, where an embedded shard
+    (tests/runtime/test_vector_index_contract.py) and opens in no time, where an embedded shard
     takes 0.2-1.5 s per test. A test marked ``real_index`` gets the embedded engine on
     disk, and so does every test under ``--real-index``.
     """

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from sleepmem.adapters.embedders import HashingEmbedder
+from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
 from sleepmem.pipelines.memories import new_memory
 from sleepmem.pipelines.ports import Embedder, VectorIndex
@@ -212,3 +213,19 @@ def embedded_server(tmp: Path, **over: Any) -> Iterator[Any]:
         for key in client.scan_iter(match=f"{namespace}:*", count=1000):
             client.delete(key)
         client.close()
+
+
+def embedded_settings(data_dir: Path) -> Settings:
+    """Embedded mode in ``data_dir``: no external store, the hashing embedder, a fast tick."""
+    return Settings(
+        data_dir=data_dir,
+        redis_url=None,
+        database_url=None,
+        qdrant_url=None,
+        port=0,
+        auth_enabled=False,
+        embedder="hashing",
+        tick_seconds=0.2,
+        log_level="WARNING",
+        _env_file=None,  # type: ignore[call-arg]
+    )

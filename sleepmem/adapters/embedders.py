@@ -61,7 +61,7 @@ class WordTokenizer:
     text is the best path of each of its words, one after the other (the scores are
     float32 values summed in float64, exactly, so no tie can fall another way). This
     wraps the package's own normaliser and Viterbi and keeps each word's ids: the ids
-    are the package's, text for text (``tests/test_embedders.py`` holds the two
+    are the package's, text for text (``tests/runtime/test_embedders.py`` holds the two
     together), where sentencepiece's C++ library breaks ties between equal paths
     differently on a few texts in ten thousand.
     """

@@ -11,7 +11,7 @@ as in a crash (``-m immediate``) and starts it again.
 
 Once everything settles it counts what docs/security.md promises: every accepted event stored
 exactly once, no memory current twice, no scope left pending, leased or undrained, and the
-vector index holding exactly the memory rows of SQL. ``tests/test_chaos.py`` runs a short
+vector index holding exactly the memory rows of SQL. ``tests/runtime/test_chaos.py`` runs a short
 version of the same code in CI; the long one is this command.
 
 Only the broker's visibility timeout is shortened (from minutes to seconds), so a message

@@ -161,7 +161,7 @@ _SINGLE: pydantic.TypeAdapter[EventFields] = pydantic.TypeAdapter(EventFields)
 # last), in one pass over the event and without the core validator: together they were
 # half of what an emit costs. Anything else, valid or not, takes the general path, which
 # alone decides what is refused and words why: the plain path only ever accepts, and only
-# what the general path accepts (tests/test_event_schema.py holds the two to the same
+# what the general path accepts (tests/ingest/test_event_schema.py holds the two to the same
 # answers).
 _FIELD_SET = frozenset(EventFields.__annotations__)
 _DEFAULT_SET = frozenset(DEFAULT_FIELDS)

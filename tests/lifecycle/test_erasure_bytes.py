@@ -11,8 +11,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 from sqlmodel import SQLModel
-from support import wait_for
-from test_embedded import embedded_settings
+from support import embedded_settings, wait_for
 
 from sleepmem.adapters.sql import make_engine
 from sleepmem.core.auditkey import audit_key

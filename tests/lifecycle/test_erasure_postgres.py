@@ -17,8 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
-from support import wait_for
-from test_embedded import embedded_settings
+from support import embedded_settings, wait_for
 
 from sleepmem.adapters.sql import make_engine
 from sleepmem.models import Scope

@@ -2,7 +2,7 @@
 
 The model is dramatiq's ``StubBroker``: a real implementation that keeps nothing on disk,
 not a mock. It passes the same contract suite as the embedded engine and qdrant-client
-(``tests/test_vector_index_contract.py``), so unit tests can use it where the engine's own
+(``tests/runtime/test_vector_index_contract.py``), so unit tests can use it where the engine's own
 behaviour (persistence, locking, upgrades, compaction) is not what they check. Opening it
 costs nothing, where an embedded shard costs 0.2-1.5 s per test.
 

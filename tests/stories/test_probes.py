@@ -24,7 +24,7 @@ from story_suites import run_stories
 
 from sleepmem.pipelines.ports import Embedder
 
-SUITE = Path(__file__).parent / "probes"
+SUITE = Path(__file__).parent.parent / "probes"
 STORIES = sorted(SUITE.glob("p*.toml"))
 FLOOR = 0.40
 

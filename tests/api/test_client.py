@@ -404,7 +404,7 @@ def cli(server: Runtime, *args: str, redis: bool = True) -> subprocess.Completed
         "SLEEPMEM_DATA_DIR": str(s.data_dir),
         "SLEEPMEM_DATABASE_URL": str(s.database_url), "SLEEPMEM_NAMESPACE": s.namespace,
         "SLEEPMEM_EMBEDDER": "hashing", "SLEEPMEM_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     })
     if redis:
         env["SLEEPMEM_REDIS_URL"] = str(s.redis_url)
@@ -489,7 +489,7 @@ class TestStaleJobsAtStartUp:
 def python_blocks(path: Path) -> list[str]:
     text = path.read_text()
     # The working-memory loop calls a planner and a model of the reader's own; it runs in
-    # tests/test_readme_working.py, with stand-ins for them.
+    # tests/api/test_readme_working.py, with stand-ins for them.
     text = re.sub(r"## Working memory\n.*?(?=\n## )", "", text, flags=re.S)
     return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
 
@@ -497,7 +497,7 @@ def python_blocks(path: Path) -> list[str]:
 class TestDocExamples:
     """The examples in docs/client.md and the README run as printed."""
 
-    ROOT = Path(__file__).resolve().parents[1]
+    ROOT = Path(__file__).resolve().parents[2]
 
     @pytest.mark.parametrize("doc", ["docs/client.md", "README.md"])
     def test_every_python_example_runs_against_a_fresh_unconfigured_server(

@@ -333,7 +333,7 @@ class TestLeaderDeath:
                 f"sqlite:///{tmp_path / 'child.db'}",
                 str(tmp_path / "child"),
             ],
-            cwd=Path(__file__).resolve().parents[1],
+            cwd=Path(__file__).resolve().parents[2],
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         standby_sent = Recorder(resources)

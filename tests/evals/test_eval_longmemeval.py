@@ -24,7 +24,7 @@ from sleepmem.evals.longmemeval import (
 from sleepmem.evals.metrics import dcg, ndcg_any, rank_by_first_mention, recall_all, recall_any
 from sleepmem.models import MemoryCard
 
-REAL = Path(__file__).resolve().parents[2] / "shared/data/longmemeval/longmemeval_s_dev.json.gz"
+REAL = Path(__file__).resolve().parents[3] / "shared/data/longmemeval/longmemeval_s_dev.json.gz"
 
 
 class TestSessionMetricsMatchTheHandComputedValues:

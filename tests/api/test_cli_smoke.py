@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from sleepmem.cli import app
 
-STORIES = Path(__file__).parent / "stories"
+STORIES = Path(__file__).parent.parent / "stories"
 
 LOCOMO = [{
     "sample_id": "smoke",
@@ -116,7 +116,7 @@ def logging_as_it_was() -> Iterator[None]:
 def test_every_bench_and_eval_command_has_a_small_run() -> None:
     assert app_commands() == set(SMALL) | set(RUN_ELSEWHERE)
     for command, module in RUN_ELSEWHERE.items():
-        assert f"sleepmem {command}" in (Path(__file__).parent / module).read_text()
+        assert f"sleepmem {command}" in (Path(__file__).parent.parent / module).read_text()
 
 
 @pytest.mark.parametrize("command", sorted(SMALL))

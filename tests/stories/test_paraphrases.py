@@ -24,7 +24,7 @@ from story_suites import run_stories
 from sleepmem.evals.scenarios import validate_story
 from sleepmem.pipelines.ports import Embedder
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent.parent
 SUITE = HERE / "paraphrases"
 ORIGINALS = HERE / "generalization"
 STORIES = sorted(SUITE.glob("*.toml"))

@@ -320,7 +320,7 @@ def _free_port() -> int:
 def _start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "SLEEPMEM_REDIS_URL": str(settings.redis_url),
         "SLEEPMEM_DATABASE_URL": settings.sql_url,
         "SLEEPMEM_NAMESPACE": settings.namespace,

@@ -22,7 +22,7 @@ def _shared_scenarios() -> Path:
     or one of its parents (a worktree may sit a level deeper than the main checkout)."""
     if os.environ.get("SLEEPMEM_SCENARIOS_DIR"):
         return Path(os.environ["SLEEPMEM_SCENARIOS_DIR"])
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     for parent in repo.parents:
         if (parent / "shared" / "scenarios").is_dir():
             return parent / "shared" / "scenarios"
@@ -31,7 +31,7 @@ def _shared_scenarios() -> Path:
 
 SCENARIOS = _shared_scenarios()
 # Our own stories of the same kinds, worded differently: the shared ones are not special.
-OWN = Path(__file__).parent / "stories"
+OWN = Path(__file__).parent.parent / "stories"
 STORIES = [
     *(sorted(SCENARIOS.glob("*.toml")) if SCENARIOS.is_dir() else []),
     *sorted(OWN.glob("*.toml")),

@@ -12,10 +12,9 @@ import psutil
 import pytest
 from sqlalchemy import func
 from sqlmodel import Session, col, select
-from support import wait_for
+from support import embedded_settings, wait_for
 
 from sleepmem.core.errors import ConfigurationError
-from sleepmem.core.settings import Settings
 from sleepmem.demo import CONVERSATION, FAKE_KEY, demo_settings, render, run_demo
 from sleepmem.models import RawEvent, Scope, ScopeState
 from sleepmem.runtime import Runtime
@@ -25,19 +24,6 @@ from sleepmem.tasks.context import current_resources
 OWNER = Scope(tenant="acme", agent="bot", user="ann").key
 
 
-def embedded_settings(data_dir: Path) -> Settings:
-    return Settings(
-        data_dir=data_dir,
-        redis_url=None,
-        database_url=None,
-        qdrant_url=None,
-        port=0,
-        auth_enabled=False,
-        embedder="hashing",
-        tick_seconds=0.2,
-        log_level="WARNING",
-        _env_file=None,  # type: ignore[call-arg]
-    )
 
 
 

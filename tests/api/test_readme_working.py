@@ -19,8 +19,8 @@ from sleepmem.api.app import create_app
 from sleepmem.resources import Resources
 from sleepmem.runtime import Runtime
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-WORKING = Path(__file__).resolve().parents[1] / "docs" / "working-memory.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
+WORKING = Path(__file__).resolve().parents[2] / "docs" / "working-memory.md"
 
 
 def first_client_example() -> str:

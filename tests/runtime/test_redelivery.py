@@ -26,7 +26,7 @@ from sleepmem.resources import Resources
 from sleepmem.tasks import names
 from sleepmem.workers.app import create_celery
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ANN = Scope(tenant="acme", agent="bot", user="ann").key
 VISIBILITY_S = 2
 

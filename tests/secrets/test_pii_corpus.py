@@ -19,7 +19,7 @@ import pytest
 
 from sleepmem.bench import pii
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FETCHED = Path(os.environ.get("SLEEPMEM_PII_CORPUS", Path.home() / ".cache/sleepmem/pii.jsonl"))
 
 # The layout of presidio-analyzer/tests/test_*_recognizer.py: an ``entities`` fixture and

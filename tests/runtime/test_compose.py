@@ -25,7 +25,7 @@ from sleepmem.cli import app as cli_app
 from sleepmem.core.settings import Settings
 from sleepmem.tasks import names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 APP_SERVICES = ("api", "worker", "scheduler")
 ONE_SHOT = ("migrate",)  # jobs that run to completion; the roles wait for them to succeed
 

@@ -17,7 +17,7 @@ import pytest
 import redis as redis_lib
 from support import REDIS_URL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The folders the project's contract keeps at the top, each installed under sleepmem.
 MAPPED = ("models", "pipelines", "tasks", "workers", "schedules")
 _SKIP = shutil.ignore_patterns(

@@ -23,7 +23,7 @@ from sleepmem.adapters.sql import make_engine, plain_engine
 from sleepmem.core.errors import ConfigurationError
 from sleepmem.models import Audit, AuditMemory, Job, Memory, RawEvent
 
-LEGACY = Path(__file__).parent / "fixtures" / "schema_252873e"
+LEGACY = Path(__file__).parent.parent / "fixtures" / "schema_252873e"
 AT = "2026-05-01 10:00:00+00:00"
 
 

@@ -42,7 +42,7 @@ Body = Callable[[], dict[str, Any]]
 
 # Each write operation with a body, as (METHOD, path template) -> a valid body whose every
 # free-text field holds TEXT. Ids stay ids: one holding a secret is refused with a 422
-# (tests/test_api_edges.py), never stored.
+# (tests/api/test_api_edges.py), never stored.
 BODIES: dict[tuple[str, str], tuple[str, Body]] = {
     ("POST", "/v1/events"): ("/v1/events", lambda: {
         **SESSION, "content": TEXT, "meta": {"note": TEXT, "dbPassword": "hunter22x",

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from support import stop, wait_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("SLEEPMEM_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "ui"
 KEY = "inspector-key-7f3a"
 TENANT, AGENT, USER = "acme", "concierge", "ann"

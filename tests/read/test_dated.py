@@ -18,7 +18,7 @@ EVERY_PATTERN = (
     when._ISO, when._EN_YEAR, when._EN_WEEKDAY, when._ZH_DAY, when._ZH_OFFSET,
     when._ZH_RELATIVE, when._ZH_DATE, when._ZH_YEAR,
 )
-LOCOMO = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev8.json"
+LOCOMO = Path(__file__).resolve().parents[3] / "shared/data/locomo/locomo_dev8.json"
 
 SENTENCES = [
     "We moved to Lisbon in May 2023.", "I'll see you on Friday.", "That was 2 weeks ago.",

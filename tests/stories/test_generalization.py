@@ -19,7 +19,7 @@ from story_suites import run_stories
 
 from sleepmem.pipelines.ports import Embedder
 
-SUITE = Path(__file__).parent / "generalization"
+SUITE = Path(__file__).parent.parent / "generalization"
 STORIES = sorted(SUITE.glob("*.toml"))
 FLOOR = 0.95
 

@@ -28,7 +28,7 @@ from sleepmem.evals.metrics import (
     where_missed,
 )
 
-REAL = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev8.json"
+REAL = Path(__file__).resolve().parents[3] / "shared/data/locomo/locomo_dev8.json"
 
 
 class TestEvidenceRecallMatchesTheHandComputedValues:

@@ -18,7 +18,7 @@ from sleepmem.bench import external_secrets
 from sleepmem.bench.secrets import leaked, locomo_turns
 from sleepmem.core.redaction import redact
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SYNTHETIC = ROOT / "tests" / "fixtures" / "secrets_synthetic.jsonl"
 FETCHED = Path(
     os.environ.get("SLEEPMEM_GITLEAKS_CORPUS", Path.home() / ".cache/sleepmem/gitleaks.jsonl")
