@@ -1,5 +1,15 @@
 """Tables and schemas. Imports neither Celery, Redis nor Qdrant."""
 
+# This folder is the package sleepmem.models. From the repository root it is also
+# importable as `models`, and loaded under that second name its modules would run twice
+# (the tables would be defined again beside sleepmem.models': "Table 'raw_event' is
+# already defined"). Say so before anything runs.
+if __name__ != "sleepmem.models":
+    raise ImportError(
+        f"the folder models/ is the package sleepmem.models: import sleepmem.models"
+        f" (or sleepmem.models.<module>), not {__name__}"
+    )
+
 from sleepmem.models.cards import (
     MEMORY_TYPES,
     SEARCH_FORMATS,

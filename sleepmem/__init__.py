@@ -1,7 +1,9 @@
 """sleepmem: long-term memory for LLM agents that does its thinking at sleep time."""
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sleepmem import _layers
 from sleepmem.core.errors import SleepmemError, ValidationError
 
 if TYPE_CHECKING:
@@ -9,6 +11,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncClient", "Client", "SleepmemError", "ValidationError"]
 __version__ = "0.1.0"
+
+# In a checkout, sleepmem.models, .pipelines, .tasks, .workers and .schedules load from the
+# top-level folders of the same names (the wheel has them under sleepmem/ instead).
+_layers.install(Path(__file__).parent)
 
 
 def __getattr__(name: str) -> Any:

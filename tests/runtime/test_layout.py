@@ -1,13 +1,20 @@
 """What ships: one import package, ``sleepmem``, holding every module of the tree, and an
-SDK that an application with its own ``models.py`` and ``tasks.py`` can import."""
+SDK that an application with its own ``models.py`` and ``tasks.py`` can import. And what a
+checkout is: the top-level layer folders are the real source of ``sleepmem.models`` & co.,
+with no symlink, for the interpreter (tracebacks, ``__file__``) and the static tools."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import traceback
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -22,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAPPED = ("models", "pipelines", "tasks", "workers", "schedules")
 _SKIP = shutil.ignore_patterns(
     ".git", ".venv", "build", "dist", "data", ".sleepmem", "*.egg-info", "__pycache__",
-    ".*_cache", ".hypothesis", "tests", "docs",
+    ".*_cache", ".hypothesis", "tests", "docs", ".staged",
 )
 
 
@@ -56,10 +63,7 @@ def read_metadata(wheel: Path) -> str:
 
 def source_modules() -> set[str]:
     """Every module of the tree, named by where the wheel must put it."""
-    found = {
-        str(p.relative_to(ROOT)) for p in (ROOT / "sleepmem").rglob("*.py")
-        if not any(part in MAPPED for part in p.relative_to(ROOT / "sleepmem").parts[:1])
-    }
+    found = {str(p.relative_to(ROOT)) for p in (ROOT / "sleepmem").rglob("*.py")}
     for folder in MAPPED:
         found |= {f"sleepmem/{p.relative_to(ROOT)}" for p in (ROOT / folder).rglob("*.py")}
     return {name for name in found if "__pycache__" not in name}
@@ -139,6 +143,7 @@ PROBE = textwrap.dedent(
         "models": models.__file__, "levels": models.LEVELS,
         "tasks": tasks.send_welcome_mail(),
         "sleepmem_models": sys.modules["sleepmem.models"].__file__,
+        "finders": [type(finder).__module__ for finder in sys.meta_path],
         "event_id": event_id, "health": health,
     }))
     """
@@ -185,6 +190,12 @@ class TestAnApplicationWithItsOwnModels:
         seen = json.loads(done.stdout.strip().splitlines()[-1])
         assert Path(seen["sleepmem"]).is_relative_to(site)
         assert Path(seen["sleepmem_models"]).is_relative_to(site / "sleepmem" / "models")
+        # The installed layer folders are plain directories the ordinary import system
+        # finds: the checkout's finder (sleepmem/_layers.py) stays out.
+        for folder in MAPPED:
+            installed = site / "sleepmem" / folder
+            assert installed.is_dir() and not installed.is_symlink(), folder
+        assert "sleepmem._layers" not in seen["finders"]
         # The application's own modules are untouched by ours, and ours by theirs.
         assert Path(seen["models"]) == app_dir / "models.py"
         assert seen["levels"] == "the application"
@@ -196,6 +207,150 @@ class TestAnApplicationWithItsOwnModels:
         finally:
             stream.close()
         assert len(entries) == 1
+
+
+def git(*args: str) -> str:
+    """``git`` in the repository, or a skip where the tree is not a git checkout."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True,
+        timeout=60,
+    ).stdout
+
+
+def run_python(
+    code: str, cwd: Path, python: str = sys.executable,
+) -> subprocess.CompletedProcess[str]:
+    # PYTHONPATH would decide where sleepmem comes from in place of what is under test.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [python, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+class TestACheckout:
+    """The layer folders at the top of the tree are where sleepmem.models & co. come from,
+    with no symlink under sleepmem/ (issue 42)."""
+
+    def test_has_no_symlink(self) -> None:
+        for folder in MAPPED:
+            assert not os.path.lexists(ROOT / "sleepmem" / folder), folder
+        # git records a symlink with mode 120000; a checkout without symlink support (some
+        # Windows set-ups, some archive tools) would turn it into a text file.
+        links = [line for line in git("ls-files", "-s").splitlines() if line.startswith("120000")]
+        assert links == []
+
+    def test_imports_each_layer_from_its_top_level_folder(self) -> None:
+        for folder in MAPPED:
+            package = importlib.import_module(f"sleepmem.{folder}")
+            assert Path(package.__file__ or "") == ROOT / folder / "__init__.py"
+            assert list(package.__path__) == [str(ROOT / folder)]
+        from sleepmem.models import tables
+        from sleepmem.pipelines import types
+
+        assert Path(types.__file__) == ROOT / "pipelines" / "types.py"
+        assert Path(tables.__file__) == ROOT / "models" / "tables.py"
+
+    def test_a_traceback_names_the_file_in_the_repository(self) -> None:
+        from sleepmem.pipelines.types import open_slot
+
+        with pytest.raises(AttributeError) as caught:
+            open_slot(None)  # type: ignore[arg-type]  # None has no .lower(): raises inside
+        where = Path(str(caught.traceback[-1].path))
+        assert where == ROOT / "pipelines" / "types.py"
+        assert where.is_file()
+        text = "".join(traceback.format_exception(caught.value))
+        assert f'File "{ROOT / "pipelines" / "types.py"}"' in text
+        assert "sleepmem/pipelines" not in text
+        # git blame takes the path a traceback prints.
+        assert git("blame", "--porcelain", "-L", "1,1", "--", str(where.relative_to(ROOT)))
+
+    def test_makes_no_other_folder_of_the_root_a_subpackage(self) -> None:
+        for name in ("tests", "docs", "scripts", "sleepmem"):
+            assert importlib.util.find_spec(f"sleepmem.{name}") is None, name
+
+    @pytest.mark.parametrize(
+        ("code", "folder"),
+        [
+            ("import models", "models"),
+            ("import models.tables", "models"),
+            ("from models.tables import RawEvent", "models"),
+            # The case that failed with "Table 'raw_event' is already defined".
+            ("import sleepmem.models.tables\nimport models.tables", "models"),
+            ("import pipelines.types", "pipelines"),
+            ("import tasks", "tasks"),
+            ("import workers", "workers"),
+            ("import schedules", "schedules"),
+        ],
+    )
+    def test_importing_a_layer_by_its_folder_name_says_to_import_it_from_sleepmem(
+        self, code: str, folder: str,
+    ) -> None:
+        # python -c puts its working directory, the repository root, first on sys.path.
+        done = run_python(code, cwd=ROOT)
+        assert done.returncode != 0
+        assert "already defined" not in done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("ImportError: "), done.stderr[-2000:]
+        assert f"import sleepmem.{folder}" in last
+
+    def test_a_copy_without_symlinks_installs_editable_and_runs_from_its_real_files(
+        self, tmp_path: Path,
+    ) -> None:
+        # What a clone of the working tree holds: the files git tracks or would track.
+        copy = tmp_path / "checkout"
+        for name in git("ls-files", "-co", "--exclude-standard", "-z").split("\0"):
+            source = ROOT / name
+            if name and os.path.lexists(source):
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, copy / name, follow_symlinks=False)
+        assert not any(p.is_symlink() for p in copy.rglob("*"))
+        venv = tmp_path / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        python = str(venv / "bin" / "python")
+        # The dependencies come from this interpreter's environment; only sleepmem itself
+        # is installed, editable, from the copy.
+        (purelib,) = {
+            line.strip() for line in run_python(
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path,
+                python=python,
+            ).stdout.splitlines()
+        }
+        ours = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+        (Path(purelib) / "zz_dependencies.pth").write_text("\n".join(ours) + "\n")
+        install = subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(copy)],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+        probe = textwrap.dedent(
+            """
+            import json, traceback
+            import sleepmem.models.tables as tables
+            from sleepmem.pipelines.types import open_slot
+            try:
+                open_slot(None)
+            except AttributeError as exc:
+                where = traceback.extract_tb(exc.__traceback__)[-1].filename
+            print(json.dumps({"tables": tables.__file__, "raised_in": where}))
+            """
+        )
+        done = run_python(probe, cwd=tmp_path, python=python)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen == {
+            "tables": str(copy / "models" / "tables.py"),
+            "raised_in": str(copy / "pipelines" / "types.py"),
+        }
+        # The layer contracts run there too, over the staged tree, without a symlink.
+        lint = subprocess.run(
+            [sys.executable, str(copy / "scripts" / "staged.py"), "lint-imports"],
+            cwd=copy, capture_output=True, text=True, timeout=300,
+        )
+        assert lint.returncode == 0, lint.stdout[-3000:]
+        assert re.search(r"Contracts: [1-9]\d* kept, 0 broken\.", lint.stdout), lint.stdout
+        assert not any(p.is_symlink() for p in (copy / ".staged").rglob("*"))
 
 
 class TestAnInstallWithoutTheEvalExtra:
