@@ -22,7 +22,7 @@ from sqlmodel import Session
 from sleepmem.core.errors import ExtractionError, LeaseLostError
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import span
-from sleepmem.models import Audit, MemoryStatus, Scope
+from sleepmem.models import Audit, Scope
 from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.context import visible_scope_keys
 from sleepmem.pipelines.entities import graph as entity_graph
@@ -31,6 +31,7 @@ from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.store import session_scope
 from sleepmem.pipelines.types import EventView, Extractor
+from sleepmem.pipelines.write import versions
 from sleepmem.pipelines.write.echo import Output
 from sleepmem.pipelines.write.extract.llm import LLMExtractor
 from sleepmem.pipelines.write.extract.rules import RulesExtractor
@@ -255,9 +256,9 @@ def _archive_compressed(
                 continue
             rows = repo.memories_by_ids(session, ids=members)
             for mem in rows.values():
-                mem.status = MemoryStatus.archived.value
-                mem.archived_at = now
-                session.add(mem)
+                # Through the one versioning rule; a fragment's words live on in the
+                # summary, which is no new version of any one fragment (by=None).
+                session.add(versions.archive(mem, by=None, now=now))
             entity_store.follow_memories(session, memories=list(rows.values()), now=now)
             session.add(
                 Audit(**repo.audit_row(
