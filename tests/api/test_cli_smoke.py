@@ -91,7 +91,7 @@ SMALL: dict[str, list[Arg]] = {
 
 # Commands whose smallest run is a test module of its own (named here); running them twice
 # would only double the wait.
-RUN_ELSEWHERE = {"bench chaos": "test_chaos.py"}
+RUN_ELSEWHERE = {"bench chaos": "runtime/test_chaos.py"}
 
 
 def app_commands() -> set[str]:
