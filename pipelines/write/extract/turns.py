@@ -184,7 +184,8 @@ class Understood:
 # 1,000 / 1,500 / 2,000 tokens (`sleepmem eval locomo`, same run) 0.790 / 0.856 / 0.885 /
 # 0.901 on, 0.781 / 0.855 / 0.885 / 0.900 off, once an open slot's supersession stopped
 # retiring the episodes that carry the turns (resolve.update.retire_episodes). A switch, not a
-# setting: the tests that pin the episodes-only reading turn it off.
+# setting: the tests that pin the episodes-only reading turn it off, on this module, so the
+# other extract modules read it as ``turns.NAMED_SPEAKERS_AS_FACTS``, never a copy.
 NAMED_SPEAKERS_AS_FACTS = True
 
 

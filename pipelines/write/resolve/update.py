@@ -97,8 +97,8 @@ class Updates:
 
     def _retire_told_beside(self, old: Memory, cand: Candidate, *, by: str) -> None:
         """A person's history is kept twice, as their fact and in the turn's episode
-        (rules._statements): a correction of either retires the other, when it is about
-        what the correction says."""
+        (extract.sentences.read_statements): a correction of either retires the other, when
+        it is about what the correction says."""
         if not (old.type == "event" or old.details.get("history")):
             return
         told = set(old.provenance)
