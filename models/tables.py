@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, Text
+from sqlalchemy import JSON, Column, DateTime, Index, PrimaryKeyConstraint, Text, false
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
@@ -73,7 +73,12 @@ class RawEvent(ScopeColumns, table=True):
     """An accepted event after redaction, stored once per (tenant, event_id): idempotent drain."""
 
     __tablename__ = "raw_event"
-    __table_args__ = (Index("ix_raw_event_scope_status", "scope_key", "consolidated"),)
+    __table_args__ = (
+        # Named as revision 0004 names it (PostgreSQL's default name; on SQLite only that
+        # revision's spelling), so a database created from these models has the same key.
+        PrimaryKeyConstraint("tenant", "event_id", name="raw_event_pkey"),
+        Index("ix_raw_event_scope_status", "scope_key", "consolidated"),
+    )
 
     # The key is (tenant, event_id): an event id is unique within its tenant, so one
     # tenant can never make another tenant's event with the same id vanish as a duplicate.
@@ -155,13 +160,15 @@ class Memory(ScopeColumns, table=True):
     demoted: bool = False
     needs_verification: bool = False
     reminded: bool = False
-    # Pinned by a person: never decays, never expires, never swept (unpin to release).
-    pinned: bool = Field(default=False)
     archived_at: datetime | None = _ts(nullable=True)
     details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     pipeline_version: str = Field(default="1", max_length=16)
     extractor: str = Field(default="rules", max_length=64)
     index_state: str = Field(default=IndexState.pending.value, max_length=16)
+    # Pinned by a person: never decays, never expires, never swept (unpin to release).
+    # Last and with a server default, as revision 0002 added it to existing tables: a
+    # database created from these models is then the one the revisions build.
+    pinned: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
 
 
 class Audit(SQLModel, table=True):

@@ -1,13 +1,17 @@
 """Migrations: a database made by the release before migrations is adopted and upgraded
 with its data intact, a fresh one is built by the revisions alone, and the models never
-drift from the revisions (autogenerate finds nothing to do), on SQLite and PostgreSQL."""
+drift from the revisions (autogenerate finds nothing to do), on SQLite and PostgreSQL. An
+empty database is created from the models instead, with exactly the schema the revisions
+build."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import sqlalchemy as sa
@@ -27,14 +31,29 @@ LEGACY = Path(__file__).parent.parent / "fixtures" / "schema_252873e"
 AT = "2026-05-01 10:00:00+00:00"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database with nothing in it: a new SQLite file, or a new PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+@contextmanager
+def an_empty_database(dialect: str, path: Path) -> Iterator[str]:
+    """A database with nothing in it: a new SQLite file at ``path``, or a new PostgreSQL
+    database."""
+    if dialect == "sqlite":
+        yield f"sqlite:///{path}"
     else:
         with scratch_pg_database("sleepmem_migrate") as url:
             yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with an_empty_database(request.param, tmp_path / "fresh.db") as url:
+        yield url
+
+
+@pytest.fixture
+def other_empty_url(empty_url: str, tmp_path: Path) -> Iterator[str]:
+    """A second empty database, of the same kind as ``empty_url``."""
+    dialect = sa.make_url(empty_url).get_backend_name()
+    with an_empty_database(dialect, tmp_path / "other.db") as url:
+        yield url
 
 
 def create_legacy_schema(url: str) -> None:
@@ -137,7 +156,7 @@ class TestTheRevisionsAlone:
     def test_build_a_fresh_database_that_matches_the_models(self, empty_url: str) -> None:
         engine = plain_engine(empty_url)
         try:
-            assert upgrade(engine) == (None, head_revision())
+            assert upgrade(engine, from_models=False) == (None, head_revision())
             assert drift(engine) == []
             assert upgrade(engine) == (head_revision(), head_revision())  # nothing to do
         finally:
@@ -146,12 +165,123 @@ class TestTheRevisionsAlone:
     def test_downgrade_to_nothing_and_back(self, empty_url: str) -> None:
         engine = plain_engine(empty_url)
         try:
-            upgrade(engine)
+            upgrade(engine, from_models=False)
             with engine.begin() as conn:
                 command.downgrade(alembic_config(conn), "base")
             with engine.connect() as conn:
                 assert not sa.inspect(conn).has_table("memory")
             upgrade(engine)
+            assert drift(engine) == []
+        finally:
+            engine.dispose()
+
+
+def built_from_the_models(url: str) -> Engine:
+    """``make_engine`` on an empty database, failing if it replays a single revision."""
+    replay = mock.patch.object(
+        command, "upgrade", side_effect=AssertionError("replayed the revisions")
+    )
+    with replay:
+        return make_engine(url)
+
+
+def schema_of(engine: Engine) -> list[str]:
+    """All the inspector and the catalogue tell of a database's schema, one fact a line,
+    so that a difference reads as the lines that differ.
+
+    The only normalisation: tables, views, and a table's indexes and constraints are
+    sorted by name, as they are unordered (PostgreSQL lists tables in no set order, SQLite
+    indexes in creation order, which differs between a table created whole and one rebuilt
+    by batch mode). Columns keep their order: it is physical (``SELECT *``, a dump's
+    ``COPY``), and a column a revision added comes last.
+    """
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        views = sorted(inspector.get_view_names())
+        facts = [f"revision {current_revision(conn)}", f"views {views}"]
+        for table in sorted(inspector.get_table_names()):
+            facts += [f"{table}: {fact}" for fact in table_facts(inspector, table)]
+        if conn.dialect.name == "sqlite":
+            facts += sqlite_catalogue(conn)
+        else:
+            facts += pg_catalogue(conn)
+    return facts
+
+
+def table_facts(inspector: sa.Inspector, table: str) -> Iterator[str]:
+    for position, column in enumerate(inspector.get_columns(table)):
+        # repr, not str: str(TIMESTAMP(timezone=True)) is "TIMESTAMP", hiding the zone.
+        yield f"column {position} {({**column, 'type': repr(column['type'])})}"
+    yield f"primary key {inspector.get_pk_constraint(table)}"
+    for kind, found in (
+        ("foreign key", inspector.get_foreign_keys(table)),
+        ("index", inspector.get_indexes(table)),
+        ("unique constraint", inspector.get_unique_constraints(table)),
+        ("check constraint", inspector.get_check_constraints(table)),
+    ):
+        for item in sorted(found, key=lambda item: str(item["name"])):
+            yield f"{kind} {item}"
+    yield f"options {inspector.get_table_options(table)}"
+
+
+def sqlite_catalogue(conn: sa.Connection) -> list[str]:
+    """What SQLite's inspector does not report: triggers, and AUTOINCREMENT (audit ids
+    must never be reused, see AuditMemory)."""
+    return rows(
+        conn,
+        "SELECT 'trigger', name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'",
+        "SELECT 'autoincrement', name FROM sqlite_master "
+        "WHERE type = 'table' AND sql LIKE '%AUTOINCREMENT%'",
+    )
+
+
+def pg_catalogue(conn: sa.Connection) -> list[str]:
+    """Triggers with their functions, every function of the schema (one outlives a dropped
+    trigger), and the sequences behind the serial columns."""
+    return rows(
+        conn,
+        """SELECT 'trigger', c.relname, t.tgname, pg_get_triggerdef(t.oid),
+                  pg_get_functiondef(t.tgfoid)
+             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+            WHERE NOT t.tgisinternal AND pg_table_is_visible(c.oid)""",
+        """SELECT 'function', p.proname, pg_get_functiondef(p.oid)
+             FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = current_schema()""",
+        """SELECT 'sequence', sequencename, data_type::text, start_value, increment_by,
+                  max_value, cycle
+             FROM pg_sequences WHERE schemaname = current_schema()""",
+    )
+
+
+def rows(conn: sa.Connection, *queries: str) -> list[str]:
+    return sorted(str(tuple(row)) for query in queries for row in conn.execute(sa.text(query)))
+
+
+class TestAnEmptyDatabaseBuiltFromTheModels:
+    def test_has_exactly_the_schema_the_revisions_build(
+        self, empty_url: str, other_empty_url: str
+    ) -> None:
+        from_models = built_from_the_models(empty_url)
+        replayed = plain_engine(other_empty_url)
+        try:
+            assert upgrade(replayed, from_models=False) == (None, head_revision())
+            expected = schema_of(replayed)
+            assert f"revision {head_revision()}" in expected
+            assert any("audit_memory_links" in fact for fact in expected)
+            assert schema_of(from_models) == expected
+        finally:
+            from_models.dispose()
+            replayed.dispose()
+
+    def test_is_downgraded_by_the_revisions_to_nothing_and_back(self, empty_url: str) -> None:
+        engine = built_from_the_models(empty_url)
+        try:
+            with engine.begin() as conn:
+                command.downgrade(alembic_config(conn), "base")
+            with engine.connect() as conn:
+                assert sa.inspect(conn).get_table_names() == ["alembic_version"]
+            # No longer empty (alembic_version stays): the revisions build it this time.
+            assert upgrade(engine) == (None, head_revision())
             assert drift(engine) == []
         finally:
             engine.dispose()
