@@ -37,6 +37,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The files holding a test marked slow run first: in a parallel run (scripts/test hands
+    # whole files to each worker) a two-minute suite that started last would finish alone.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
     if config.getoption("--run-llm") or os.environ.get("SLEEPMEM_TEST_LLM_URL"):
         return
     skip = pytest.mark.skip(reason="opt-in: pass --run-llm or set SLEEPMEM_TEST_LLM_URL")

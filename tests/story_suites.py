@@ -1,5 +1,11 @@
 """One runner for the suites of behaviour stories (generalisation, paraphrases, probes):
-each story on a fresh embedded instance, the result grouped as each suite reports it."""
+each story on a fresh instance, the result grouped as each suite reports it.
+
+These suites measure judgement, so each story runs where that is all that differs: its own
+namespace on the machine's Redis and the in-memory vector index, which passes the engines'
+contract suite (tests/runtime/test_vector_index_contract.py). ``--real-index`` runs them on
+the embedded engine; the public scenarios (tests/stories/test_scenarios.py) always run on
+the instance a user starts, embedded Redis and engine included."""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sleepmem.adapters.vectors.memory import MemoryIndex
+from sleepmem.core.settings import Settings
 from sleepmem.evals.scenarios import run_story
 from sleepmem.pipelines.ports import Embedder
 
@@ -30,13 +38,25 @@ class SuiteRun:
         return {k: f"{sum(v)}/{len(v)}" for k, v in sorted(self.groups.items())}
 
 
+@dataclass(frozen=True, slots=True)
+class StoryPlace:
+    """Where the stories of one suite run: a shared Redis under a namespace of the suite's
+    own (each story gets its own below it) and the in-memory index unless ``real_index``."""
+
+    settings: Settings
+    real_index: bool = False
+
+
 def run_stories(paths: list[Path], embedder: Embedder,
-                groups: Callable[[Path], Iterable[str]]) -> SuiteRun:
+                groups: Callable[[Path], Iterable[str]], *, place: StoryPlace) -> SuiteRun:
     """Run every story; a failure is one line: the story's stem, then its error or the
     failing checks."""
     run = SuiteRun(total=len(paths))
-    for path in paths:
-        result = run_story(path, embedder=embedder)
+    for i, path in enumerate(paths):
+        settings = place.settings.model_copy(
+            update={"namespace": f"{place.settings.namespace}-{i}"})
+        index = None if place.real_index else MemoryIndex()
+        result = run_story(path, settings=settings, embedder=embedder, index=index)
         ok = result.passed and result.error is None
         for group in groups(path):
             run.groups[group].append(ok)

@@ -32,7 +32,7 @@ from sleepmem.ingest.drain import drain_once
 from sleepmem.models import Memory, RawEvent, Scope
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.refresh import refresh
-from sleepmem.pipelines.ports import Embedder
+from sleepmem.pipelines.ports import Embedder, VectorIndex
 from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import Resources, build_resources
 from sleepmem.sdk import MemoryClient
@@ -345,8 +345,16 @@ def _has(text: str, want: str) -> bool:
 
 
 def run_story(
-    path: Path, *, settings: Settings | None = None, embedder: Embedder | None = None
+    path: Path,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    index: VectorIndex | None = None,
 ) -> ScenarioResult:
+    """Run one story on a fresh instance: its own data directory and SQLite file, Redis
+    (embedded, or the keys of ``settings.namespace`` on a shared one, deleted afterwards)
+    and vector index (the settings' own, or ``index``: an unopened one for this story only,
+    e.g. the in-memory index the test suites use). The run takes ``index`` over and closes it."""
     story = tomllib.loads(path.read_text(encoding="utf-8"))
     validate_story(story, path.name)
     result = ScenarioResult(name=str(story.get("name", path.stem)), file=path.name)
@@ -361,6 +369,9 @@ def run_story(
         if embedder is not None:
             res._embedder = embedder
         try:
+            if index is not None:
+                index.ensure(dim=res.embedder.dim)
+                res._index = index
             run = StoryRun(story, res, logs)
             for i, step in enumerate(story.get("step", []), start=1):
                 try:

@@ -84,6 +84,7 @@ def _fuzz(operation: Any, mode: GenerationMode, checks: list[Any],
     return None
 
 
+@pytest.mark.slow
 def test_no_server_error_and_responses_match_the_schema(api_schema: Any) -> None:
     """Every operation, MAX_EXAMPLES generated requests in each mode (positive, negative)."""
     calls: list[tuple[str, str, int]] = []

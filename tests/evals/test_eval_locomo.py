@@ -189,6 +189,7 @@ class TestEvents:
         assert conv.questions[2].evidence == frozenset({"D2:1", "D2:2"})
 
 
+@pytest.mark.slow
 class TestRunOnTinySlices:
     def test_a_toy_conversation_runs_end_to_end(self, toy_file: Path, settings: Settings) -> None:
         report = run_locomo(toy_file, settings=settings)

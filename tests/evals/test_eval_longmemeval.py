@@ -178,6 +178,7 @@ class TestBm25Baseline:
         assert sorted(bm25_ranking(item)) == sorted(item.session_ids)
 
 
+@pytest.mark.slow
 class TestRunOnTinySlices:
     def test_a_toy_file_runs_end_to_end_and_skips_abstention(
         self, toy_file: Path, settings: Settings

@@ -28,7 +28,7 @@ PLAN = ChaosPlan(
 
 # One run takes about a minute on a quiet 2-core machine; the bound is for a loaded one
 # (each wait inside the run is bounded too: a run that never settles reports it).
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

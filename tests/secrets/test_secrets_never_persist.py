@@ -175,6 +175,7 @@ def _events(cases: list[SecretCase], user: str) -> list[dict[str, Any]]:
     return events
 
 
+@pytest.mark.slow
 class TestNoSecretPersistsAnywhere:
     def test_sdk_and_http_events_leave_no_secret_in_any_store_or_log(
         self, tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture

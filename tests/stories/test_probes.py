@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 import pytest
-from story_suites import run_stories
+from story_suites import StoryPlace, run_stories
 
 from sleepmem.pipelines.ports import Embedder
 
@@ -43,13 +43,14 @@ def test_the_batch_holds_every_language_and_mechanism_it_names() -> None:
     assert len({mechanism for _, _, mechanism, *_ in parts}) >= 10
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_the_probe_batch_passes_at_the_floor(embedder: Embedder) -> None:
+def test_the_probe_batch_passes_at_the_floor(embedder: Embedder, place: StoryPlace) -> None:
     def groups(path: Path) -> list[str]:
         _, lang, mechanism, *_ = path.stem.split("-")
         return [f"lang:{lang}", f"mechanism:{mechanism}"]
 
-    run = run_stories(STORIES, embedder, groups)
+    run = run_stories(STORIES, embedder, groups, place=place)
     failures, passed = run.failures, run.passed
     report = {"passed": passed, "total": run.total, "rate": round(run.rate, 3), "by": run.by()}
     print("\nprobe batch:", json.dumps(report))
