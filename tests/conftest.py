@@ -117,14 +117,30 @@ def settings(tmp_path: Path, namespace: str, sqlite_url: str) -> Settings:
     )
 
 
+def wants_real_index(request: pytest.FixtureRequest) -> bool:
+    """A test marked ``real_index``, or every test under ``--real-index``."""
+    return (request.node.get_closest_marker("real_index") is not None
+            or bool(request.config.getoption("--real-index")))
+
+
 @pytest.fixture
-def resources(settings: Settings, redis: redis_lib.Redis) -> Iterator[Resources]:
+def resources(
+    request: pytest.FixtureRequest, settings: Settings, redis: redis_lib.Redis
+) -> Iterator[Resources]:
     """The process resources a worker would build, installed as the current ones;
-    ``redis`` cleans the namespace afterwards."""
+    ``redis`` cleans the namespace afterwards.
+
+    Their vector index is the in-memory one, as for the ``index`` fixture, unless the test
+    wants the real one: a test whose worker processes, server or second ``Resources`` open
+    the index at ``settings.data_dir`` must be marked ``real_index`` to share it."""
     from sleepmem.resources import build_resources
     from sleepmem.tasks.context import install_resources, uninstall_resources
 
     res = build_resources(settings)
+    if not wants_real_index(request):
+        memory = MemoryIndex()
+        memory.ensure(dim=res.embedder.dim)
+        res._index = memory
     install_resources(res)
     yield res
     uninstall_resources()
@@ -141,11 +157,7 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorInde
     takes 0.2-1.5 s per test. A test marked ``real_index`` gets the embedded engine on
     disk, and so does every test under ``--real-index``.
     """
-    real = request.node.get_closest_marker("real_index") is not None
-    idx: VectorIndex = (
-        EdgeIndex(tmp_path / "index")
-        if real or request.config.getoption("--real-index") else MemoryIndex()
-    )
+    idx: VectorIndex = EdgeIndex(tmp_path / "index") if wants_real_index(request) else MemoryIndex()
     idx.ensure(dim=HashingEmbedder().dim)
     yield idx
     idx.close()
