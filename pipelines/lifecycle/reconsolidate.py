@@ -54,14 +54,7 @@ from sleepmem.pipelines import store as repo
 from sleepmem.pipelines.context import visible_scope_keys
 from sleepmem.pipelines.decay import aware
 from sleepmem.pipelines.entities import store as entity_store
-from sleepmem.pipelines.lifecycle.jobs import (
-    eta_seconds,
-    get_job,
-    job_key,
-    job_name,
-    list_jobs,
-    update_job,
-)
+from sleepmem.pipelines.lifecycle.jobs import get_job, job_key, update_job
 from sleepmem.pipelines.lifecycle.shadow import Diff, Key, Shadow, diff, match_key
 from sleepmem.pipelines.memories import copy_row, memory_id
 from sleepmem.pipelines.ports import Ports
@@ -74,14 +67,6 @@ from sleepmem.pipelines.write.policy import Policy
 from sleepmem.pipelines.write.resolve import Resolver
 from sleepmem.pipelines.write.stages import judge
 from sleepmem.pipelines.write.versions import AuditDraft, archive, audit_values, successor
-
-# The job rows and the comparison live beside this module; their names are kept here too,
-# where every caller of re-consolidation has always found them.
-__all__ = [
-    "CHUNK_EVENTS", "KIND", "CancelCheck", "Diff", "JobCancelled", "ProgressHook", "Shadow",
-    "create_job", "diff", "eta_seconds", "get_job", "job_key", "job_name", "list_jobs",
-    "replay", "run_job",
-]
 
 log = get_logger("sleepmem.reconsolidate")
 

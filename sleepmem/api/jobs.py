@@ -18,9 +18,10 @@ from sleepmem.core.redaction import contains_secret
 from sleepmem.models import Job, Scope
 from sleepmem.models.events import aware_time
 from sleepmem.models.views import JobView
-from sleepmem.pipelines.lifecycle import reconsolidate as recon
-from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, job_name
-from sleepmem.pipelines.lifecycle.reconsolidate import get_job as load
+from sleepmem.pipelines.lifecycle.jobs import eta_seconds, job_name
+from sleepmem.pipelines.lifecycle.jobs import get_job as load
+from sleepmem.pipelines.lifecycle.jobs import list_jobs as recent_jobs
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job
 from sleepmem.pipelines.write.consolidate import consolidate_scope
 from sleepmem.resources import Resources
 from sleepmem.schedules.scheduler import celery_sender
@@ -114,7 +115,7 @@ async def reconsolidate(
 @router.get("", response_model=list[JobView], summary="Recent jobs of the caller's tenant")
 async def list_jobs(request: Request, tenant: CallerTenant, limit: int = 20) -> list[JobView]:
     res: Resources = request.app.state.resources
-    rows = await run_in_threadpool(lambda: recon.list_jobs(engine=res.engine, tenant=tenant,
+    rows = await run_in_threadpool(lambda: recent_jobs(engine=res.engine, tenant=tenant,
                                                 limit=max(1, min(limit, 500))))
     return [job_view(j) for j in rows]
 

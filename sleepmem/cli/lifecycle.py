@@ -36,7 +36,7 @@ from sleepmem.models import Scope
 from sleepmem.models.events import aware_time
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
-from sleepmem.pipelines.lifecycle.reconsolidate import eta_seconds, list_jobs
+from sleepmem.pipelines.lifecycle.jobs import eta_seconds, list_jobs
 from sleepmem.pipelines.read.found import found_lines
 from sleepmem.reader import explain_query
 from sleepmem.resources import Resources, build_resources

@@ -25,7 +25,7 @@ from sleepmem.models import (
     JobStatus,
 )
 from sleepmem.pipelines.lifecycle import erase as erasure
-from sleepmem.pipelines.lifecycle import reconsolidate as recon
+from sleepmem.pipelines.lifecycle import jobs
 from sleepmem.pipelines.ports import Ports
 from sleepmem.resources import Resources
 from sleepmem.services.job_rows import finish_job
@@ -57,7 +57,7 @@ def create_erase_job(
 
 def run_erasure(res: Resources, job_id: str, *, task_id: str = "", worker: str = "") -> Job:
     """Erase what the job names; the receipt becomes the job's result. Done stays done."""
-    job = recon.get_job(engine=res.engine, job_id=job_id)
+    job = jobs.get_job(engine=res.engine, job_id=job_id)
     job_id = job.id  # the row id, if it was called by the name its client gave
     if job.kind != ERASE_KIND:
         raise ValidationError("job", f"this is a {job.kind} job, not {ERASE_KIND}")

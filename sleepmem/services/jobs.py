@@ -23,6 +23,7 @@ from sleepmem.models import (
     Job,
     JobStatus,
 )
+from sleepmem.pipelines.lifecycle import jobs
 from sleepmem.pipelines.lifecycle import reconsolidate as recon
 from sleepmem.pipelines.lifecycle.forget import sweep
 from sleepmem.pipelines.lifecycle.refresh import RefreshReport, refresh
@@ -86,7 +87,7 @@ def reconcile_job(res: Resources, task_id: str) -> Mapping[str, Any]:
 def cancel_job(res: Resources, job_id: str) -> Job:
     """A running job stops after its chunk; a job not running (queued, perhaps stale from a
     process that died) is cancelled now, so it never sits in 'queued' forever."""
-    job = recon.get_job(engine=res.engine, job_id=job_id)
+    job = jobs.get_job(engine=res.engine, job_id=job_id)
     job_id = job.id  # the row id, if it was called by the name its client gave
     res.redis.set(res.keys.job_cancel(job_id), "1", ex=CANCEL_TTL_S)
     if job.status == JobStatus.queued.value or (
@@ -150,7 +151,7 @@ def run_reconsolidation(
     task_id: str = "",
     worker: str = "",
 ) -> Job:
-    job = recon.get_job(engine=res.engine, job_id=job_id)
+    job = jobs.get_job(engine=res.engine, job_id=job_id)
     job_id = job.id  # the row id, if it was called by the name its client gave
     if resume:
         res.redis.delete(res.keys.job_cancel(job_id))

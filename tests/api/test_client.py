@@ -447,7 +447,8 @@ class TestCliNextToARunningServer:
         assert event_id in mem.get(found.id).provenance
 
     def test_jobs_cancel_clears_a_job_stuck_in_queued(self, server: Runtime) -> None:
-        from sleepmem.pipelines.lifecycle.reconsolidate import create_job, get_job
+        from sleepmem.pipelines.lifecycle.jobs import get_job
+        from sleepmem.pipelines.lifecycle.reconsolidate import create_job
 
         res = server.resources
         assert res is not None
@@ -465,7 +466,8 @@ class TestStaleJobsAtStartUp:
         from sqlmodel import Session
 
         from sleepmem.models import Job
-        from sleepmem.pipelines.lifecycle.reconsolidate import create_job, get_job
+        from sleepmem.pipelines.lifecycle.jobs import get_job
+        from sleepmem.pipelines.lifecycle.reconsolidate import create_job
         from sleepmem.services import recover_jobs
 
         res = server.resources

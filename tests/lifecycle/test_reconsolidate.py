@@ -17,7 +17,8 @@ from sleepmem.core.keys import Keys
 from sleepmem.core.settings import Settings
 from sleepmem.models import Audit, Job, Memory
 from sleepmem.pipelines.lifecycle.explain import explain
-from sleepmem.pipelines.lifecycle.reconsolidate import create_job, eta_seconds, run_job
+from sleepmem.pipelines.lifecycle.jobs import eta_seconds
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job, run_job
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.types import EventView, Extraction
 from sleepmem.pipelines.write.extract.rules import RulesExtractor

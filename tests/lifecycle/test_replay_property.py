@@ -36,7 +36,8 @@ from sleepmem.ingest.drain import drain_once
 from sleepmem.ingest.validation import validate_events
 from sleepmem.models import Audit, Event, Memory, Scope
 from sleepmem.pipelines.decay import aware
-from sleepmem.pipelines.lifecycle.reconsolidate import Shadow, create_job, replay, run_job
+from sleepmem.pipelines.lifecycle.reconsolidate import create_job, replay, run_job
+from sleepmem.pipelines.lifecycle.shadow import Shadow
 from sleepmem.pipelines.ports import Ports
 from sleepmem.pipelines.write.consolidate import consolidate_scope
 
