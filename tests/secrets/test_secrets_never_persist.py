@@ -15,6 +15,9 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from sqlmodel import SQLModel
 from support import embedded_settings, wait_for
 
@@ -59,6 +62,26 @@ class TestTheCorpus:
         assert report["missed"] == 0, report["missed_kinds"]
 
 
+class TestTheLeakScan:
+    """found_in answers what a search per secret (leaked) answers, in one pass."""
+
+    @examples(max_examples=200, deadline=None)
+    @given(st.lists(st.one_of(
+        st.sampled_from([c.secret for c in CORPUS[:40]]),
+        st.sampled_from(["a", "7", "-", " ", "\n", "é", "中", "=", '"']),
+        st.text(max_size=6),
+    ), max_size=30))
+    def test_it_finds_what_a_search_per_secret_finds(self, pieces: list[str]) -> None:
+        blob = "".join(pieces).encode()
+        assert found_in(blob, CORPUS) == [c for c in CORPUS if leaked(c.secret, blob)]
+
+    def test_a_secret_inside_another_and_at_the_edges_of_a_blob(self) -> None:
+        outer, inner = (SecretCase("k", "en", "", s) for s in ("ab-cd-ef", "cd"))
+        assert found_in(b"ab-cd-ef", [outer, inner]) == [outer, inner]
+        assert found_in(b"xab-cd-ef", [outer, inner]) == [inner]
+        assert found_in(b"ab-cdx-ef", [outer, inner]) == []
+
+
 @pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo is not committed; set SLEEPMEM_LOCOMO")
 class TestBenignText:
     def test_at_most_one_locomo_turn_in_a_hundred_is_touched(self) -> None:
@@ -95,7 +118,7 @@ class _NoRedis:
 
 def _stores(data_dir: Path) -> dict[str, bytes]:
     """Every file under the data directory, grouped by the store that wrote it."""
-    out: dict[str, bytes] = {}
+    parts: dict[str, list[bytes]] = {}
     for path in sorted(data_dir.rglob("*")):
         if not path.is_file():
             continue
@@ -106,8 +129,8 @@ def _stores(data_dir: Path) -> dict[str, bytes]:
             store = "sqlite files"
         else:
             store = "vector index files"
-        out[store] = out.get(store, b"") + path.read_bytes()
-    return out
+        parts.setdefault(store, []).append(path.read_bytes())
+    return {store: b"".join(files) for store, files in parts.items()}
 
 
 def _sql_dump(url: str) -> bytes:
