@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -17,7 +17,9 @@ from sleepmem.cli.app import bench_app, eval_app, fail
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
-from sleepmem.models import SEARCH_FORMATS, SearchFormat
+
+if TYPE_CHECKING:
+    from sleepmem.models import SearchFormat
 
 DataFile = Annotated[
     Path,
@@ -45,12 +47,15 @@ def _budgets(extra: list[int] | None) -> list[int]:
 
 def _formats(named: list[str] | None) -> list[SearchFormat]:
     """The formats named, checked, in order (each once); cards when none is."""
+    # deferred: sleepmem.models loads SQLModel and every table (~0.3 s)
+    from sleepmem.models import SEARCH_FORMATS
+
     out: list[SearchFormat] = []
     for name in named or ["cards"]:
         if name not in SEARCH_FORMATS:
             raise fail(ValidationError(
                 "format", f"{name!r} is not a search format: {', '.join(SEARCH_FORMATS)}"))
-        fmt = cast(SearchFormat, name)
+        fmt = cast("SearchFormat", name)
         if fmt not in out:
             out.append(fmt)
     return out

@@ -12,7 +12,6 @@ import typer
 from sleepmem.cli.app import app, bench_app, fail, load_settings
 from sleepmem.cli.remote import running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
-from sleepmem.sdk import MemoryClient
 
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:
@@ -75,6 +74,9 @@ def emit(
                 given = {k: v for k, v in levels.items() if v}
                 ids = server.emit_many([{**given, **e} for e in events])
         else:
+            # deferred: the SDK (redis and the models) is slow to import; only this path uses it
+            from sleepmem.sdk import MemoryClient
+
             with MemoryClient(
                 settings, tenant=tenant, agent=agent, user=user, project=project, session=session
             ) as client:

@@ -12,44 +12,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
-from sleepmem.adapters.redis.locks import Lease
 from sleepmem.cli.app import app, bench_app, fail, load_settings
 from sleepmem.cli.remote import require_local_store, running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
 from sleepmem.core.logs import configure_logging
-from sleepmem.models import Scope
-from sleepmem.models.events import aware_time
-from sleepmem.pipelines.lifecycle import reconsolidate as recon
-from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
-from sleepmem.pipelines.lifecycle.jobs import eta_seconds, list_jobs
-from sleepmem.pipelines.read.found import found_lines
-from sleepmem.reader import explain_query
-from sleepmem.resources import Resources, build_resources
-from sleepmem.services import (
-    MaintenanceJob,
-    cancel_job,
-    create_erase_job,
-    refresh_job,
-    run_erasure,
-    run_reconsolidation,
-    sweep_job,
-)
-from sleepmem.tasks import names
+
+if TYPE_CHECKING:
+    from sleepmem.resources import Resources
+    from sleepmem.services import MaintenanceJob
+
+# The stores, pipelines, services and models are imported inside the commands that use
+# them (deferred: together they take ~1 s to import, paid by every `sleepmem` command,
+# `--help` included, if imported here).
 
 console = Console()
 
@@ -58,6 +39,9 @@ console = Console()
 def _resources(log_level: str | None = "WARNING") -> Iterator[Resources]:
     """The process's stores, when they exist (none is created to be acted on); any
     sleepmem error becomes a message and an exit code."""
+    # deferred: the stores and services take ~1 s to import (see the note at the top)
+    from sleepmem.resources import build_resources
+
     settings = load_settings(log_level)
     try:
         require_local_store(settings)
@@ -94,6 +78,8 @@ def _echo_json(value: Any) -> None:
 
 
 def _parse_time(text: str | None) -> datetime | None:
+    from sleepmem.models.events import aware_time
+
     if text is None:
         return None
     try:
@@ -114,6 +100,8 @@ def _parse_time(text: str | None) -> datetime | None:
 
 def _maintenance(name: str, job: MaintenanceJob) -> dict[str, Any]:
     """Run a scheduled job now, under the job lease the workers take: never two at once."""
+    from sleepmem.adapters.redis.locks import Lease
+
     with _resources() as res, Lease(res.redis, res.keys.job_lease(name),
                                      ttl_s=res.settings.lease_seconds):
         return dict(job(res, "cli"))
@@ -124,6 +112,9 @@ def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the forgetting sweep now (expire, demote, archive, evict, delete)."""
+    from sleepmem.services import sweep_job
+    from sleepmem.tasks import names
+
     with _remote() as server:
         counts = server.run_maintenance("sweep") if server is not None else None
     if counts is None:
@@ -144,6 +135,9 @@ def refresh(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Apply recorded retrieval hits and the importance rules now."""
+    from sleepmem.services import refresh_job
+    from sleepmem.tasks import names
+
     with _remote() as server:
         counts = server.run_maintenance("refresh") if server is not None else None
     if counts is None:
@@ -168,6 +162,19 @@ def reconsolidate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
 ) -> None:
     """Replay a scope's raw events through the current pipeline and show the diff."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from sleepmem.models import Scope
+    from sleepmem.pipelines.lifecycle import reconsolidate as recon
+    from sleepmem.services import run_reconsolidation
+
     if dry_run and apply:
         typer.echo("error: --dry-run and --apply exclude each other", err=True)
         raise typer.Exit(2)
@@ -210,6 +217,8 @@ def reconsolidate(
 
 
 def _tenant_of(scope: str) -> str | None:
+    from sleepmem.models import Scope
+
     try:
         return Scope.parse_key(scope, canonical=False).tenant
     except SleepmemError:
@@ -257,6 +266,8 @@ def _print_diff(job: Any) -> None:
 
 
 def _job_json(job: Any) -> dict[str, Any]:
+    from sleepmem.pipelines.lifecycle.jobs import eta_seconds
+
     return {**job.model_dump(mode="json"), "eta_s": eta_seconds(job)}
 
 
@@ -268,6 +279,9 @@ def jobs(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """List re-consolidation and erasure jobs with their progress (or cancel one)."""
+    from sleepmem.pipelines.lifecycle.jobs import eta_seconds, list_jobs
+    from sleepmem.services import cancel_job
+
     with _remote(tenant) as server:
         if server is not None and cancel is not None:
             job = server.cancel_job(cancel)
@@ -308,6 +322,10 @@ def forget(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Physically erase a scope (or one memory) from every store; prints the receipt."""
+    from sleepmem.models import Scope
+    from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
+    from sleepmem.services import create_erase_job, run_erasure
+
     if (scope is None) == (memory is None):
         typer.echo("error: give exactly one of --scope or --memory", err=True)
         raise typer.Exit(2)
@@ -362,6 +380,10 @@ def explain(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Where a memory came from, every version of it, and why it is (not) current."""
+    from sleepmem.pipelines.lifecycle.explain import explain as explain_memory
+    from sleepmem.pipelines.read.found import found_lines
+    from sleepmem.reader import explain_query
+
     if query is not None and not query.strip():
         typer.echo("error: query: give some text to search for, not only whitespace", err=True)
         raise typer.Exit(2)

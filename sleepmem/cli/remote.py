@@ -15,18 +15,22 @@ runs on the local store only if there is one: it never creates an empty one to a
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-import httpx
-
-from sleepmem.client import Client
 from sleepmem.core.errors import NotFoundError, TransientError
-from sleepmem.core.localkey import read_local_key, server_url
 from sleepmem.core.settings import ENV_PREFIX, Settings
+
+if TYPE_CHECKING:
+    from sleepmem.client import Client
 
 PROBE_TIMEOUT_S = 0.5
 
 
 def _answers(url: str) -> bool:
+    # deferred: httpx and the client (with the models) take ~0.3 s to import; only the
+    # commands that look for a server need them
+    import httpx
+
     try:
         return httpx.get(f"{url.rstrip('/')}/healthz", timeout=PROBE_TIMEOUT_S).status_code == 200
     except httpx.HTTPError:
@@ -38,6 +42,9 @@ def running_server(settings: Settings, *, tenant: str | None = None) -> Client |
 
     The key: SLEEPMEM_API_KEY, else the tenant's key from SLEEPMEM_API_KEYS (an operator
     shell shares the server's environment), else the local key file."""
+    from sleepmem.client import Client
+    from sleepmem.core.localkey import read_local_key, server_url
+
     local = read_local_key(settings.data_dir)
     configured = os.environ.get(f"{ENV_PREFIX}API_URL")
     if configured:

@@ -17,11 +17,6 @@ from sleepmem.core.indexowner import own_index, refuse_worker
 from sleepmem.core.logs import configure_logging
 from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
-from sleepmem.models import Scope
-from sleepmem.pipelines.write.consolidate import consolidate_scope
-from sleepmem.resources import build_resources
-from sleepmem.schedules.leader import LeaderElector
-from sleepmem.services import run_consolidation
 from sleepmem.tasks import names
 
 
@@ -129,7 +124,9 @@ def worker(
 def scheduler() -> None:
     """The scheduler (distributed mode): run several; one leads, the others stand by."""
     # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
+    from sleepmem.resources import build_resources
     from sleepmem.runtime import shutdown_requested, wait_for
+    from sleepmem.schedules.leader import LeaderElector
     from sleepmem.schedules.scheduler import Scheduler, celery_sender
     from sleepmem.workers.app import create_celery
 
@@ -166,6 +163,12 @@ def consolidate(
     scope: Annotated[str, typer.Option(help="Canonical scope key, e.g. t=acme/a=bot/u=ann/p=/s=")],
 ) -> None:
     """Consolidate one scope now, in this process, under the same lease as the workers."""
+    # deferred: the models, stores and pipeline take ~1 s to import
+    from sleepmem.models import Scope
+    from sleepmem.pipelines.write.consolidate import consolidate_scope
+    from sleepmem.resources import build_resources
+    from sleepmem.services import run_consolidation
+
     try:
         parsed = Scope.parse_key(scope, field="scope")  # before any store is opened or started
     except SleepmemError as exc:

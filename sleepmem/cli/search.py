@@ -7,10 +7,8 @@ import json
 import typer
 
 from sleepmem.cli.app import app, fail
-from sleepmem.client import Client
 from sleepmem.core.errors import SleepmemError
 from sleepmem.core.settings import Settings
-from sleepmem.models import ConflictGroup
 
 
 @app.command()
@@ -37,6 +35,10 @@ def search(
 
     The server and key: --api-url / --api-key, SLEEPMEM_API_URL / SLEEPMEM_API_KEY, else the
     local key file of the data directory (SLEEPMEM_DATA_DIR)."""
+
+    # deferred: the client (httpx and the models) takes ~0.3 s to import
+    from sleepmem.client import Client
+    from sleepmem.models import ConflictGroup
 
     scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
              "session": session}
