@@ -17,9 +17,6 @@ from sleepmem.core.metricsdir import prepare_multiprocess_dir, wants_worker_metr
 if wants_worker_metrics(sys.argv[1:]):
     prepare_multiprocess_dir()
 
-from pydantic import ValidationError as PydanticValidationError
-from pydantic_settings import SettingsError
-
 from sleepmem.cli.app import app, bench_app, config_error_line, eval_app, exit_code
 from sleepmem.core.errors import SleepmemError
 
@@ -36,8 +33,15 @@ def main() -> None:
     except SleepmemError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exit_code(exc))
-    except (SettingsError, PydanticValidationError) as exc:
+    except Exception as exc:
+        # deferred: pydantic-settings takes ~0.15 s to import; an error of its kinds means it
+        # is loaded already
+        from pydantic import ValidationError as PydanticValidationError
+        from pydantic_settings import SettingsError
+
         # Settings read outside load_settings (a command's own Settings()): still one line.
+        if not isinstance(exc, (SettingsError, PydanticValidationError)):
+            raise
         if isinstance(exc, PydanticValidationError) and exc.title != "Settings":
             raise
         typer.echo(f"error: {config_error_line(exc)}", err=True)

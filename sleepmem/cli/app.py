@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError as PydanticValidationError
-from pydantic_settings import SettingsError
 
 from sleepmem.core.errors import (
     AuthError,
@@ -17,8 +16,15 @@ from sleepmem.core.errors import (
     TransientError,
     ValidationError,
 )
-from sleepmem.core.logs import configure_logging
-from sleepmem.core.settings import ENV_PREFIX, Settings, check_environment
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError as PydanticValidationError
+    from pydantic_settings import SettingsError
+
+    from sleepmem.core.settings import Settings
+
+# The settings (pydantic-settings) and logging (structlog) modules are imported where they
+# are used: deferred, they take ~0.25 s to import and `sleepmem --help` needs neither.
 
 app = typer.Typer(
     name="sleepmem",
@@ -56,6 +62,11 @@ def fail(exc: SleepmemError) -> typer.Exit:
 
 def config_error_line(exc: SleepmemError | PydanticValidationError | SettingsError) -> str:
     """One line naming the variable and what is wrong with it, never a traceback."""
+    from pydantic import ValidationError as PydanticValidationError
+    from pydantic_settings import SettingsError
+
+    from sleepmem.core.settings import ENV_PREFIX
+
     if isinstance(exc, SettingsError):
         # pydantic-settings names the field only in its message ('error parsing value for
         # field "api_keys" from source …'); the reason is the JSON error it chains.
@@ -76,6 +87,13 @@ def config_error_line(exc: SleepmemError | PydanticValidationError | SettingsErr
 def load_settings(log_level: str | None = None, *, role: str | None = None) -> Settings:
     """Settings from the environment, logging configured; bad settings exit 2 with the
     reason on one line (``error: …``). A distributed ``role`` also needs its stores."""
+    # deferred: pydantic-settings and structlog take ~0.25 s to import (see the top)
+    from pydantic import ValidationError as PydanticValidationError
+    from pydantic_settings import SettingsError
+
+    from sleepmem.core.logs import configure_logging
+    from sleepmem.core.settings import Settings, check_environment
+
     try:
         check_environment()
         settings = Settings()

@@ -7,7 +7,6 @@ import json
 import typer
 
 from sleepmem.cli.app import bench_app
-from sleepmem.core.logs import configure_logging
 
 
 @bench_app.command("consolidate")
@@ -20,6 +19,7 @@ def bench_consolidate(
     """Events/s from the first emit to every memory indexed (embedded, one worker)."""
     # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.consolidate import run_consolidate_bench
+    from sleepmem.core.logs import configure_logging
 
     configure_logging(level="WARNING")  # stdout carries the one JSON object alone
     result = run_consolidate_bench(events=events, users=users, llm=llm)
@@ -34,6 +34,7 @@ def bench_session_end(
 ) -> None:
     """Delay from a consolidation's end to the session ended during it consolidated too."""
     from sleepmem.bench.session_end import run_session_end_bench
+    from sleepmem.core.logs import configure_logging
 
     configure_logging(level="WARNING")  # stdout carries the one JSON object alone
     result = run_session_end_bench(first=first, second=second)
@@ -68,6 +69,7 @@ def bench_chaos(
     """Kill workers and restart Redis and PostgreSQL while events flow; count what was lost,
     duplicated or left stuck (servers of its own: needs redis-server, initdb, pg_ctl)."""
     from sleepmem.bench.chaos import ChaosPlan, run_chaos, services_available
+    from sleepmem.core.logs import configure_logging
 
     missing = services_available()
     if missing is not None:

@@ -15,10 +15,9 @@ import typer
 
 from sleepmem.cli.app import bench_app, eval_app, fail
 from sleepmem.core.errors import SleepmemError, ValidationError
-from sleepmem.core.logs import configure_logging
-from sleepmem.core.settings import Settings
 
 if TYPE_CHECKING:
+    from sleepmem.core.settings import Settings
     from sleepmem.models import SearchFormat
 
 DataFile = Annotated[
@@ -62,6 +61,9 @@ def _formats(named: list[str] | None) -> list[SearchFormat]:
 
 
 def _settings() -> Settings:
+    from sleepmem.core.logs import configure_logging
+    from sleepmem.core.settings import Settings
+
     settings = Settings()
     # Per-conversation and per-question lines go to stderr; stdout stays one JSON object.
     configure_logging(level=settings.log_level, json=settings.log_json)

@@ -22,7 +22,6 @@ from rich.table import Table
 from sleepmem.cli.app import app, bench_app, fail, load_settings
 from sleepmem.cli.remote import require_local_store, running_server
 from sleepmem.core.errors import SleepmemError, ValidationError
-from sleepmem.core.logs import configure_logging
 
 if TYPE_CHECKING:
     from sleepmem.resources import Resources
@@ -434,6 +433,7 @@ def bench_sweep(
     """Fill N memories (not timed), then time one full sweep in a fresh process."""
     # deferred: bench and eval tooling loads only for its own command
     from sleepmem.bench.lifecycle import bench_sweep as run_bench
+    from sleepmem.core.logs import configure_logging
 
     configure_logging(level="WARNING")
     result = run_bench(memories=memories, database_url=database_url, indexed=indexed)

@@ -18,10 +18,10 @@ import os
 from typing import TYPE_CHECKING
 
 from sleepmem.core.errors import NotFoundError, TransientError
-from sleepmem.core.settings import ENV_PREFIX, Settings
 
 if TYPE_CHECKING:
     from sleepmem.client import Client
+    from sleepmem.core.settings import Settings
 
 PROBE_TIMEOUT_S = 0.5
 
@@ -44,6 +44,7 @@ def running_server(settings: Settings, *, tenant: str | None = None) -> Client |
     shell shares the server's environment), else the local key file."""
     from sleepmem.client import Client
     from sleepmem.core.localkey import read_local_key, server_url
+    from sleepmem.core.settings import ENV_PREFIX
 
     local = read_local_key(settings.data_dir)
     configured = os.environ.get(f"{ENV_PREFIX}API_URL")
@@ -71,6 +72,8 @@ def running_server(settings: Settings, *, tenant: str | None = None) -> Client |
 def require_local_store(settings: Settings) -> None:
     """Refuse to run on a store that does not exist: opening it would create an empty one
     (a data directory and its database) and report on that, as if all were well."""
+    from sleepmem.core.settings import ENV_PREFIX
+
     if settings.database_url is not None:
         return  # a configured database: its server says whether it exists
     if not settings.local_database.exists():

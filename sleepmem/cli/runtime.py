@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -13,17 +13,18 @@ import typer
 from sleepmem.cli.app import app, fail, load_settings
 from sleepmem.cli.remote import require_local_store, running_server
 from sleepmem.core.errors import SleepmemError
-from sleepmem.core.indexowner import own_index, refuse_worker
-from sleepmem.core.logs import configure_logging
-from sleepmem.core.settings import Settings
 from sleepmem.core.tracing import configure_from_env as configure_tracing_from_env
 from sleepmem.tasks import names
+
+if TYPE_CHECKING:
+    from sleepmem.core.settings import Settings
 
 
 @app.command()
 def serve() -> None:
     """Embedded mode: API, worker, drain and scheduler in this process until Ctrl-C."""
     # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
+    from sleepmem.core.indexowner import own_index
     from sleepmem.runtime import serve as run
 
     settings = load_settings()
@@ -47,6 +48,7 @@ def api() -> None:
     # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     from sleepmem.api.app import create_app
     from sleepmem.api.serving import serve_api
+    from sleepmem.core.indexowner import own_index
     from sleepmem.core.localkey import prepare_auth, publish_local_key, server_url
     from sleepmem.resources import build_resources
 
@@ -88,6 +90,7 @@ def worker(
     # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
     # The metrics directory was prepared at start-up (sleepmem.cli), before prometheus_client
     # was first imported: it picks where values live at that moment.
+    from sleepmem.core.indexowner import refuse_worker
     from sleepmem.workers.app import create_celery_from_env
 
     settings = _distributed("worker")
@@ -214,6 +217,7 @@ def demo(
     consolidation, and stops everything.
     """
     # deferred: FastAPI, uvicorn and Celery load only for the commands that serve
+    from sleepmem.core.logs import configure_logging
     from sleepmem.demo import demo_settings, render, run_demo
 
     with tempfile.TemporaryDirectory(prefix="sleepmem-demo-") as tmp:

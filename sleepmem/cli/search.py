@@ -8,7 +8,6 @@ import typer
 
 from sleepmem.cli.app import app, fail
 from sleepmem.core.errors import SleepmemError
-from sleepmem.core.settings import Settings
 
 
 @app.command()
@@ -38,6 +37,7 @@ def search(
 
     # deferred: the client (httpx and the models) takes ~0.3 s to import
     from sleepmem.client import Client
+    from sleepmem.core.settings import Settings
     from sleepmem.models import ConflictGroup
 
     scope = {"tenant": tenant, "agent": agent, "user": user, "project": project,
