@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 from sqlalchemy.engine import Engine
-from support import REDIS_URL, scratch_pg_database
+from support import REDIS_URL, scratch_pg_database, wants_real_index
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.sql import make_engine
@@ -115,12 +115,6 @@ def settings(tmp_path: Path, namespace: str, sqlite_url: str) -> Settings:
         auth_enabled=False,
         _env_file=None,  # type: ignore[call-arg]
     )
-
-
-def wants_real_index(request: pytest.FixtureRequest) -> bool:
-    """A test marked ``real_index``, or every test under ``--real-index``."""
-    return (request.node.get_closest_marker("real_index") is not None
-            or bool(request.config.getoption("--real-index")))
 
 
 @pytest.fixture

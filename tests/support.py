@@ -120,6 +120,13 @@ def all_at_once(
     return results, errors
 
 
+def wants_real_index(request: pytest.FixtureRequest) -> bool:
+    """A test marked ``real_index``, or every test under ``--real-index``: the fixtures that
+    hand out a vector index give it the embedded engine instead of the in-memory one."""
+    return (request.node.get_closest_marker("real_index") is not None
+            or bool(request.config.getoption("--real-index")))
+
+
 @contextmanager
 def scratch_pg_database(prefix: str) -> Iterator[str]:
     """A database of our own on PG_SERVER, dropped afterwards with its connections."""
