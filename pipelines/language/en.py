@@ -56,8 +56,18 @@ _EXCLUDE = ("ner",)
 def _nlp() -> Any:
     """The parser, loaded once per process on first use (never at import)."""
     import spacy
+    from spacy.lang.char_classes import ALPHA, HYPHENS
+    from spacy.util import compile_infix_regex
 
-    return spacy.load(MODEL, exclude=list(_EXCLUDE))
+    nlp = spacy.load(MODEL, exclude=list(_EXCLUDE))
+    # A hyphen between letters joins one word ("left-handed", "sister-in-law",
+    # "part-time"): split, the small pipeline parses "I'm left-handed" as a passive of
+    # "leave" and "sister - in - law" as three nouns. spaCy's documented way to keep such
+    # words whole is to drop that one infix rule.
+    joined = r"(?<=[{a}0-9])(?:{h})(?=[{a}])".format(a=ALPHA, h=HYPHENS)
+    infixes = [rule for rule in nlp.Defaults.infixes if rule != joined]
+    nlp.tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
+    return nlp
 
 
 class EnglishPack:

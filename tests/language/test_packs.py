@@ -115,6 +115,17 @@ def test_a_verb_that_ends_its_value_reads_as_an_end_not_a_denial(
         assert r.value == value
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("I'm left-handed.", "left-handed"),
+    ("I'm self-employed these days.", "self-employed"),
+    ("My sister-in-law lives in Leeds.", "leeds"),
+])
+def test_a_word_joined_by_hyphens_is_read_as_one_word(text: str, value: str) -> None:
+    # Split at its hyphens, "left-handed" parsed as a passive "left" (an end, negated).
+    [r] = read([text])
+    assert (r.value, r.negated, r.ends) == (value, False, False), r
+
+
 @pytest.mark.parametrize("text", ["I didn't give up.", "I gave the book to Ana.",
                                   "我不喜欢下雨。"])
 def test_a_plain_negation_or_another_verb_ends_nothing(text: str) -> None:

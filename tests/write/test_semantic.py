@@ -459,6 +459,18 @@ class TestTrustedToolFields:
         [mem] = scope.current()
         assert mem.mention_count == 2 and mem.status == "active"
 
+    def test_a_field_in_one_language_naming_another_value_than_the_user_is_a_conflict(
+        self, usem: Embedder
+    ) -> None:
+        # The two sentences read close (one field, one habit); their values do not.
+        scope = Scope_(usem)
+        scope.run("我默认用支付宝付款。")
+        scope.run('{"account": {"default_payment_method": "PayPal"}}', role="tool",
+                  kind="tool_result", meta=BILLING)
+        pending = [m for m in scope.current() if m.status == "pending_confirmation"]
+        assert len(pending) == 2 and len({m.conflict_set for m in pending}) == 1
+        assert {"支付宝" in m.statement or "PayPal" in m.statement for m in pending} == {True}
+
 
 # -- forget requests -------------------------------------------------------------------------
 

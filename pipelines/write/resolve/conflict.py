@@ -23,6 +23,7 @@ from sleepmem.pipelines.write.resolve.readings import (
     key_words,
     leaf_words,
     mentions,
+    reading,
     tooled,
     value_of,
 )
@@ -82,9 +83,28 @@ class Conflicts:
                     self.book.gist(user_side), phrases)) >= bar
             if not paired:
                 continue
-            agrees = same or bool(value and mentions(user_side, norm_text(value)))
-            return mem, agrees
+            return mem, self._agree(user_side, value, same=same)
         return None
+
+    def _agree(self, user_side: str, value: str, *, same: bool) -> bool:
+        """Whether the user's words give the tool field's value. Two statements of one
+        field read close whatever their values ("I pay with Alipay by default" / "default
+        payment method: PayPal"), so the sentences' meaning decides only when either side
+        has no value to compare: the field's value in the user's words, or the user's value
+        (the clause's value span) in the field's or meaning the same as it."""
+        if not value:
+            return same
+        field = norm_text(value)
+        if mentions(user_side, field):
+            return True
+        theirs = norm_text(reading(self.book.gist(user_side)).value)
+        if not theirs:
+            return same
+        if mentions(field, theirs):
+            return True
+        assert self.book.meaning is not None
+        [sim] = self.book.meaning.similarities(theirs, [field])
+        return semantic.same_meaning(theirs, field, sim) and sim >= semantic.SAME_VALUE
 
     def disagreement(self, members: list[Memory], cand: Candidate) -> None:
         """Two trusted statements of one slot disagree with no marker of a change: the

@@ -24,6 +24,7 @@ from sleepmem.pipelines.write.resolve.readings import (
     marks_correction,
     mentions,
     reading,
+    tooled,
     value_of,
 )
 from sleepmem.pipelines.write.verdicts import Verdict
@@ -47,8 +48,15 @@ class Duplicates:
         if self.book.meaning is None:
             return None
         mine = self.book.sentences(cand.statement)
-        # Only a memory with a sentence at the floor can cover one of the candidate's.
-        pool = self.pairs.said_before(cand, self.pairs.sentence_neighbours(mine, semantic.FLOOR))
+        # Only a memory with a sentence at the floor can cover one of the candidate's. A
+        # trusted tool's field and the user's words are never weighed here: whether they
+        # agree is a question of their values (Conflicts.tool_counterpart), and a field
+        # that names another value in close words ("default payment method: PayPal" /
+        # "我默认用支付宝付款") is a disagreement to ask about, not a mention.
+        tool = tooled(cand.attribute, cand.source)
+        pool = [m for m in self.pairs.said_before(
+                    cand, self.pairs.sentence_neighbours(mine, semantic.FLOOR))
+                if tooled(m.attribute, m.source) == tool]
         if not pool:
             return None
         owners: list[int] = []
