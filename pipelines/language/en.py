@@ -63,9 +63,9 @@ def _nlp() -> Any:
     # A hyphen between letters joins one word ("left-handed", "sister-in-law",
     # "part-time"): split, the small pipeline parses "I'm left-handed" as a passive of
     # "leave" and "sister - in - law" as three nouns. spaCy's documented way to keep such
-    # words whole is to drop that one infix rule.
-    joined = r"(?<=[{a}0-9])(?:{h})(?=[{a}])".format(a=ALPHA, h=HYPHENS)
-    infixes = [rule for rule in nlp.Defaults.infixes if rule != joined]
+    # words whole is to drop that one infix rule; dashes still part words ("Leeds—nice").
+    infixes = [rule for rule in nlp.Defaults.infixes if HYPHENS not in rule]
+    infixes.append(rf"(?<=[{ALPHA}0-9])(?:{HYPHENS.replace('-|', '', 1)})(?=[{ALPHA}])")
     nlp.tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
     return nlp
 
