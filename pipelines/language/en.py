@@ -64,9 +64,11 @@ def _nlp() -> Any:
     # "part-time"): split, the small pipeline parses "I'm left-handed" as a passive of
     # "leave" and "sister - in - law" as three nouns. spaCy's documented way to keep such
     # words whole is to drop that one infix rule; dashes still part words ("Leeds—nice").
-    infixes = [rule for rule in nlp.Defaults.infixes if HYPHENS not in rule]
+    infixes = [rule for rule in nlp.Defaults.infixes or ()
+               if not (isinstance(rule, str) and HYPHENS in rule)]
     infixes.append(rf"(?<=[{ALPHA}0-9])(?:{HYPHENS.replace('-|', '', 1)})(?=[{ALPHA}])")
-    nlp.tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
+    tokenizer: Any = nlp.tokenizer
+    tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
     return nlp
 
 
