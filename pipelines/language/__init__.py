@@ -13,7 +13,7 @@ from functools import cache
 from sleepmem.pipelines.language.base import LanguagePack, Mood, Owner, Reading, Time
 
 __all__ = ["CJK_RANGES", "LanguagePack", "Mood", "Owner", "Reading", "Time", "codes", "detect",
-           "han_runs", "has_cjk", "is_han", "normalised", "pack", "read"]
+           "han_runs", "has_cjk", "is_han", "main_clause", "normalised", "pack", "read"]
 
 # The one definition of Han text (CJK ideographs, extension A and compatibility): every
 # module asks `detect` or `has_cjk` instead of keeping its own range.
@@ -99,6 +99,11 @@ def codes() -> list[str]:
 def normalised(text: str) -> str:
     """``text`` as its language's pack reads it (see ``LanguagePack.normalised``)."""
     return pack(detect(text)).normalised(text)
+
+
+def main_clause(text: str) -> str:
+    """``text`` from where its main clause starts (see ``LanguagePack.main_clause``)."""
+    return pack(detect(text)).main_clause(text)
 
 
 def read(texts: list[str]) -> list[Reading]:

@@ -116,3 +116,9 @@ class LanguagePack(Protocol):
         """``text`` as the pack reads it: casual spellings put back in standard form
         ("im veggie" -> "I'm veggie"), nothing else changed."""
         ...
+
+    def main_clause(self, text: str) -> str:
+        """``text`` from where its main clause starts: without the clauses and words that
+        lead into it ("Before I forget, could you wipe …" -> "could you wipe …"), which
+        carry none of what the main clause asks or states."""
+        ...

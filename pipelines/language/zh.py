@@ -89,6 +89,11 @@ class ChinesePack:
     def normalised(self, text: str) -> str:
         return text
 
+    def main_clause(self, text: str) -> str:
+        # Chinese requests are found anywhere in the sentence (their verbs are searched
+        # for, not anchored at its start): what leads into them needs no cutting.
+        return text
+
     def readings(self, texts: list[str]) -> list[Reading]:
         cut = _cut()
         return [read_sentence([(w.word, w.flag) for w in cut(t)], t) for t in texts]

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sleepmem.pipelines.language import main_clause
 from sleepmem.pipelines.language.words import Literals, Phrases
 from sleepmem.pipelines.semantic import Meaning
 from sleepmem.pipelines.types import Candidate
@@ -136,7 +137,8 @@ _REQUEST_WORDS_EN = re.compile(
     r"any more|everything|anything|all|whatever|what|that|this|those|these|the|a|an|"
     r"stuff|things?|info|information|details|data|memories|memory|notes|about|regarding|"
     r"concerning|on|of|related|told|tell|said|say|shared|share|mentioned|mention|gave|"
-    r"wrote|ever|have|has|had|from|for good|permanently|completely|entirely|now|right|"
+    r"wrote|ever|have|has|had|know|knows|from|for good|permanently|completely|entirely|now|"
+    r"right|"
     r"thanks?|thank|asks?|user|they|their|them|it|its|is|was|and|just|also|as well|too|"
     r"out|of it|by the way|btw|oh|actually|anyway|scratch that|one more thing)\b"
 )
@@ -167,7 +169,8 @@ _TRIM = " \t\n\"'“”‘’.,;:!?。，；：！？、()（）-—"
 
 def topic_of(statement: str) -> str:
     """The request's object: the statement without the words that make it a request."""
-    text = statement.rsplit("\n", 1)[-1]
+    # What leads into the request ("Before I forget, …") is none of its object.
+    text = main_clause(statement.rsplit("\n", 1)[-1])
     text = _REQUEST_WORDS_ZH.sub(" ", text)
     text = _REQUEST_WORDS_EN.sub(" ", text)
     return " ".join(text.split()).strip(_TRIM)

@@ -11,6 +11,7 @@ from sleepmem.pipelines.language import (
     Time,
     codes,
     detect,
+    main_clause,
     normalised,
     pack,
     read,
@@ -226,6 +227,17 @@ def test_the_name_the_verbs_own_preposition_takes_is_the_value(text: str, value:
 def test_a_pack_puts_casual_spellings_back_and_leaves_real_words(
         text: str, standard: str) -> None:
     assert normalised(text) == standard
+
+
+@pytest.mark.parametrize(("text", "main"), [
+    ("Before I forget, could you book the table?", "could you book the table?"),
+    ("Oh and if it's no trouble, send me the notes.", "send me the notes."),
+    ("I live in Porto.", "I live in Porto."),
+    ("About my ex, please forget it.", "About my ex, please forget it."),
+    ("对了，帮我把地址删掉。", "对了，帮我把地址删掉。"),
+])
+def test_a_main_clause_starts_after_what_leads_into_it(text: str, main: str) -> None:
+    assert main_clause(text) == main
 
 
 def test_one_detector_serves_every_module() -> None:

@@ -492,6 +492,9 @@ REQUESTS = [
     # Other verbs of taking out, asked as a question.
     ("Could you leave out my court case from your notes?", "court case"),
     ("Can you omit my gambling debts from what you keep?", "gambling debts"),
+    # A request led into by a clause or an interjection of its own.
+    ("Before I forget, could you erase what you know about my court case?", "court case"),
+    ("Oh, and while we are at it, please delete my salary.", "salary"),
 ]
 NOT_REQUESTS = [
     "I forgot my umbrella at the office.",
@@ -520,6 +523,8 @@ NOT_REQUESTS = [
     "那次旅行让我难忘。",
     "我忘不了她的笑容。",
     "I omitted the salt from the soup last night.",
+    "Before I forget, I had to remove the battery.",
+    "While I remember, I deleted the old photos.",
 ]
 
 

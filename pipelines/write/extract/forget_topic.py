@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from sleepmem.pipelines.language import has_cjk
+from sleepmem.pipelines.language import has_cjk, main_clause
 from sleepmem.pipelines.language.words import strip_prefix, strip_word
 from sleepmem.pipelines.text import (
     clean_end,
@@ -91,7 +91,15 @@ def forget_topic(sentence: str) -> str | None:
     body = _FORGET_POLITE_EN.sub("", text, count=1)
     m = _FORGET_VERB_EN.match(body)
     if not m:
-        return None
+        # A request led into by a clause or an interjection ("Before I forget, could you
+        # wipe …"): the parse finds where the main clause starts.
+        main = main_clause(text)
+        if main == text:
+            return None
+        body = _FORGET_POLITE_EN.sub("", main, count=1)
+        m = _FORGET_VERB_EN.match(body)
+        if not m:
+            return None
     rest = body[m.end():].strip()
     rest = _FORGET_TAIL_EN.sub("", rest)
     prev = None
