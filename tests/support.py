@@ -120,6 +120,20 @@ def all_at_once(
     return results, errors
 
 
+def blas_threads() -> int:
+    """BLAS threads for a USE embedder a test builds: this process's share of the cores.
+
+    The embedder's default is one thread per available core, right for a process that has
+    the machine to itself. Under pytest-xdist every worker would take every core, and
+    OpenBLAS threads that spin for a core another worker holds make a batch of stories run
+    about three times slower on two cores (two workers, 30 stories each: 60 s at two
+    threads, 17 s at one). The vectors are the same; only the thread count differs."""
+    from sleepmem.adapters.embedders import available_cores
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or "1")
+    return max(1, available_cores() // max(1, workers))
+
+
 def wants_real_index(request: pytest.FixtureRequest) -> bool:
     """A test marked ``real_index``, or every test under ``--real-index``: the fixtures that
     hand out a vector index give it the embedded engine instead of the in-memory one."""

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
-from support import store_memory
+from support import blas_threads, store_memory
 
 from sleepmem.adapters.embedders import HashingEmbedder
 from sleepmem.adapters.vectors.memory import MemoryIndex
@@ -463,7 +463,7 @@ class TestSentenceRoute:
 def usem() -> Iterator[Embedder]:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    yield UsemEmbedder()
+    yield UsemEmbedder(threads=blas_threads())
 
 
 class TestTheSentenceRouteAsksWhatNotWhom:

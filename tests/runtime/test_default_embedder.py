@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis as redis_lib
 from sqlalchemy.engine import Engine
+from support import blas_threads
 
 from sleepmem.core.settings import Settings
 from sleepmem.ingest.drain import drain_once
@@ -31,7 +32,8 @@ def settings(settings: Settings, sql_url: str, engine: Engine) -> Settings:
     """The default embedder, on SQLite and on PostgreSQL."""
     default = Settings(_env_file=None).embedder  # type: ignore[call-arg]
     assert default == "usem"
-    return settings.model_copy(update={"embedder": default, "database_url": sql_url})
+    return settings.model_copy(update={"embedder": default, "database_url": sql_url,
+                                       "embed_threads": blas_threads()})
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from story_suites import StoryPlace, run_stories
+from support import blas_threads
 
 from sleepmem.pipelines.ports import Embedder
 
@@ -28,7 +29,7 @@ FLOOR = 0.95
 def embedder() -> Embedder:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    return UsemEmbedder()
+    return UsemEmbedder(threads=blas_threads())
 
 
 def test_the_suite_has_at_least_five_stories_of_every_kind() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from story_suites import StoryPlace, run_stories
+from support import blas_threads
 
 from sleepmem.evals.scenarios import validate_story
 from sleepmem.pipelines.ports import Embedder
@@ -73,7 +74,7 @@ def _without_user_contents(story: dict[str, Any]) -> list[dict[str, Any]]:
 def embedder() -> Embedder:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    return UsemEmbedder()
+    return UsemEmbedder(threads=blas_threads())
 
 
 def test_every_paraphrase_is_a_complete_variant_of_an_existing_story() -> None:

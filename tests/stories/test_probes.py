@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from story_suites import StoryPlace, run_stories
+from support import blas_threads
 
 from sleepmem.pipelines.ports import Embedder
 
@@ -33,7 +34,7 @@ FLOOR = 0.40
 def embedder() -> Embedder:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    return UsemEmbedder()
+    return UsemEmbedder(threads=blas_threads())
 
 
 def test_the_batch_holds_every_language_and_mechanism_it_names() -> None:

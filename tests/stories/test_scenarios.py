@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from support import blas_threads
 
 from sleepmem.evals.scenarios import StoryFormatError, run_story, validate_story
 from sleepmem.pipelines.ports import Embedder
@@ -80,7 +81,7 @@ def test_a_typo_in_a_check_fails_the_story_naming_file_and_step(tmp_path: Path) 
 def embedder() -> Embedder:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    return UsemEmbedder()
+    return UsemEmbedder(threads=blas_threads())
 
 
 @pytest.mark.skipif(not STORIES, reason=f"no scenarios found in {SCENARIOS}")

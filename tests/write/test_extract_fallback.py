@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import blas_threads
 
 from sleepmem.core.settings import Settings
 from sleepmem.evals.scenarios import StoryFormatError, run_story
@@ -154,7 +155,7 @@ class TestForgetRequestsInOtherWords:
 def embedder() -> Embedder:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    return UsemEmbedder()
+    return UsemEmbedder(threads=blas_threads())
 
 
 def _story(path: Path, content: str, days: int, word: str) -> None:

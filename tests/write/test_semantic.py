@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from semantic_pairs import DIFFERENT, SAME
+from support import blas_threads
 
 from sleepmem.core.settings import Settings
 from sleepmem.models import Memory, Scope
@@ -39,7 +40,7 @@ POLICY = Policy.from_settings(Settings(_env_file=None), extractor="rules")
 def usem() -> Iterator[Embedder]:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    yield UsemEmbedder()
+    yield UsemEmbedder(threads=blas_threads())
 
 
 class Lifted:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from support import blas_threads
 
 from sleepmem.core.errors import TransientError
 from sleepmem.core.settings import Settings
@@ -69,7 +70,7 @@ class ScriptedJudge:
 def usem() -> Iterator[Embedder]:
     from sleepmem.adapters.embedders import UsemEmbedder
 
-    yield UsemEmbedder()
+    yield UsemEmbedder(threads=blas_threads())
 
 
 class Conversation:
