@@ -317,6 +317,13 @@ class TestWorkAndContact:
         assert "works as a pharmacist" in slot(cands, "occupation").statement
         assert "pharmacist" in slot(cands, "employer").statement
 
+    @pytest.mark.parametrize("text", ["I work as a pharmacist at a hospital.",
+                                      "I'm a barista at a small cafe downtown."])
+    def test_a_job_at_an_unnamed_place_is_one_occupation_naming_the_place(
+            self, text: str) -> None:
+        [c] = extract(text)
+        assert c.attribute == "occupation" and " at a " in c.statement
+
     @pytest.mark.parametrize(
         ("text", "attribute", "value"),
         [

@@ -216,6 +216,11 @@ def m_employment(c: Clause) -> list[Slot]:
         name = org.strip(STRIP_CHARS)
         if _not_an_employer(name):
             return out
+        if out and name.split(maxsplit=1)[0].lower() in ("a", "an"):
+            # "a pharmacist at a hospital": an indefinite place names no employer, and the
+            # occupation's memory already keeps the whole clause; a second memory of the
+            # same words would be one fact counted twice.
+            return out
         # Both slots keep the whole clause: "works as a nurse at X" answers "where does
         # the user work?" better than a bare "works at X".
         out.append(make_slot("employer", norm_value(name), c.third(), change=change,
