@@ -208,7 +208,7 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
     return Reading(text=text, owner=owner, mood=mood, time=time, negated=negated,
                    change=change, ends=ending and not any(
                        c.dep_ == "neg" for c in root.children), other=other, head=head_word(root),
-                   about_talk=_about_talk(doc, root),
+                   about_talk=_about_talk(doc, root, mood),
                    fragment=not change and root.pos_ not in ("VERB", "AUX") and not (
                        _changes_state(root)) and not any(
                        c.dep_ in ("nsubj", "nsubjpass") for c in root.children),
@@ -249,7 +249,7 @@ def _below(root: Any) -> str:
     return ""
 
 
-def _about_talk(doc: Any, root: Any) -> bool:
+def _about_talk(doc: Any, root: Any, mood: Mood) -> bool:
     subj = subject_of(root)
     if root.lemma_.lower() in MENTAL_VERBS:
         return True
@@ -263,6 +263,8 @@ def _about_talk(doc: Any, root: Any) -> bool:
     # year"), unless the thing is the talk ("I asked that question").
     if root.tag_ == "VBD":
         return any(c.lower_ in DEMONSTRATIVES or c.lemma_.lower() in TALK_NOUNS for c in comp)
+    if mood is Mood.INSTRUCTION:
+        return False  # "keep it to three bullets": what a request points at is the reply
     return bool(comp) and all(c.lower_ in DEMONSTRATIVES or any(
         d.dep_ == "det" and d.lower_ in DEMONSTRATIVES for d in c.children) for c in comp)
 

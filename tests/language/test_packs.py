@@ -188,6 +188,21 @@ def test_a_standing_request_lasts(text: str) -> None:
     assert r.time is not Time.ONE_OFF, r
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("When you write release notes, keep it under a page.", "page"),
+    ("Put it in a table when you compare prices.", "table"),
+])
+def test_what_a_request_points_at_is_the_reply_not_the_talk(text: str, value: str) -> None:
+    # "I love it" points at something said; "keep it under a page" asks for a way of replying.
+    [r] = read([text])
+    assert r.mood is Mood.INSTRUCTION and not r.about_talk and value in r.value, r
+
+
+def test_a_liking_of_what_is_only_pointed_at_is_still_about_the_talk() -> None:
+    [r] = read(["I love it."])
+    assert r.about_talk, r
+
+
 @pytest.mark.parametrize(("text", "name"), [
     ("我是陈静。", "陈静"), ("嗯，老刘是我。", "老刘"), ("我是老师。", ""), ("小李是我的。", ""),
     ("我是小李的朋友。", ""),

@@ -265,6 +265,16 @@ class TestANameSaidInOtherWords:
         assert c.statement.startswith(("The user", "Everyone"))
 
 
+class TestAStandingRequest:
+    def test_a_way_to_reply_each_time_is_a_lasting_preference_with_its_value(
+            self, embedder: Embedder) -> None:
+        event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                          content="When you write release notes, keep it under a page.",
+                          at=AT, meta={})
+        [c] = RulesExtractor(embedder=embedder).extract([event]).candidates
+        assert (c.type, c.value, c.one_off) == ("preference", "page", False)
+
+
 class TestATaskForNow:
     """A need or request for something done now, with no word that it lasts, is the
     turn's episode, however it is put; a taste said beside it still lasts."""
