@@ -92,8 +92,10 @@ def forget_topic(sentence: str) -> str | None:
     m = _FORGET_VERB_EN.match(body)
     if not m:
         # A request led into by a clause or an interjection ("Before I forget, could you
-        # wipe …"): the parse finds where the main clause starts.
-        main = main_clause(text)
+        # wipe …"): the parse finds where the main clause starts. What leads in is set off
+        # by a comma; without one there is nothing to parse for (the matchers send every
+        # clause with "keep" or "remember" here).
+        main = main_clause(text) if "," in text else text
         if main == text:
             return None
         body = _FORGET_POLITE_EN.sub("", main, count=1)
