@@ -216,7 +216,7 @@ def m_employment(c: Clause) -> list[Slot]:
         name = org.strip(STRIP_CHARS)
         if _not_an_employer(name):
             return out
-        if out and name.split(maxsplit=1)[0].lower() in ("a", "an"):
+        if out and name.lower().startswith(("a ", "an ")):
             # "a pharmacist at a hospital": an indefinite place names no employer, and the
             # occupation's memory already keeps the whole clause; a second memory of the
             # same words would be one fact counted twice.
