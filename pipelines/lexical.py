@@ -119,3 +119,24 @@ def sparse_query(text: str) -> SparseVector:
     # Folded first, so a full-width ＭＯＳＴ is the word it reads as.
     folded = unicodedata.normalize("NFKC", text)
     return {token_id(tok): 1.0 for tok in set(tokens(_PICKING.sub(" ", folded)))}
+
+
+def phrases(text: str, *, longest: int = 3) -> list[str]:
+    """Every run of one to ``longest`` words of ``text`` (two to four characters of a CJK
+    run) that holds a word other than a stop word: the spans a value said in other words,
+    or in another language, may be ("行李员" is "a baggage handler")."""
+    text = unicodedata.normalize("NFKC", text)
+    out: list[str] = []
+    words: list[str] = []
+    for cjk, word in _TOKEN.findall(text):
+        if cjk:
+            out.extend(cjk[i:i + n] for n in range(2, longest + 2)
+                       for i in range(len(cjk) - n + 1))
+        else:
+            words.append(word)
+    for n in range(1, longest + 1):
+        for i in range(len(words) - n + 1):
+            run = words[i:i + n]
+            if any(w.lower() not in STOPWORDS for w in run):
+                out.append(" ".join(run))
+    return list(dict.fromkeys(out))

@@ -9,7 +9,33 @@ import sys
 
 import pytest
 
-from sleepmem.pipelines.lexical import AVG_LEN, K1, sparse_document, sparse_query, token_id, tokens
+from sleepmem.pipelines.lexical import (
+    AVG_LEN,
+    K1,
+    phrases,
+    sparse_document,
+    sparse_query,
+    token_id,
+    tokens,
+)
+
+
+class TestPhrases:
+    def test_every_run_of_up_to_three_words_holding_a_content_word(self) -> None:
+        spans = phrases("The user works as a baggage handler.")
+        assert "baggage handler" in spans and "a baggage handler" in spans
+        assert "works" in spans and "user works as" in spans
+        assert "as a" not in spans and "the" not in spans
+        assert all(len(span.split()) <= 3 for span in spans)
+
+    def test_chinese_runs_give_every_span_of_two_to_four_characters(self) -> None:
+        spans = phrases("用户是安检员")
+        assert {"安检", "安检员", "是安检员"} <= set(spans)
+        assert "用" not in spans and "用户是安检员" not in spans
+
+    def test_each_span_is_given_once(self) -> None:
+        spans = phrases("tea and tea and tea")
+        assert len(spans) == len(set(spans))
 
 
 class TestLatinTokens:

@@ -384,6 +384,31 @@ class TestOpenSlots:
         assert scope.holding("pharmacist")
 
 
+    @pytest.mark.parametrize(("before", "correction", "gone", "kept"), [
+        ("I teach the cello at a music school downtown.", "不对，我教的是钢琴，不是大提琴。",
+         "cello", "钢琴"),
+        ("我在一家书店当收银员。", "No, I'm a librarian, not a cashier.", "收银员", "librarian"),
+    ])
+    def test_a_contrast_in_another_language_corrects_the_memory_naming_what_it_denies(
+        self, usem: Embedder, before: str, correction: str, gone: str, kept: str
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run(before, "I have two cats.")
+        scope.run(correction, kind="feedback")
+        assert not scope.holding(gone)
+        [new] = scope.holding(kept)
+        assert new.supersedes is not None
+        assert scope.holding("cats")
+
+    def test_a_contrast_corrects_nothing_whose_words_do_not_name_what_it_denies(
+        self, usem: Embedder
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run("I teach the cello at a music school downtown.", "I have two cats.")
+        scope.run("不对，我养的是狗，不是鹦鹉。", kind="feedback")
+        assert scope.holding("cello") and scope.holding("cats")
+        assert all(m.supersedes is None for m in scope.current())
+
     def test_a_plain_statement_near_a_memory_is_no_correction_of_it(self, usem: Embedder) -> None:
         scope = Scope_(usem)
         scope.run("I'm learning French.")

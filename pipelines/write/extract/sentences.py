@@ -134,6 +134,7 @@ def read_statements(turn: Turn, text: str, *, feedback: bool = False,
             # Its meaning is the sentence's as said: a reordered one ("coffee is my go-to
             # choice" -> "my go-to choice is coffee") was placed under its own words.
             framed_found(found, turn.understood(said_as), person=bool(turn.speaker.person))
+            contrasted(found, turn.reading(sentence))
         if not found and rewrite is None and reads_first_person(turn) and (
                 not REDACTED.search(sentence)) and (
                 read_as := from_reading(turn, sentence, zh, feedback=feedback)) is not None:
@@ -204,6 +205,15 @@ def _each_value(turn: Turn, cand: Candidate, sentence: str, zh: bool) -> list[Ca
         out.append(replace(cand, statement=_of_the_user(piece, zh), value=value, details={
             **cand.details, "said": piece, "open_slot": {**slot, "object": value}}))
     return out
+
+
+def contrasted(found: list[Found], reading: Reading) -> None:
+    """A sentence a matcher read as one fact that also says what it is not ("我是安检员，
+    不是行李员", "it's Porto now, not Lisbon"): the value it denies is what it replaces,
+    as the clause analysis's own candidates carry it (fallback.from_reading)."""
+    denied = norm_value(reading.replaces)
+    if len(found) == 1 and denied and denied != norm_value(found[0].slot.value):
+        found[0].slot.details.setdefault("replaces", denied)
 
 
 def _of_the_user(sentence: str, zh: bool) -> str:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from sleepmem.models import Memory, MemoryStatus, Trust
 from sleepmem.pipelines import semantic
+from sleepmem.pipelines.language import has_cjk
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import memory_id, norm_text
+from sleepmem.pipelines.text import as_said_by_user
 from sleepmem.pipelines.types import Candidate, Op
 from sleepmem.pipelines.write.resolve.book import Book
 from sleepmem.pipelines.write.resolve.duplicate import Duplicates
@@ -76,11 +78,12 @@ class Conflicts:
                 # Without a word in common ("I am subscribed to the Pro service"), the
                 # meaning alone must still say it, at a looser bar, for the nearest pair.
                 leaf = " ".join(leaf_words(tool_side))
-                phrases = [f"my {leaf}", f"my {leaf} is {value}" if value else f"my {leaf}"]
                 bar = semantic.RELATED if set(tokens(leaf)) & said else (
                     semantic.LOOSELY_RELATED if rank == 0 else 2.0)
+                # Both in the user's own person and language: "我的工位楼层是五楼" meets
+                # "我的工位在三楼" at 0.63, "用户的工位…" against "my 工位楼层" at 0.37.
                 paired = bool(leaf) and max(self.book.meaning.similarities(
-                    self.book.gist(user_side), phrases)) >= bar
+                    self.book.gist(as_said_by_user(user_side)), as_theirs(leaf, value))) >= bar
             if not paired:
                 continue
             return mem, self._agree(user_side, value, same=same)
@@ -148,3 +151,11 @@ class Conflicts:
             )
         )
 
+
+def as_theirs(leaf: str, value: str) -> list[str]:
+    """A tool field named as the user's own, in the field's language ("my delivery
+    address", "我的工位楼层是五楼"): what the user's words about that field read close to."""
+    if has_cjk(leaf):
+        mine = "我的" + leaf.replace(" ", "")
+        return [mine, f"{mine}是{value}" if value else mine]
+    return [f"my {leaf}", f"my {leaf} is {value}" if value else f"my {leaf}"]

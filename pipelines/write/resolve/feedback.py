@@ -89,6 +89,20 @@ class Feedback:
                         mem.attribute or semantic.shares_frame(own_turn(cand.statement, speaker),
                                                                own_turn(mem.statement, speaker))):
                     return mem
+        # A contrast is a correction by its form ("a librarian, not a cashier"), whatever
+        # else it says. Said in another language than the memory it corrects (an English
+        # fact, "不对，我是安检员，不是行李员"), it shares no word with that memory and reads
+        # far from it as a whole: the value it denies names the memory by meaning.
+        denied = norm_text(str(cand.details.get("replaces") or ""))
+        if len(denied) >= 2 and cand.trust != Trust.low.value:
+            own = norm_text(cand.value)
+            named = self.pairs.naming(denied, [
+                m for m in self.pairs.said_before(cand, self.pairs.slotted.get(cand.subject, set()))
+                if m.subject == cand.subject and m.trust != Trust.low.value
+                and not m.attribute.startswith(TOOL_PREFIX)
+                and not (len(own) >= 2 and mentions(m.statement, own))])
+            if named is not None:
+                return named
         if not shifts(cand) or cand.trust == Trust.low.value:
             return None
         # A slotless episode changes a slotted memory only when it says so outright

@@ -16,7 +16,7 @@ import numpy as np
 
 from sleepmem.models import Memory, Trust
 from sleepmem.pipelines import semantic
-from sleepmem.pipelines.lexical import tokens
+from sleepmem.pipelines.lexical import phrases, tokens
 from sleepmem.pipelines.memories import norm_text
 from sleepmem.pipelines.semantic import gist
 from sleepmem.pipelines.types import TOOL_PREFIX, Candidate
@@ -34,6 +34,13 @@ from sleepmem.pipelines.write.resolve.readings import (
     value_of,
 )
 from sleepmem.pipelines.write.verdicts import Pair
+
+# A value said in another language scores 0.41-0.61 against its translation (行李 /
+# "baggage" 0.64, "baggage handler" 0.60) and under 0.35 against the other phrases of the
+# same memory ("airport", "night shifts"); another memory must trail by a clear margin.
+NAMES_VALUE = 0.55
+NAMES_MARGIN = 0.10
+NAMING_POOL = 100
 
 
 class Pairs:
@@ -201,6 +208,26 @@ class Pairs:
         return Pair(attribute=cand.attribute or old.attribute or cand.type,
                     older=old.statement, older_at=old.valid_from, older_source=old.source,
                     newer=cand.statement, newer_at=cand.valid_from, newer_source=cand.source)
+
+    def naming(self, value: str, pool: list[Memory]) -> Memory | None:
+        """The member of ``pool`` whose own words name ``value`` by meaning, in whatever
+        language each is said ("不是行李员" names "works … as a baggage handler"): the one
+        with a phrase nearest ``value``, at NAMES_VALUE or above and clearly nearer than
+        any other member's. A contrast says what it corrects by that value alone."""
+        assert self.book.meaning is not None
+        best: list[tuple[float, Memory]] = []
+        # Every phrase of a memory is embedded once per run: the latest memories only, as
+        # a correction answers what was said lately (pools come in the book's order).
+        for m in pool[-NAMING_POOL:]:
+            spans = phrases(last_turn(m.statement))
+            if spans:
+                best.append((max(self.book.meaning.similarities(value, spans)), m))
+        best.sort(key=lambda sm: -sm[0])
+        if not best or best[0][0] < NAMES_VALUE:
+            return None
+        if len(best) > 1 and best[0][0] - best[1][0] < NAMES_MARGIN:
+            return None
+        return best[0][1]
 
     def closest_sentence(self, text: str, mem: Memory) -> float:
         """The similarity of ``mem`` to the sentence of ``text`` closest to it."""

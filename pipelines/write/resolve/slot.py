@@ -10,7 +10,7 @@ a trusted one (rejected), a negation (invalidated), a change or a newer trusted 
 
 from __future__ import annotations
 
-from sleepmem.models import Trust
+from sleepmem.models import Memory, Trust
 from sleepmem.pipelines.memories import content_hash, norm_text
 from sleepmem.pipelines.types import OPEN_SLOT_PREFIX, Candidate, Op, is_many_valued
 from sleepmem.pipelines.write.resolve.book import Book, Slot
@@ -105,7 +105,8 @@ class SlotJudgement:
                 return
             # A change retires the values it names, else those it is about; a strong
             # marker with neither retires them all, a time shift alone none (an addition).
-            about = named(members, cand) or self.pairs.about(cand, members)
+            about = named(members, cand) or self._denied(cand, members) or self.pairs.about(
+                cand, members)
             if not about and not strong:
                 mem = self.book.add(self.book.new(cand))
                 self.book.plan.audits.append(
@@ -169,3 +170,10 @@ class SlotJudgement:
             return
         self.conflicts.disagreement(members, cand)
 
+    def _denied(self, cand: Candidate, members: list[Memory]) -> list[Memory]:
+        """The member whose words name, by meaning, the value a contrast denies ("Mimi is
+        a Persian, not a Siamese" against "是一只暹罗猫"): what it replaces when no member
+        holds that value in the contrast's own words (Pairs.naming)."""
+        denied = norm_text(str(cand.details.get("replaces") or ""))
+        named_one = self.pairs.naming(denied, members) if len(denied) >= 2 else None
+        return [named_one] if named_one is not None else []
