@@ -79,6 +79,9 @@ class Reading:
     # and gardening" -> "I love sci-fi.", "I love gardening."): each is a memory with its
     # own recency. Empty when its value is one.
     each: tuple[str, ...] = ()
+    # What another clause of the sentence ends, when this one states what holds now
+    # ("quit the cafe, I'm doing dog walking full time now": the cafe).
+    ended: str = ""
     # The name the clause gives its speaker by the copula alone (我是李明, 李明是我): who
     # they are called, where "我是老师" says what they do.
     name: str = ""

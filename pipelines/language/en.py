@@ -123,11 +123,26 @@ class EnglishPack:
 
 
 def _dropped_subject(doc: Any) -> bool:
-    """Whether a sentence has no subject anywhere and does not open on a base form (an
-    imperative, "book me a seat", keeps its reading): it may have left its "I" out."""
+    """Whether a sentence may have left its "I" out: it has no subject anywhere, or it
+    opens on an end with no subject of its own before the speaker's next clause ("quit
+    the cafe lol, im doing dog walking now"). Which it was, the reading with the "I" put
+    back decides (EnglishPack.readings): an imperative reads no past there ("drop the
+    jokes, I'm busy") and keeps its reading. Only an end: "put it in a table when you
+    compare prices" reads as a past with its "I" back, and asks all the same."""
     words = [t for t in doc if not t.is_punct and t.pos_ != "INTJ"]
-    return bool(words) and words[0].tag_ not in ("MD", "WP", "WRB", "WDT") and not any(
-        t.dep_ in ("nsubj", "nsubjpass", "expl", "csubj") for t in doc)
+    if not words or words[0].tag_ in ("MD", "WP", "WRB", "WDT"):
+        return False
+    if not any(t.dep_ in _SUBJECTS for t in doc):
+        return True
+    # Not a participle: "Done with running, my knees hate it" is an end said first
+    # (en_values.clause_roots), which an "I" put back would read as a past event.
+    first = words[0]
+    return first.tag_ in ("VB", "VBD") and ends(first) and not any(
+        c.dep_ in _SUBJECTS for c in first.children) and any(
+        t.dep_ in _SUBJECTS and t.lower_ in FIRST_PERSON for t in doc)
+
+
+_SUBJECTS = ("nsubj", "nsubjpass", "expl", "csubj")
 
 
 def _first_word(doc: Any) -> Any:
@@ -169,7 +184,10 @@ def read_doc(doc: Any, text: str) -> Reading:
     # The main clause sets the mood: "I need you to book a table" asks, whatever its
     # joined clause states.
     mood = readings[0].mood if readings[0].mood is not Mood.STATEMENT else chosen.mood
-    return replace(chosen, change=change, mood=mood, each=one_value_each(doc))
+    ended = "" if chosen.ends else next(
+        (r.value for r in readings if r.ends and r.value and r.owner is chosen.owner
+         and r.mood is Mood.STATEMENT), "")  # "drop the jokes, I'm busy" ends nothing
+    return replace(chosen, change=change, mood=mood, each=one_value_each(doc), ended=ended)
 
 
 def _ended_thing(root: Any) -> str:

@@ -116,6 +116,28 @@ def test_a_verb_that_ends_its_value_reads_as_an_end_not_a_denial(
         assert r.value == value
 
 
+@pytest.mark.parametrize(("text", "ended", "value"), [
+    ("quit the choir, im learning the drums now", "choir", "drums"),
+    ("Sold the Vespa, I ride an e-bike these days.", "vespa", "e-bike"),
+    ("I stopped eating sugar and I bake with honey now.", "", "honey"),
+])
+def test_an_end_said_first_is_carried_by_what_holds_now(text: str, ended: str,
+                                                       value: str) -> None:
+    # Casual English drops the "I" of the end ("quit the choir"), which then reads as a
+    # request to the listener; the speaker's next clause says whose it is.
+    [r] = read([text])
+    assert r.owner is Owner.SPEAKER and r.mood is Mood.STATEMENT and r.lasting, r
+    assert value in r.value and (not ended or r.ended == ended), r
+
+
+@pytest.mark.parametrize("text", ["Drop the jokes, I'm busy today.",
+                                  "Put it in a table, I want to compare prices.",
+                                  "Cancel my order, I changed my mind."])
+def test_a_request_before_the_speakers_own_words_ends_nothing(text: str) -> None:
+    [r] = read([text])
+    assert not r.ended and not r.ends, r
+
+
 @pytest.mark.parametrize(("text", "value"), [
     ("I'm left-handed.", "left-handed"),
     ("I'm self-employed these days.", "self-employed"),

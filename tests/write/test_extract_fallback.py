@@ -96,6 +96,17 @@ class TestSmallTalkIsRecognised:
         assert all(c.type == "event" and c.details.get("chitchat") for c in cands), cands
 
 
+    @pytest.mark.parametrize("text", ["haha i collect vinyl records these days",
+                                      "lol i teach swimming to kids on weekends now"])
+    def test_a_chat_word_makes_no_small_talk_of_what_the_speaker_states(self, text: str) -> None:
+        kinds = [c.type for c in extract(text)]
+        assert kinds and "event" not in kinds, kinds
+
+    def test_an_end_said_before_what_holds_now_retires_the_ended_value(self) -> None:
+        (c,) = extract("quit the choir, im learning the drums now")
+        assert c.type in ("fact", "preference") and c.details.get("ends") == "choir", c
+
+
 class TestOneOffRequests:
     @pytest.mark.parametrize("text", [
         "Just this once, book me an aisle seat.",

@@ -181,7 +181,10 @@ def from_reading(turn: Turn, sentence: str, zh: bool, *, feedback: bool) -> Cand
     reading, frame = seen.reading, seen.frame
     if not may_hold(reading, history=bool(turn.speaker.person)):
         return None
-    if is_small_talk(sentence) or is_one_off(sentence) or ACK.match(sentence):
+    # A chat word ("lol", "haha") makes no small talk of what the speaker states about
+    # themself ("quit the cafe lol, im doing dog walking now"): its reading holds.
+    if (is_small_talk(sentence) and reading.owner is not Owner.SPEAKER) or is_one_off(
+            sentence) or ACK.match(sentence):
         return None
     if _task_for_now(seen):
         return None  # "book me a flight" is a task; "give me temperatures in Celsius" is not
@@ -253,6 +256,8 @@ def from_reading(turn: Turn, sentence: str, zh: bool, *, feedback: bool) -> Cand
         details["replaces"] = norm_value(reading.replaces)
     if reading.ends and reading.value and not history:
         details["ends"] = norm_value(reading.value)  # "done with running"
+    elif reading.ended and not history:
+        details["ends"] = norm_value(reading.ended)  # "quit the cafe, I walk dogs now"
     disputes = feedback and contradicts(sentence, turn.readings)
     if feedback:
         details["feedback"] = "negative" if disputes else True
@@ -418,6 +423,8 @@ def unclassified(turn: Turn, sentence: str, zh: bool, *, feedback: bool,
         details["replaces"] = norm_value(seen.reading.replaces)  # "是湘潭，不是长沙"
     if seen.reading.ends and seen.reading.value and seen.reading.lasting:
         details["ends"] = norm_value(seen.reading.value)  # "I've given up squash"
+    elif seen.reading.ended and seen.reading.lasting:
+        details["ends"] = norm_value(seen.reading.ended)
     if feedback:
         details["feedback"] = "negative" if contradicts(sentence, turn.readings) else True
     one_off = is_one_off(sentence)
