@@ -400,6 +400,14 @@ class TestOpenSlots:
         assert new.supersedes is not None
         assert scope.holding("cats")
 
+    def test_a_contrast_in_talk_corrects_nothing_it_names(self, usem: Embedder) -> None:
+        # "not the cello" here denies no memory: it says what matters, in passing.
+        scope = Scope_(usem)
+        scope.run("I teach the cello at a music school downtown.")
+        scope.run("Honestly what I love is the kids, not the cello itself.")
+        assert scope.holding("the cello at a music school")
+        assert all(m.supersedes is None for m in scope.current())
+
     def test_a_contrast_corrects_nothing_whose_words_do_not_name_what_it_denies(
         self, usem: Embedder
     ) -> None:

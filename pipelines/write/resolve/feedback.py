@@ -20,6 +20,7 @@ from sleepmem.pipelines.write.resolve.book import Book
 from sleepmem.pipelines.write.resolve.pairs import Pairs
 from sleepmem.pipelines.write.resolve.readings import (
     CHANGEABLE,
+    corrective,
     corrects,
     disputes,
     last_turn,
@@ -89,12 +90,14 @@ class Feedback:
                         mem.attribute or semantic.shares_frame(own_turn(cand.statement, speaker),
                                                                own_turn(mem.statement, speaker))):
                     return mem
-        # A contrast is a correction by its form ("a librarian, not a cashier"), whatever
-        # else it says. Said in another language than the memory it corrects (an English
-        # fact, "不对，我是安检员，不是行李员"), it shares no word with that memory and reads
-        # far from it as a whole: the value it denies names the memory by meaning.
+        # A contrast in feedback or a correction ("no, a librarian, not a cashier") says
+        # what it corrects. Said in another language than the memory it corrects (an
+        # English fact, "不对，我是安检员，不是行李员"), it shares no word with that memory
+        # and reads far from it as a whole: the value it denies names the memory by
+        # meaning. Only there: in talk, "not just a feeling", "not for a second" deny
+        # nothing anyone said (16 such on LoCoMo dev8, every one a wrong update).
         denied = norm_text(str(cand.details.get("replaces") or ""))
-        if len(denied) >= 2 and cand.trust != Trust.low.value:
+        if len(denied) >= 2 and cand.trust != Trust.low.value and corrective(cand):
             own = norm_text(cand.value)
             named = self.pairs.naming(denied, [
                 m for m in self.pairs.said_before(cand, self.pairs.slotted.get(cand.subject, set()))

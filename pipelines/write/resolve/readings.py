@@ -84,6 +84,14 @@ def disputes(cand: Candidate) -> bool:
     return cand.details.get("feedback") == "negative" or bool(cand.details.get("disputes"))
 
 
+def corrective(cand: Candidate) -> bool:
+    """Whether ``cand`` corrects something said: feedback, a correction marker or
+    feedback the extractor judged negative (where a contrast's denied value is what it
+    corrects, see Feedback.corrected)."""
+    return bool(cand.details.get("feedback")) or disputes(cand) or corrects(
+        last_turn(cand.statement))
+
+
 def tooled(attribute: str, source: str) -> bool:
     """Whether a memory or candidate is a tool's field: under its key path, or a known
     attribute a tool filled."""

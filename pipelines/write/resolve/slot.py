@@ -20,6 +20,7 @@ from sleepmem.pipelines.write.resolve.duplicate import Duplicates
 from sleepmem.pipelines.write.resolve.pairs import Pairs
 from sleepmem.pipelines.write.resolve.readings import (
     ADDITIVE,
+    corrective,
     corrects,
     named,
     restates_own_taste,
@@ -175,5 +176,6 @@ class SlotJudgement:
         a Persian, not a Siamese" against "是一只暹罗猫"): what it replaces when no member
         holds that value in the contrast's own words (Pairs.naming)."""
         denied = norm_text(str(cand.details.get("replaces") or ""))
-        named_one = self.pairs.naming(denied, members) if len(denied) >= 2 else None
+        named_one = self.pairs.naming(denied, members) if (
+            len(denied) >= 2 and corrective(cand)) else None
         return [named_one] if named_one is not None else []
