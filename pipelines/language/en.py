@@ -12,6 +12,7 @@ from typing import Any
 
 from sleepmem.pipelines.language.base import Mood, Owner, Reading, Time
 from sleepmem.pipelines.language.en_values import (
+    SUBJECT_DEPS,
     clause_roots,
     ends,
     head_word,
@@ -132,17 +133,13 @@ def _dropped_subject(doc: Any) -> bool:
     words = [t for t in doc if not t.is_punct and t.pos_ != "INTJ"]
     if not words or words[0].tag_ in ("MD", "WP", "WRB", "WDT"):
         return False
-    if not any(t.dep_ in _SUBJECTS for t in doc):
+    if not any(t.dep_ in SUBJECT_DEPS for t in doc):
         return True
     # Not a participle: "Done with running, my knees hate it" is an end said first
     # (en_values.clause_roots), which an "I" put back would read as a past event.
     first = words[0]
-    return first.tag_ in ("VB", "VBD") and ends(first) and not any(
-        c.dep_ in _SUBJECTS for c in first.children) and any(
-        t.dep_ in _SUBJECTS and t.lower_ in FIRST_PERSON for t in doc)
-
-
-_SUBJECTS = ("nsubj", "nsubjpass", "expl", "csubj")
+    return first.tag_ in ("VB", "VBD") and ends(first) and subject_of(first) is None and any(
+        t.dep_ in SUBJECT_DEPS and t.lower_ in FIRST_PERSON for t in doc)
 
 
 def _first_word(doc: Any) -> Any:

@@ -170,10 +170,12 @@ def clause_roots(doc: Any) -> list[Any]:
 
 
 
+# A clause as subject ("giving people a place to dance is important") is a subject too.
+SUBJECT_DEPS = ("nsubj", "nsubjpass", "expl", "csubj")
+
+
 def subject_of(root: Any) -> Any:
-    # A clause as subject ("giving people a place to dance is important") is a subject too.
-    return next((c for c in root.children
-                 if c.dep_ in ("nsubj", "nsubjpass", "expl", "csubj")), None)
+    return next((c for c in root.children if c.dep_ in SUBJECT_DEPS), None)
 
 
 

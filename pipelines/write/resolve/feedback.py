@@ -56,6 +56,8 @@ class Feedback:
         # A person corrects what they said, never what someone else in the scope said.
         speaker = cand.details.get("speaker")
         last = last_turn(cand.statement)
+        # A contrast names what it corrects ("是湘潭，不是长沙"): the value it denies.
+        denied = norm_text(str(cand.details.get("replaces") or ""))
         # Feedback the extractor judged negative ("you got that wrong") disputes what the
         # agent said from memory: a correction, whatever words it disputes it in.
         if corrects(last) or disputes(cand):
@@ -65,9 +67,8 @@ class Feedback:
             # for context, is someone else's words.
             # A slotless correction ("she goes to Hillcrest, not Oakwood") may be about a
             # person the speaker named before: whose fact it corrects, its meaning says.
-            # A contrast names what it corrects ("是湘潭，不是长沙"): any slot holding
-            # that value is the one it corrects.
-            denied = norm_text(str(cand.details.get("replaces") or ""))
+            # A contrast names what it corrects: any slot holding that value is the one
+            # it corrects.
             # Only the nearest counts, and only at RELATED (feedback aside, which may
             # raise a lower one by a sentence): the neighbours at that bar hold it.
             near = None if disputes(cand) else self.pairs.turn_neighbours(
@@ -96,7 +97,6 @@ class Feedback:
         # and reads far from it as a whole: the value it denies names the memory by
         # meaning. Only there: in talk, "not just a feeling", "not for a second" deny
         # nothing anyone said (16 such on LoCoMo dev8, every one a wrong update).
-        denied = norm_text(str(cand.details.get("replaces") or ""))
         if len(denied) >= 2 and cand.trust != Trust.low.value and corrective(cand):
             own = norm_text(cand.value)
             named = self.pairs.naming(denied, [

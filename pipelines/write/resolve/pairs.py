@@ -215,13 +215,12 @@ class Pairs:
         with a phrase nearest ``value``, at NAMES_VALUE or above and clearly nearer than
         any other member's. A contrast says what it corrects by that value alone."""
         assert self.book.meaning is not None
-        best: list[tuple[float, Memory]] = []
-        # Every phrase of a memory is embedded once per run: the latest memories only, as
-        # a correction answers what was said lately (pools come in the book's order).
-        for m in pool[-NAMING_POOL:]:
-            spans = phrases(last_turn(m.statement))
-            if spans:
-                best.append((max(self.book.meaning.similarities(value, spans)), m))
+        # The latest memories only, as a correction answers what was said lately (pools
+        # come in the book's order); their phrases are embedded in one batch, once a run.
+        spans = {m.id: phrases(last_turn(m.statement)) for m in pool[-NAMING_POOL:]}
+        self.book.meaning.prime([value, *(p for ps in spans.values() for p in ps)])
+        best = [(max(self.book.meaning.similarities(value, spans[m.id])), m)
+                for m in pool[-NAMING_POOL:] if spans[m.id]]
         best.sort(key=lambda sm: -sm[0])
         if not best or best[0][0] < NAMES_VALUE:
             return None
