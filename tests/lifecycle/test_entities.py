@@ -246,6 +246,24 @@ class TestRelationsFollowTheirMemory:
         assert [r for r in relations(engine) if r[2] == "Lisbon"]
 
 
+    def test_a_forget_request_takes_a_name_from_the_turn_it_cuts_out_of_a_memory(
+        self, redis: redis_lib.Redis, keys: Keys, engine: Engine, settings: Settings,
+        ports: Ports,
+    ) -> None:
+        # The second turn is remembered with the first as its context: the request cuts
+        # that turn out of it, and the names only that turn gave must go too.
+        ingest(redis, keys, engine, settings, ports, [
+            say("I go to a gambling recovery group, it meets at St Jude's parish hall.", at=T0),
+            say("Learning to make fresh pasta, ravioli is next on the list.", at=T0 + MIN),
+        ])
+        [pasta] = [m for m in current(engine, SCOPE.owner.key) if "pasta" in m.statement]
+        assert "St Jude" in pasta.statement and "St Jude" in entities(engine)
+        ingest(redis, keys, engine, settings, ports, [
+            say("Can you scrub everything about my recovery group?", at=T0 + DAY)])
+        assert "St Jude" not in entities(engine)
+        assert [m for m in current(engine, SCOPE.owner.key) if "pasta" in m.statement]
+
+
     def test_the_sweep_expires_the_relation_then_deletes_it_with_its_memory(
         self, engine: Engine, ports: Ports, clock: Clock,
     ) -> None:

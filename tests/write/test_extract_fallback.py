@@ -276,6 +276,27 @@ class TestANameSaidInOtherWords:
         assert c.statement.startswith(("The user", "Everyone"))
 
 
+class TestAClauseWithAFactOfItsOwn:
+    """In a sentence a matcher read, a clause no matcher knew that states a fact under
+    another attribute, first person or not, is a memory of its own; one about the same
+    thing stays with the matched clause."""
+
+    @staticmethod
+    def said(embedder: Embedder, content: str) -> list[Candidate]:
+        event = EventView(event_id="e1", scope=SCOPE, kind="message", role="user",
+                          content=content, at=AT, meta={})
+        return RulesExtractor(embedder=embedder).extract([event]).candidates
+
+    def test_is_split_from_the_matched_one(self, embedder: Embedder) -> None:
+        cands = self.said(embedder, "Name's Ignacy, I'm a tram driver.")
+        assert {(c.attribute, c.value) for c in cands} == {
+            ("name", "ignacy"), ("occupation", "tram driver")}
+
+    def test_about_the_same_thing_stays_with_it(self, embedder: Embedder) -> None:
+        [c] = self.said(embedder, "I live in Leeds, the rent is cheap.")
+        assert c.attribute == "residence" and "rent" in c.statement
+
+
 class TestAStandingRequest:
     def test_a_way_to_reply_each_time_is_a_lasting_preference_with_its_value(
             self, embedder: Embedder) -> None:

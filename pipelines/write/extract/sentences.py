@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from sleepmem.pipelines.language import Mood, Reading, Time
+from sleepmem.pipelines.language import Mood, Owner, Reading, Time
 from sleepmem.pipelines.language.words import Phrases
 from sleepmem.pipelines.ports import Embedder
 from sleepmem.pipelines.text import (
@@ -105,7 +106,9 @@ def read_statements(turn: Turn, text: str, *, feedback: bool = False,
                 remainder.append(sentence)  # between people the episode keeps it too
             continue
         if found and rewrite is None and not turn.speaker.prefix and (
-                pieces := split_standalone(found, clauses, zh)):
+                pieces := split_standalone(found, clauses, zh,
+                                           elsewhere=None if zh else partial(
+                                               _placed_elsewhere, turn))):
             queue[:0] = pieces
             continue
         if not found and rewrite is None and (plain := uninvert(sentence)) is not None:
@@ -242,6 +245,15 @@ def _joined(sentences: list[str]) -> str:
             out += " "
         out += s
     return out
+
+
+def _placed_elsewhere(turn: Turn, clause: str, slots: set[str]) -> bool:
+    """Whether a clause states, as a whole clause of the speaker's or of no one's, what
+    its meaning places under an attribute other than ``slots``."""
+    seen = turn.understood(clause)
+    reading = seen.reading
+    return seen.frame is not None and seen.frame.slot not in slots and not reading.fragment and (
+        reading.owner in (Owner.SPEAKER, Owner.IMPLICIT)) and reading.holds
 
 
 def placed(readings: list[Reading], embedder: Embedder | None,
