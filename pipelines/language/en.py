@@ -26,6 +26,7 @@ from sleepmem.pipelines.language.en_words import (
     BARE_CONTRACTION,
     CHANGE_PHRASES,
     CHANGE_WORDS,
+    CHAT_WORDS,
     COMPARATIVES,
     DEMONSTRATIVES,
     FEELINGS,
@@ -108,7 +109,9 @@ class EnglishPack:
         return str(doc[start:].text) if start else text
 
     def readings(self, texts: list[str]) -> list[Reading]:
-        docs = list(_nlp().pipe(texts, batch_size=128))
+        # Chat words ("lol", "tbh") are parsed as nouns and objects by the small pipeline
+        # ("it's Pappas, not Petrakis lol" loses its contrast): the parse reads without them.
+        docs = list(_nlp().pipe([_without_chat(t) for t in texts], batch_size=128))
         out = [read_doc(doc, text) for doc, text in zip(docs, texts, strict=True)]
         # Casual English drops its "I" ("quit coffee last week", "phew, unpacked the last
         # boxes in Bristol"): the parser then finds no clause, or a verb with no subject.
@@ -118,7 +121,10 @@ class EnglishPack:
         again = [_with_i(docs[i]) for i in retry]
         for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
             reading = read_doc(doc, texts[i])
-            base = _first_word(docs[i]).tag_ == "VB"
+            # An end whose past is its base form ("quit the cafe, I'm doing dog walking
+            # now") reads as a present with its "I" back: a time word of change says it
+            # was a past, where "drop the jokes, I'm busy today" has none.
+            base = _first_word(docs[i]).tag_ == "VB" and not _says_now(doc)
             if _verb_after_i(doc, base=base) and reading.owner is Owner.SPEAKER and (
                     not reading.fragment) and (
                     reading.mood is not Mood.QUESTION):
@@ -135,6 +141,22 @@ class EnglishPack:
             if not reading.fragment and reading.mood is not Mood.QUESTION:
                 out[i] = reading
         return out
+
+
+def _says_now(doc: Any) -> bool:
+    """Whether a time word says something holds from now on ("now", "these days")."""
+    low = doc.text.lower()
+    return any(t.lower_ in CHANGE_WORDS for t in doc) or any(p in low for p in CHANGE_PHRASES)
+
+
+def _without_chat(text: str) -> str:
+    """The text without its chat words, unless that leaves nothing."""
+    if not CHAT_WORDS.search(text):
+        return text
+    out = CHAT_WORDS.replace(text, "", eat_space=True).rstrip()
+    for mark in ".,!?;:":
+        out = out.replace(" " + mark, mark)
+    return out if out.strip(" .,!?;:") else text
 
 
 def _verbless_possessive(doc: Any) -> bool:
@@ -245,7 +267,7 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
     inner = {t.i for o in others if o.i in {s.i for s in root.subtree} for t in o.subtree}
     words = [t for t in root.subtree if t.i not in inner]
     lemmas = {t.lemma_.lower() for t in doc} | {t.lower_ for t in doc}
-    owner, other = _owner(doc, root)
+    owner, other = _owner(doc, root, words)
     mood = _mood(doc, root, lemmas, low)
     change = bool(lemmas & CHANGE_WORDS) or any(p in low for p in CHANGE_PHRASES) or (
         _changes_state(root))
@@ -321,9 +343,11 @@ def _about_talk(doc: Any, root: Any, mood: Mood) -> bool:
         d.dep_ == "det" and d.lower_ in DEMONSTRATIVES for d in c.children) for c in comp)
 
 
-def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
+def _owner(doc: Any, root: Any, words: list[Any]) -> tuple[Owner, str]:
+    # A condition is its own clause's and the one it hangs on: "I'm allergic to sesame, my
+    # throat closes up if I eat it" is a fact and a hypothetical, not two hypotheticals.
     if any(t.lower_ in HYPOTHETICAL_MARKS and t.dep_ in ("mark", "advmod", "ROOT", "dep")
-           for t in doc) or _conditional(doc):
+           for t in words) or _conditional(words):
         return Owner.NOBODY, ""
     subj = subject_of(root)
     if subj is None:
@@ -362,11 +386,12 @@ def _owner(doc: Any, root: Any) -> tuple[Owner, str]:
     return Owner.IMPLICIT, ""
 
 
-def _conditional(doc: Any) -> bool:
-    """A clause under "if" anywhere: the parser sometimes hangs "if" on the main verb."""
-    return any(t.lower_ == "if" for t in doc[:1]) or any(
+def _conditional(words: list[Any]) -> bool:
+    """A clause under "if" among a clause's words: the parser sometimes hangs "if" on the
+    main verb."""
+    return any(t.lower_ == "if" for t in words[:1]) or any(
         t.dep_ == "advcl" and any(c.lower_ in HYPOTHETICAL_MARKS for c in t.children)
-        for t in doc)
+        for t in words)
 
 
 def _mood(doc: Any, root: Any, lemmas: set[str], low: str) -> Mood:

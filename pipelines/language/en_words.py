@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import re
 
+from sleepmem.pipelines.language.words import Phrases
+
 FIRST_PERSON = frozenset({"i", "we", "me", "us", "my", "our", "mine", "ours", "myself",
                           "ourselves"})
 SECOND_PERSON = frozenset({"you", "your", "yours"})
 # Nouns of people: "my sister lives in Rome" is the sister's fact, "my flat" the speaker's.
+# Interjections of typed chat, which say how something is said, not what.
+CHAT_WORDS = Phrases(["lol", "lmao", "lmfao", "rofl", "haha", "hahaha", "hehe", "tbh", "ngl",
+                      "imo", "imho", "smh", "xd"])
 PERSON_NOUNS = frozenset({
     "mom", "mum", "mother", "dad", "father", "parent", "sister", "brother", "sibling", "son",
     "daughter", "kid", "child", "baby", "wife", "husband", "partner", "spouse", "boyfriend",
@@ -81,7 +86,8 @@ VALUE_SKIP = frozenset({"DET", "PRON", "PUNCT", "CCONJ", "SCONJ", "PART", "INTJ"
 LIGHT_HEADS = frozenset({"be", "have", "get", "do"})
 
 
-# Contractions typed without their apostrophe, each no other English word.
+# Contractions typed without their apostrophe, and "-in" for "-ing": each no other
+# English word.
 CONTRACTIONS = {
     "im": "I'm", "ive": "I've", "dont": "don't", "doesnt": "doesn't", "didnt": "didn't",
     "isnt": "isn't", "arent": "aren't", "wasnt": "wasn't", "werent": "weren't",
@@ -89,6 +95,12 @@ CONTRACTIONS = {
     "wouldnt": "wouldn't", "shouldnt": "shouldn't", "thats": "that's", "whats": "what's",
     "theres": "there's", "youre": "you're", "theyre": "they're", "weve": "we've",
     "youve": "you've", "theyve": "they've", "ima": "I'm going to", "aint": "ain't",
+    # The "-ing" typed without its "g", which the small parser reads as nouns ("doin").
+    **{w[:-1]: w for w in (
+        "doing", "going", "getting", "making", "taking", "working", "living", "thinking",
+        "looking", "trying", "saying", "coming", "running", "playing", "having", "starting",
+        "moving", "feeling", "talking", "watching", "waiting", "walking", "cooking",
+        "learning", "studying", "driving", "eating", "nothing", "something")},
 }
 BARE_CONTRACTION = re.compile(r"(?i)\b(?:" + "|".join(CONTRACTIONS) + r")\b(?!['’])")
 

@@ -279,11 +279,29 @@ def test_the_name_the_verbs_own_preposition_takes_is_the_value(text: str, value:
     ("Thats my brother, he doesnt drive", "That's my brother, he doesn't drive"),
     ("Ill be late, well see", "Ill be late, well see"),
     ("IM me later", "IM me later"),
+    ("im doin dog walking, goin well", "I'm doing dog walking, going well"),
     ("我住在杭州。", "我住在杭州。"),
 ])
 def test_a_pack_puts_casual_spellings_back_and_leaves_real_words(
         text: str, standard: str) -> None:
     assert normalised(text) == standard
+
+
+@pytest.mark.parametrize(("text", "replaces"), [
+    ("it's Pappas, not Petrakis lol. you keep mangling that one", "petrakis"),
+    ("tbh it's a Persian, not a Siamese haha", "siamese"),
+])
+def test_a_chat_word_changes_nothing_a_sentence_says(text: str, replaces: str) -> None:
+    # Parsed, "lol" becomes a second object and the contrast is lost.
+    [r] = read([text])
+    assert r.replaces == replaces, r
+
+
+def test_an_end_said_first_is_a_past_when_a_time_word_says_what_holds_now() -> None:
+    # "quit" is its own past: with its "I" back it parses as a present, and only the
+    # change the next clause states tells it from a request.
+    [r] = read([normalised("quit the cafe lol, im doin dog walking full time now")])
+    assert r.owner is Owner.SPEAKER and r.ended == "cafe", r
 
 
 @pytest.mark.parametrize(("text", "main"), [

@@ -408,6 +408,22 @@ class TestOpenSlots:
         assert scope.holding("the cello at a music school")
         assert all(m.supersedes is None for m in scope.current())
 
+    @pytest.mark.parametrize(("said", "fix", "old", "new"), [
+        ("血型O型，之前献过两次血。", "不对不对，B型，不是O型，上个月体检刚查的。",
+         "O型，之前", "B型"),
+        ("I sing bass in a barbershop quartet.",
+         "No, I sing baritone, not bass.", "bass in a", "baritone"),
+    ])
+    def test_a_corrective_contrast_updates_the_open_slot_member_holding_what_it_denies(
+        self, usem: Embedder, said: str, fix: str, old: str, new: str
+    ) -> None:
+        # Two statements with one open head are not one thing, unless a correction says
+        # which value it replaces.
+        scope = Scope_(usem)
+        scope.run(said)
+        scope.run(fix, kind="feedback")
+        assert not scope.holding(old) and scope.holding(new)
+
     def test_a_contrast_corrects_nothing_whose_words_do_not_name_what_it_denies(
         self, usem: Embedder
     ) -> None:

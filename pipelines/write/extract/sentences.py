@@ -365,8 +365,11 @@ _ASKS_YOU = Phrases(["can you", "could you", "would you", "will you"], loose=Tru
 def as_event(turn: Turn, text: str, *, feedback: bool = False,
            importance: float | None = None) -> Candidate:
     text = text.strip()
-    chit = (bool(CHITCHAT.search(text)) and len(text) < 160 and not _OWN_WORDS.search(
-        text)) or (bool(CHITCHAT.search(text)) and len(text) < 60)
+    # Feedback that says the agent erred is a correction however it is said: a chat word
+    # ("it's Pappas, not Petrakis lol") makes no small talk of it.
+    negative = feedback and contradicts(text, turn.readings)
+    chit = not negative and ((bool(CHITCHAT.search(text)) and len(text) < 160 and not (
+        _OWN_WORDS.search(text))) or (bool(CHITCHAT.search(text)) and len(text) < 60))
     details: dict[str, Any] = {}
     if chit:
         imp = 0.1
@@ -381,6 +384,6 @@ def as_event(turn: Turn, text: str, *, feedback: bool = False,
     if emphasis:
         imp = min(1.0, imp + 0.15)
     if feedback:
-        details["feedback"] = "negative" if contradicts(text, turn.readings) else True
+        details["feedback"] = "negative" if negative else True
     return turn.candidate("event", prefixed(turn.speaker.prefix, text),
                           importance=round(imp, 3), emphasis=emphasis, details=details)

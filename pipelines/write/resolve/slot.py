@@ -22,6 +22,7 @@ from sleepmem.pipelines.write.resolve.readings import (
     ADDITIVE,
     corrective,
     corrects,
+    mentions,
     named,
     restates_own_taste,
     said_words,
@@ -120,7 +121,10 @@ class SlotJudgement:
             # An open slot is named by a clause's head ("rel:have", "rel:be_home"): two
             # statements with one head need not be about one thing. Only a change or a
             # negation about what the slot holds updates it; anything else stands beside.
-            about = self.pairs.about(cand, members) if cand.negated or shifts(cand) else []
+            # A contrast in a correction says which: the member that holds the value it
+            # denies ("不对，B型，不是O型" after "血型O型").
+            about = self._contrasted(cand, members) or (
+                self.pairs.about(cand, members) if cand.negated or shifts(cand) else [])
             if not about:
                 mem = self.book.add(self.book.new(cand))
                 self.book.plan.audits.append(
@@ -170,6 +174,15 @@ class SlotJudgement:
                             reason="the same person's later word on their own preference")
             return
         self.conflicts.disagreement(members, cand)
+
+    def _contrasted(self, cand: Candidate, members: list[Memory]) -> list[Memory]:
+        """The members a corrective contrast denies: those whose words hold the value it
+        denies, else the one that names it by meaning."""
+        denied = norm_text(str(cand.details.get("replaces") or ""))
+        if len(denied) < 2 or not corrective(cand):
+            return []
+        return [m for m in members if mentions(m.statement, denied)] or self._denied(
+            cand, members)
 
     def _denied(self, cand: Candidate, members: list[Memory]) -> list[Memory]:
         """The member whose words name, by meaning, the value a contrast denies ("Mimi is
