@@ -111,13 +111,29 @@ class EnglishPack:
     def readings(self, texts: list[str]) -> list[Reading]:
         # Chat words ("lol", "tbh") are parsed as nouns and objects by the small pipeline
         # ("it's Pappas, not Petrakis lol" loses its contrast): the parse reads without them.
-        docs = list(_nlp().pipe([_without_chat(t) for t in texts], batch_size=128))
-        out = [read_doc(doc, text) for doc, text in zip(docs, texts, strict=True)]
+        # A time phrase that leads the sentence ("going forward, quote prices in euros") is
+        # taken for its main verb: the parse reads what follows it, and the sentence
+        # keeps the change the phrase says.
+        led = [_after_lead(_without_chat(t)) for t in texts]
+        docs = list(_nlp().pipe([rest for rest, _ in led], batch_size=128))
+        out = [replace(r, change=True) if changed else r for r, (_, changed) in zip(
+            (read_doc(doc, text) for doc, text in zip(docs, texts, strict=True)), led,
+            strict=True)]
         # Casual English drops its "I" ("quit coffee last week", "phew, unpacked the last
         # boxes in Bristol"): the parser then finds no clause, or a verb with no subject.
         # Such a sentence is read again with the "I" put back, and that reading is kept
         # when it is the speaker's clause with a verb.
         retry = [i for i, doc in enumerate(docs) if _dropped_subject(doc)]
+        again = [_with_i(docs[i]) for i in retry]
+        # "allergic to sesame btw": the "I'm" left out before a state. Read with it put back,
+        # and kept when it is the speaker's (a feeling, "happy with the answer", is talk).
+        bare = [i for i, doc in enumerate(docs) if _bare_state(doc)]
+        for i, doc in zip(bare, _nlp().pipe(["I'm " + docs[i].text for i in bare],
+                                           batch_size=128), strict=True):
+            reading = read_doc(doc, texts[i])
+            if reading.owner is Owner.SPEAKER and reading.holds:
+                out[i] = reading
+        retry = [i for i in retry if i not in bare]
         again = [_with_i(docs[i]) for i in retry]
         for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
             reading = read_doc(doc, texts[i])
@@ -143,6 +159,25 @@ class EnglishPack:
         return out
 
 
+def _bare_state(doc: Any) -> bool:
+    """Whether a sentence opens on an adjective with its complement and no subject: a
+    state whose "I'm" casual English leaves out ("allergic to sesame btw")."""
+    first = next((t for t in doc if not t.is_punct), None)
+    return first is not None and first.pos_ == "ADJ" and first.dep_ == "ROOT" and any(
+        c.dep_ in ("prep", "xcomp") for c in first.children) and subject_of(first) is None
+
+
+def _after_lead(text: str) -> tuple[str, bool]:
+    """The text after a change phrase that leads it, set off by a comma, and whether there
+    was one."""
+    low = text.lower()
+    for phrase in CHANGE_PHRASES:
+        if low.startswith(phrase + ",") and text[len(phrase) + 1:].strip():
+            rest = text[len(phrase) + 1:].lstrip()
+            return rest, True
+    return text, False
+
+
 def _says_now(doc: Any) -> bool:
     """Whether a time word says something holds from now on ("now", "these days")."""
     low = doc.text.lower()
@@ -160,19 +195,25 @@ def _without_chat(text: str) -> str:
 
 
 def _verbless_possessive(doc: Any) -> bool:
-    """Whether a sentence has no verb at all but an "'s" read as a possessive that may be
+    """Whether a sentence has one with no verb at all but an "'s" read as a possessive that may be
     "is": a word follows it, and a person's "'s" before a bare noun stays theirs ("my
     mom's house"), where "my sister's a nurse" has its article."""
-    if any(t.pos_ in ("VERB", "AUX") for t in doc):
-        return False
-    for t in doc:
-        if t.tag_ != "POS" or t.lower_ not in _APOSTROPHE_S or t.i + 1 >= len(doc):
+    # Before an article it is never a possessive ("the ioniq 5's the daily now, charging
+    # it overnight"), whatever verbs the rest of the sentence has.
+    if any(t.tag_ == "POS" and t.lower_ in _APOSTROPHE_S and t.i + 1 < len(doc)
+           and doc[t.i + 1].lower_ in ("the", "a", "an") for t in doc):
+        return True
+    for sent in doc.sents:  # "Lisbon's home these days; the lease started Monday."
+        if any(t.pos_ in ("VERB", "AUX") for t in sent):
             continue
-        after, owner = doc[t.i + 1], doc[t.i - 1] if t.i else t
-        if after.is_punct:
-            continue
-        if owner.lemma_.lower() not in PERSON_NOUNS or after.pos_ in _COPULA_NEXT:
-            return True
+        for t in sent:
+            if t.tag_ != "POS" or t.lower_ not in _APOSTROPHE_S or t.i + 1 >= sent.end:
+                continue
+            after, owner = doc[t.i + 1], doc[t.i - 1] if t.i else t
+            if after.is_punct:
+                continue
+            if owner.lemma_.lower() not in PERSON_NOUNS or after.pos_ in _COPULA_NEXT:
+                return True
     return False
 
 
@@ -436,9 +477,19 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
             t.lower_ in ("will", "'ll", "gonna", "might", "shall") or t.lemma_ == "plan"
             or t.lower_ in ("tomorrow", "next", "someday") for t in doc):
         return Time.FUTURE
-    if lemmas & HABIT_WORDS or any(t.lower_ == "when" and t.head.dep_ == "advcl" for t in doc):
+    if lemmas & HABIT_WORDS or any(t.lower_ == "when" and t.head.dep_ == "advcl" for t in doc) or (
+            _whatever_you_do(doc)):
         return Time.HABITUAL  # "always", "every", "when you summarise, keep it short"
     return Time.LASTING
+
+
+def _whatever_you_do(doc: Any) -> bool:
+    """Whether a clause joined to the sentence says what the listener does as a rule, in
+    the simple present: "use British spelling in anything you draft for me", "cite the
+    source wherever you quote one". "The report you sent" and "what you're writing" are
+    one thing done."""
+    return any(t.dep_ in ("relcl", "advcl") and t.tag_ == "VBP" and any(
+        c.dep_ == "nsubj" and c.lower_ in SECOND_PERSON for c in t.children) for t in doc)
 
 
 def _one_thing_asked(root: Any) -> bool:

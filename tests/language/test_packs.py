@@ -143,6 +143,7 @@ def test_a_request_before_the_speakers_own_words_ends_nothing(text: str) -> None
     ("My name's Tomasz.", "tomasz"),
     ("my favourite's oolong", "oolong"),
     ("My brother's in Porto.", "porto"),
+    ("the ioniq 5's the daily now, charging it overnight", "daily"),
 ])
 def test_an_apostrophe_s_with_no_verb_in_the_sentence_is_read_as_is(text: str,
                                                                    value: str) -> None:
@@ -295,6 +296,35 @@ def test_a_chat_word_changes_nothing_a_sentence_says(text: str, replaces: str) -
     # Parsed, "lol" becomes a second object and the contrast is lost.
     [r] = read([text])
     assert r.replaces == replaces, r
+
+
+@pytest.mark.parametrize("text", ["Use British spelling in anything you draft for me.",
+                                  "Cite the source wherever you quote one."])
+def test_a_request_about_what_the_listener_does_as_a_rule_is_habitual(text: str) -> None:
+    [r] = read([text])
+    assert r.time is Time.HABITUAL, r
+
+
+@pytest.mark.parametrize("text", ["Send me the report you wrote yesterday.",
+                                  "Fix the bug you found."])
+def test_a_request_about_one_thing_the_listener_did_is_not(text: str) -> None:
+    [r] = read([text])
+    assert r.time is not Time.HABITUAL, r
+
+
+def test_a_time_phrase_leading_a_request_is_no_verb_of_it() -> None:
+    # Parsed whole, "going forward" was the sentence's verb: a plan to go somewhere.
+    [r] = read(["going forward, quote prices to me in euros."])
+    assert r.change and r.time is not Time.FUTURE and r.head != "go", r
+
+
+@pytest.mark.parametrize(("text", "head"), [
+    ("allergic to sesame btw, flagging it again just in case", "be_allergic"),
+    ("fluent in portuguese btw", "be_fluent"),
+])
+def test_a_state_said_without_its_i_am_is_the_speakers(text: str, head: str) -> None:
+    [r] = read([text])
+    assert r.owner is Owner.SPEAKER and r.holds and r.head == head, r
 
 
 def test_an_end_said_first_is_a_past_when_a_time_word_says_what_holds_now() -> None:

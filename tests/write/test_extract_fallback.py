@@ -154,6 +154,16 @@ class TestForgetRequestsInOtherWords:
     ) -> None:
         assert [c.forget_topic for c in extract(text)] == [topic]
 
+    @pytest.mark.parametrize(("text", "topic"), [
+        ("备孕看医生的那些事，麻烦全删了，不想留任何记录。", "备孕看医生"),
+        ("离职仲裁那件事，都忘掉吧。", "离职仲裁"),
+    ])
+    def test_a_chinese_topic_said_before_the_request_is_its_topic(
+        self, text: str, topic: str
+    ) -> None:
+        # "麻烦全删了" names no topic of its own: Chinese says it first.
+        assert [c.forget_topic for c in extract(text) if c.forget_topic] == [topic]
+
     @pytest.mark.parametrize("text", ["Forget it.", "I forget things easily.", "我忘了带钥匙。"])
     def test_other_uses_of_forget_are_not_requests(self, text: str) -> None:
         assert all(c.forget_topic is None for c in extract(text))

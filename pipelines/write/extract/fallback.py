@@ -218,10 +218,13 @@ def from_reading(turn: Turn, sentence: str, zh: bool, *, feedback: bool) -> Cand
         # "Quit coffee last week": casual English leaves its "I" out; a memory names them,
         # after an opening interjection ("phew, unpacked …").
         lead, comma, rest = third.partition(", ")
+        # A state said without its "I'm" ("allergic to sesame btw") takes its copula back.
+        named = "the user is " if reading.head == "be_" + third.split(" ", 1)[0].lower() else (
+            "the user ")
         if comma and rest and len(lead.split()) <= 2:
-            third = f"{lead}, the user {rest}"
+            third = f"{lead}, {named}{rest}"
         else:
-            third = "the user " + third[:1].lower() + third[1:]
+            third = named + third[:1].lower() + third[1:]
     statement = sentence_case(clean_statement(third, zh), zh)
     kind = "preference" if reading.mood in (Mood.INSTRUCTION, Mood.WISH) or (
         preference_cue(body)) else "fact"

@@ -66,17 +66,19 @@ _FORGET_VERB_ZH = re.compile(
 _FORGET_NOISE_ZH = re.compile(
     r"请你?|麻烦你?|帮我|你|把|从(?:你的)?(?:记忆|记录)(?:里|中)?|记忆里|全部|统统|通通|都|所有的?|一切|"
     r"(?:我)?(?:之前|以前|刚才|曾经)?(?:跟你|和你|对你)?(?:说过|讲过|告诉过?你?|提到过?|分享过?)的?|"
-    r"的?(?:事情|事儿|事|内容|信息|记忆|记录|资料|东西|那些|这些)|关于|有关|相关的?|"
+    r"的?(?:那件|这件|那个|这个)?(?:事情|事儿|事|内容|信息|记忆|记录|资料|东西|那些|这些)|关于|有关|相关的?|"
     r"吧|了|吗|好吗|啊|呀|掉|再|我的|我"
 )
 
 
 
-def forget_topic(sentence: str) -> str | None:
+def forget_topic(sentence: str, *, bare: bool = False) -> str | None:
     """The topic of a request to forget, or None when the sentence is not one.
 
     Recognised by its shape (an imperative forget verb addressed to the assistant), and the
     topic is what remains once the request words are removed: no list of whole phrasings.
+    With ``bare``, a Chinese request that leaves no topic ("都忘掉吧") gives "": its topic
+    may be the clause before it.
     """
     text = clean_end(sentence.strip())
     if has_cjk(text):
@@ -87,7 +89,7 @@ def forget_topic(sentence: str) -> str | None:
         topic = _FORGET_VERB_ZH.sub("", text)
         topic = _FORGET_NOISE_ZH.sub("", topic)
         topic = topic.strip(" ，,。.！!？?、的")
-        return topic or None
+        return topic if topic or bare else None
     body = _FORGET_POLITE_EN.sub("", text, count=1)
     m = _FORGET_VERB_EN.match(body)
     if not m:

@@ -54,6 +54,7 @@ from sleepmem.pipelines.write.extract.fallback import (
     unjoined,
     worth_keeping,
 )
+from sleepmem.pipelines.write.extract.forget_topic import clean_forget_topic
 from sleepmem.pipelines.write.extract.frames import frames_of
 from sleepmem.pipelines.write.extract.matchers import EN_TABLE, ZH_TABLE
 from sleepmem.pipelines.write.extract.pairs import contradicts
@@ -289,6 +290,8 @@ def _match_sentence(
             if trigger is not None and trigger.search(clause.low) is None:
                 continue
             slots = matcher(clause)
+            if zh:
+                slots = _topic_said_before(slots, clauses[i - 1] if i else None)
             if slots:
                 found.extend(Found(s, i) for s in slots)
                 matched.append(i)
@@ -306,6 +309,17 @@ def _match_sentence(
             if f.clause_index == owner:
                 f.attached.append(i)
     return found, clauses
+
+
+def _topic_said_before(slots: list[Slot], before: Clause | None) -> list[Slot]:
+    """Chinese says a forget request's topic first and asks after it ("备孕看医生的那些事，
+    麻烦全删了"): a request whose own words leave no topic of two characters takes the
+    clause before it as its topic; with none there, it is no request."""
+    for slot in slots:
+        if slot.forget_topic is not None and len(slot.forget_topic) < 2 and before is not None:
+            slot.forget_topic = clean_forget_topic(before.raw) or slot.forget_topic
+            slot.head = f"{before.raw}，{slot.head}"
+    return [s for s in slots if s.forget_topic != ""]
 
 
 def _compose(slot: Slot, f: Found, clauses: list[Clause], zh: bool) -> str:

@@ -151,8 +151,8 @@ def m_forget(c: Clause) -> list[Slot]:
                 return [Slot(type="event", attribute="", value="", head=c.raw,
                              forget_topic=topic, importance=0.5, details={"forget": True})]
     # Any other phrasing of the request: recognised by its shape, topic = what remains.
-    loose = forget_topic(c.raw)
-    if loose:
+    loose = forget_topic(c.raw, bare=c.zh)
+    if loose is not None:
         return [Slot(type="event", attribute="", value="", head=c.raw, forget_topic=loose,
                      importance=0.5, details={"forget": True})]
     return []
