@@ -335,12 +335,13 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
 
 def _denied(doc: Any, root: Any) -> Any:
     """The noun a contrast denies: "a Persian, not a Siamese", "Rome, not Milan": the first
-    noun after a "not" that negates no verb of the clause."""
+    noun (or gerund) after a "not" that negates no verb of the clause."""
     for t in doc:
         if t.lower_ not in ("not", "n't") or (t.head.i == root.i and not (
                 t.i > 0 and doc[t.i - 1].is_punct)):
             continue
-        after = [n for n in doc[t.i + 1:] if n.pos_ in ("NOUN", "PROPN")]
+        # A gerund is a noun here: "finance, not accounting", "swimming, not cycling".
+        after = [n for n in doc[t.i + 1:] if n.pos_ in ("NOUN", "PROPN") or n.tag_ == "VBG"]
         if after:
             return after[0]
     return None

@@ -424,6 +424,14 @@ class TestOpenSlots:
         scope.run(fix, kind="feedback")
         assert not scope.holding(old) and scope.holding(new)
 
+    def test_a_plain_message_saying_it_was_misremembered_corrects_what_its_contrast_denies(
+        self, usem: Embedder
+    ) -> None:
+        scope = Scope_(usem)
+        scope.run("My flat is on the 7th floor, no lift.")
+        scope.run("记错啦，是四楼不是七楼。")
+        assert not scope.holding("7th floor") and scope.holding("四楼")
+
     def test_a_contrast_corrects_nothing_whose_words_do_not_name_what_it_denies(
         self, usem: Embedder
     ) -> None:

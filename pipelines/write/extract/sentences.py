@@ -399,5 +399,11 @@ def as_event(turn: Turn, text: str, *, feedback: bool = False,
         imp = min(1.0, imp + 0.15)
     if feedback:
         details["feedback"] = "negative" if negative else True
+        # What the feedback denies names the memory it corrects ("finance, not accounting").
+        denied = next((seen.reading.replaces for s in split_sentences(text)
+                       if (seen := turn.readings.get(as_read(s))) is not None
+                       and seen.reading.replaces), "")
+        if denied:
+            details["replaces"] = norm_value(denied)
     return turn.candidate("event", prefixed(turn.speaker.prefix, text),
                           importance=round(imp, 3), emphasis=emphasis, details=details)

@@ -17,6 +17,7 @@ from sleepmem.models import Memory, Trust
 from sleepmem.pipelines.language import Reading, has_cjk, is_han, read
 from sleepmem.pipelines.lexical import tokens
 from sleepmem.pipelines.memories import norm_text
+from sleepmem.pipelines.text import NEGATIVE_FEEDBACK
 from sleepmem.pipelines.types import OPEN_SLOT_PREFIX, TOOL_PREFIX, Candidate, is_many_valued
 
 # Memories that never absorb a restatement: compressed summaries and procedure statistics.
@@ -85,11 +86,13 @@ def disputes(cand: Candidate) -> bool:
 
 
 def corrective(cand: Candidate) -> bool:
-    """Whether ``cand`` corrects something said: feedback, a correction marker or
+    """Whether ``cand`` corrects something said: feedback, a correction marker,
     feedback the extractor judged negative (where a contrast's denied value is what it
-    corrects, see Feedback.corrected)."""
-    return bool(cand.details.get("feedback")) or disputes(cand) or corrects(
-        last_turn(cand.statement))
+    corrects, see Feedback.corrected), or a contrast told in words that say someone got
+    it wrong ("记错啦，是四楼不是七楼" in a plain message)."""
+    last = last_turn(cand.statement)
+    return bool(cand.details.get("feedback")) or disputes(cand) or corrects(last) or (
+        bool(cand.details.get("replaces")) and NEGATIVE_FEEDBACK.search(last))
 
 
 def tooled(attribute: str, source: str) -> bool:
