@@ -1,0 +1,57 @@
+"""The held-out batches: 60 stories of the public kinds that helpers wrote in words this
+project had not seen (tests/heldout/README.md says how). ``f`` stories were used to find
+what fails, ``g`` stories were held out while the code changed.
+
+On the code before they were written (5dafeab): f 10/30, g 9/30. With the mechanisms the
+f batch showed missing (81c39a3): f 16/30, g 9/30, the same nine g stories: what was fixed
+from one batch did not carry to the other, which is what this suite is for. The floor is
+what the code passes now, not the goal (0.95): raise it as the code passes more; never
+lower it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from story_suites import StoryPlace, run_stories
+from support import blas_threads
+
+from sleepmem.pipelines.ports import Embedder
+
+SUITE = Path(__file__).parent.parent / "heldout"
+STORIES = sorted(SUITE.glob("[fg]*.toml"))
+FLOOR = 0.41
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    from sleepmem.adapters.embedders import UsemEmbedder
+
+    return UsemEmbedder(threads=blas_threads())
+
+
+def test_both_batches_hold_every_language_and_mechanism_they_name() -> None:
+    parts = [p.stem.split("-") for p in STORIES]
+    assert len(STORIES) == 60
+    assert {name[0] for name, *_ in parts} == {"f", "g"}
+    assert {lang for _, lang, *_ in parts} == {"en", "zh", "mix"}
+    assert len({kind for _, _, kind, *_ in parts}) >= 8
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_held_out_batches_pass_at_the_floor(embedder: Embedder, place: StoryPlace) -> None:
+    def groups(path: Path) -> list[str]:
+        batch, lang, kind, *_ = path.stem.split("-")
+        return [f"batch:{batch[0]}", f"lang:{lang}", f"kind:{kind}"]
+
+    run = run_stories(STORIES, embedder, groups, place=place)
+    report = {"passed": run.passed, "total": run.total, "rate": round(run.rate, 3),
+              "by": run.by()}
+    print("\nheld-out batches:", json.dumps(report))
+    for line in run.failures:
+        print("  FAILED", line[:400])
+    assert run.passed / len(STORIES) >= FLOOR, json.dumps(report) + "\n" + "\n".join(
+        run.failures)
