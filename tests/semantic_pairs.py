@@ -94,4 +94,7 @@ DIFFERENT: list[tuple[str, str]] = [
     ("The user lives in Shanghai.", "我住在北京。"),
     ("I prefer window seats.", "我喜欢靠过道的座位。"),
     ("我的航班是周一。", "我的航班是周五。"),
+    # One filler swapped for another that USE puts close, in sentences it puts at 0.90+.
+    ("I drive a red Honda Civic.", "I drive a blue Honda Civic."),
+    ("I love hiking in the Alps.", "I hate hiking in the Alps."),
 ]
