@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/llm_suites.py [--every N] [--url URL] [--model NAME] [--route R]
 
-Runs every Nth story of tests/generalization, tests/paraphrases and tests/probes (all
-with --every 1) with SLEEPMEM_EXTRACTOR=llm against an OpenAI-compatible endpoint (by
+Runs every Nth story of tests/generalization, tests/paraphrases, tests/probes and
+tests/heldout (all with --every 1) with SLEEPMEM_EXTRACTOR=llm against an OpenAI-compatible endpoint (by
 default the local model of ../shared/tools/local-llm.sh), and prints one JSON object per
 suite: stories passed, events emitted, model calls, calls per 100 events, seconds. The
 local model is slow on two cores (3-10 s a call), so the default takes a sample.
@@ -24,7 +24,8 @@ from sleepmem.evals.scenarios import run_story
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = {"generalisation": ROOT / "tests" / "generalization",
           "paraphrases": ROOT / "tests" / "paraphrases",
-          "probes": ROOT / "tests" / "probes"}
+          "probes": ROOT / "tests" / "probes",
+          "heldout": ROOT / "tests" / "heldout"}
 
 
 def main() -> int:
