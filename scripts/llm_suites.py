@@ -3,10 +3,11 @@
     .venv/bin/python scripts/llm_suites.py [--every N] [--url URL] [--model NAME] [--route R]
 
 Runs every Nth story of tests/generalization, tests/paraphrases, tests/probes and
-tests/heldout (all with --every 1) with SLEEPMEM_EXTRACTOR=llm against an OpenAI-compatible endpoint (by
-default the local model of ../shared/tools/local-llm.sh), and prints one JSON object per
-suite: stories passed, events emitted, model calls, calls per 100 events, seconds. The
-local model is slow on two cores (3-10 s a call), so the default takes a sample.
+tests/heldout (all with --every 1) with SLEEPMEM_EXTRACTOR=llm against an
+OpenAI-compatible endpoint (by default the local model of ../shared/tools/local-llm.sh),
+and prints one JSON object per suite: stories passed, events emitted, model calls, calls
+per 100 events, seconds. The local model is slow on two cores (3-10 s a call), so the
+default takes a sample.
 """
 
 from __future__ import annotations
