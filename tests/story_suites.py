@@ -9,6 +9,7 @@ the instance a user starts, embedded Redis and engine included."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -66,3 +67,16 @@ def run_stories(paths: list[Path], embedder: Embedder,
             )
             run.failures.append(f"{path.stem}: {why}")
     return run
+
+
+def check_floor(run: SuiteRun, name: str, floor: float, *, width: int = 600) -> None:
+    """Print the suite's figures and failures (shown with -s or -rA), then hold it to its
+    floor. A plain print: capsys would hand run_story's log reset a stream that closes
+    with the test and break every later test's logging."""
+    report = {"passed": run.passed, "total": run.total, "rate": round(run.rate, 3),
+              "by": run.by(), "failures": [f.split(":", 1)[0] for f in run.failures]}
+    print(f"\n{name}:", json.dumps(report, ensure_ascii=False))
+    for line in run.failures:
+        print("  FAILED", line[:width])
+    assert run.rate >= floor, json.dumps(report, ensure_ascii=False) + "\n" + "\n".join(
+        run.failures)

@@ -17,6 +17,7 @@ from sleepmem.pipelines.language.en_repairs import (
     dropped_subject,
     first_word,
     says_now,
+    starts_then,
     verb_after_i,
     verbless_possessive,
     with_i,
@@ -126,41 +127,40 @@ class EnglishPack:
         out = [replace(r, change=True) if changed else r for r, (_, changed) in zip(
             (read_doc(doc, text) for doc, text in zip(docs, texts, strict=True)), led,
             strict=True)]
-        # Casual English drops its "I" ("quit coffee last week", "phew, unpacked the last
-        # boxes in Bristol"): the parser then finds no clause, or a verb with no subject.
-        # Such a sentence is read again with the "I" put back, and that reading is kept
-        # when it is the speaker's clause with a verb.
-        retry = [i for i, doc in enumerate(docs) if dropped_subject(doc)]
-        again = [with_i(docs[i]) for i in retry]
-        # "allergic to sesame btw": the "I'm" left out before a state. Read with it put back,
-        # and kept when it is the speaker's (a feeling, "happy with the answer", is talk).
+        # The small parser misreads casual English three ways, each read again in a
+        # standard form, all in one parse (the forms are chosen on the first parse):
+        # - "allergic to sesame btw" leaves out the "I'm" before a state: read with it put
+        #   back, and kept when it is the speaker's (a feeling, "happy with the answer", is
+        #   talk);
+        # - "quit coffee last week", "phew, unpacked the last boxes in Bristol" drop their
+        #   "I": the parser then finds no clause, or a verb with no subject. Read with the
+        #   "I" put back, kept when it is the speaker's clause with a verb;
+        # - "'s" is "is", "has" or a possessive, and the parser reads it as the last
+        #   whenever a noun follows ("Lisbon's home these days", "name's Tomasz"): the
+        #   sentence then has no verb and states nothing. Read with "is" in its place, kept
+        #   when it has a predicate.
         bare = [i for i, doc in enumerate(docs) if bare_state(doc)]
-        for i, doc in zip(bare, _nlp().pipe(["I'm " + docs[i].text for i in bare],
-                                           batch_size=128), strict=True):
-            reading = read_doc(doc, texts[i])
+        dropped = [i for i, doc in enumerate(docs) if i not in set(bare) and dropped_subject(doc)]
+        verbless = [i for i, doc in enumerate(docs) if verbless_possessive(doc)]
+        again = iter(_nlp().pipe([*("I'm " + docs[i].text for i in bare),
+                                  *(with_i(docs[i]) for i in dropped),
+                                  *(with_is(docs[i]) for i in verbless)], batch_size=128))
+        for i in bare:
+            reading = read_doc(next(again), texts[i])
             if reading.owner is Owner.SPEAKER and reading.holds:
                 out[i] = reading
-        retry = [i for i in retry if i not in bare]
-        again = [with_i(docs[i]) for i in retry]
-        for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
+        for i in dropped:
+            doc = next(again)
             reading = read_doc(doc, texts[i])
             # An end whose past is its base form ("quit the cafe, I'm doing dog walking
             # now") reads as a present with its "I" back: a time word of change says it
             # was a past, where "drop the jokes, I'm busy today" has none.
-            base = first_word(docs[i]).tag_ == "VB" and not says_now(doc)
+            base = first_word(docs[i]).tag_ == "VB" and not says_now(doc, doc.text.lower())
             if verb_after_i(doc, base=base) and reading.owner is Owner.SPEAKER and (
-                    not reading.fragment) and (
-                    reading.mood is not Mood.QUESTION):
+                    not reading.fragment) and reading.mood is not Mood.QUESTION:
                 out[i] = reading
-        # "'s" is "is", "has" or a possessive, and the small parser reads it as the last
-        # whenever a noun follows ("Lisbon's home these days", "name's Tomasz"): the
-        # sentence then has no verb and states nothing. One with no verb but such an
-        # "'s" is read again with "is" in its place, and that reading is kept when it
-        # has a predicate.
-        retry = [i for i, doc in enumerate(docs) if verbless_possessive(doc)]
-        again = [with_is(docs[i]) for i in retry]
-        for i, doc in zip(retry, _nlp().pipe(again, batch_size=128), strict=True):
-            reading = read_doc(doc, texts[i])
+        for i in verbless:
+            reading = read_doc(next(again), texts[i])
             if not reading.fragment and reading.mood is not Mood.QUESTION:
                 out[i] = reading
         return out
@@ -212,8 +212,7 @@ def _read_clause(doc: Any, text: str, root: Any, others: list[Any]) -> Reading:
     lemmas = {t.lemma_.lower() for t in doc} | {t.lower_ for t in doc}
     owner, other = _owner(doc, root, words)
     mood = _mood(doc, root, lemmas, low)
-    change = bool(lemmas & CHANGE_WORDS) or any(p in low for p in CHANGE_PHRASES) or (
-        _changes_state(root))
+    change = says_now(doc, low) or _changes_state(root)
     time = _time(doc, root, lemmas, change)
     denied = _denied(doc, root)
     verbs = (root.i, *(c.i for c in root.children if c.pos_ == "AUX"))
@@ -365,7 +364,8 @@ def _time(doc: Any, root: Any, lemmas: set[str], change: bool) -> Time:
     if _changes_state(root):
         return Time.LASTING  # "moved to Porto", "unpacked at the new place tonight": it holds
     if (any(p in low for p in MOMENT_PHRASES) or _for_this(doc) or _one_thing_asked(root)) and (
-            not any(p in low for p in CHANGE_PHRASES)) and not lemmas & HABIT_WORDS:
+            not any(p in low for p in CHANGE_PHRASES)) and not lemmas & HABIT_WORDS and not (
+            starts_then(low)):
         return Time.ONE_OFF
     if root.lemma_ == "go" and root.tag_ == "VBG":
         return Time.FUTURE  # "I'm going to Paris", "I'm going for my dreams": an intent

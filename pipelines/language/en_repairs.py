@@ -12,7 +12,9 @@ from sleepmem.pipelines.language.en_words import (
     CHANGE_WORDS,
     CHAT_WORDS,
     FIRST_PERSON,
+    MOMENT_PHRASES,
     PERSON_NOUNS,
+    START_WORDS,
 )
 
 _APOSTROPHE_S = ("'s", "\u2019s")
@@ -39,10 +41,18 @@ def after_lead(text: str) -> tuple[str, bool]:
     return text, False
 
 
-def says_now(doc: Any) -> bool:
-    """Whether a time word says something holds from now on ("now", "these days")."""
-    low = doc.text.lower()
-    return any(t.lower_ in CHANGE_WORDS for t in doc) or any(p in low for p in CHANGE_PHRASES)
+def says_now(doc: Any, low: str) -> bool:
+    """Whether a time word says something holds from now on ("now", "no longer", "these
+    days", "starting this week"), in the parsed words or in the sentence as said (``low``,
+    lower-cased: a leading "going forward," is not parsed)."""
+    return any(t.lower_ in CHANGE_WORDS or t.lemma_.lower() in CHANGE_WORDS for t in doc) or any(
+        p in low for p in CHANGE_PHRASES) or starts_then(low)
+
+
+def starts_then(low: str) -> bool:
+    """Whether a moment is when something starts ("starting this week", "as of today"):
+    then it holds from that moment on, not for that moment only."""
+    return any(f"{start} {moment}" in low for start in START_WORDS for moment in MOMENT_PHRASES)
 
 
 def without_chat(text: str) -> str:

@@ -48,6 +48,9 @@ STATE_CHANGE_VERBS = frozenset({"move", "relocate", "start", "join", "switch", "
 MOMENT_PHRASES = ("today", "tonight", "this week", "this weekend", "this morning",
                   "this afternoon", "this evening", "right now", "at the moment", "for now",
                   "this month", "this time", "at the minute")
+# What a moment after it makes a start that holds from then on: "starting this week",
+# "as of today", "beginning this month" (where "this week" alone is for now).
+START_WORDS = ("starting", "beginning", "as of", "effective", "from")
 # Verbs of the mind: "I think Python is great" is an opinion of the moment, not a fact.
 MENTAL_VERBS = frozenset({"think", "guess", "feel", "believe", "suppose", "wonder", "hope",
                           "know", "mean", "agree", "understand", "remember", "forget", "see",

@@ -46,6 +46,13 @@ FUTURE_WORDS = frozenset({"明天", "下周", "下个月", "明年", "打算", "
                           "会", "想要", "想"})
 MOMENT_WORDS = frozenset({"今天", "今晚", "这周", "本周", "这次", "这一次", "本次", "刚才", "此刻",
                           "这会儿", "暂时", "临时", "明早", "今早"})
+# What a demonstrative before it makes a time ("这周", "这个月", "那阵子"): jieba splits
+# those and tags the 这 as a pronoun, the subject of the clause; joined, they are a time.
+TIME_UNITS = frozenset({"周", "月", "年", "天", "星期", "礼拜", "阵子", "段时间", "学期", "季度",
+                        "周末", "几天", "两天", "几周", "两周", "几个月", "两个月"})
+# A time and then one of these is when something starts, and holds from then on: 这周开始,
+# 今天起, 下个月起.
+STARTS = frozenset({"开始", "起", "起来"})
 # The mind and the talk: 我觉得…, 我的问题是….
 MENTAL_WORDS = frozenset({"觉得", "认为", "以为", "感觉", "猜", "相信", "知道", "明白",
                           "理解", "同意", "问题", "意思", "想法", "谢谢", "感谢"})
@@ -96,7 +103,26 @@ class ChinesePack:
 
     def readings(self, texts: list[str]) -> list[Reading]:
         cut = _cut()
-        return [read_sentence([(w.word, w.flag) for w in cut(t)], t) for t in texts]
+        return [read_sentence(_times_joined([(w.word, w.flag) for w in cut(t)]), t)
+                for t in texts]
+
+
+def _times_joined(words: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The words with each demonstrative and the time unit after it as one time word."""
+    out: list[tuple[str, str]] = []
+    for word, flag in words:
+        if out and out[-1][0] in DEMONSTRATIVES | {"本", "上", "下", "上个", "下个"} and (
+                word in TIME_UNITS):
+            out[-1] = (out[-1][0] + word, "t")
+        else:
+            out.append((word, flag))
+    return out
+
+
+def _starts(words: list[tuple[str, str]]) -> bool:
+    """Whether a time says when something starts that holds from then on (这周开始…)."""
+    return any(w in STARTS and i > 0 and words[i - 1][1] == "t" for i, (w, _f) in enumerate(
+        words))
 
 
 def read_sentence(words: list[tuple[str, str]], text: str) -> Reading:
@@ -130,9 +156,13 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
     tokens = [w for w, _ in words]
     vocab = set(tokens)
     owner, other = _owner(words)
+    # A verb said with its negation (不吃, 不想, 没法), not a word that only starts with one:
+    # 不少 "quite a lot", 不错 "good", 不过 "but", 不久前 "not long ago".
     negated = bool(vocab & (NEGATIONS | ENDING_VERBS)) or any(
-        w.startswith(("不", "没")) for w in tokens)
-    change = bool(vocab & (CHANGE_WORDS | STATE_CHANGE_VERBS)) or any(
+        w.startswith(("不", "没")) and not f.startswith(("d", "c", "t", "a", "m"))
+        for w, f in words)
+    starts = _starts(words)
+    change = starts or bool(vocab & (CHANGE_WORDS | STATE_CHANGE_VERBS)) or any(
         any(c in w for c in ("改", "换")) for w in tokens)
     stripped = text.rstrip(" 。！!～~")
     if (stripped.endswith(QUESTION_ENDS) or vocab & WH_WORDS) and not vocab & {
@@ -143,7 +173,7 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
             owner is not Owner.OTHER and "吧" in vocab) else Mood.WISH
     else:
         mood = Mood.STATEMENT
-    if vocab & MOMENT_WORDS or (vocab & {"你", "您"} and not vocab & (
+    if (vocab & MOMENT_WORDS and not starts) or (vocab & {"你", "您"} and not vocab & (
             HABIT_WORDS | {"以后", "今后", "往后", "从现在起"})):
         time = Time.ONE_OFF  # 在学校门口等你: an arrangement with the listener, for now
     elif vocab & FUTURE_WORDS and not vocab & {"以后", "今后", "往后", "现在"} and not (
@@ -152,7 +182,8 @@ def read_words(words: list[tuple[str, str]], text: str) -> Reading:
     elif vocab & HABIT_WORDS:
         time = Time.HABITUAL
     elif (vocab & PAST_WORDS or vocab & EVENT_VERBS or _did_for_a_while(words)
-          or _done(words)) and not (vocab & {"现在", "如今", "目前", "以后", "今后"}):
+          or _done(words)) and not (vocab & {"现在", "如今", "目前", "以后", "今后"}) and (
+            not starts):
         time = Time.PAST
     else:
         time = Time.LASTING

@@ -63,6 +63,13 @@ TABLE = [
     ("en", "I'm in Tokyo this week for a conference.", Owner.SPEAKER, Mood.STATEMENT,
      Time.ONE_OFF, False, False, None),
     ("zh", "今天在公司加班。", Owner.SPEAKER, Mood.STATEMENT, Time.ONE_OFF, False, None, None),
+    # a moment that says when something starts: it holds from then on, a change
+    ("en", "Starting this week I work from home.", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING,
+     False, True, None),
+    ("zh", "这周开始在链家带客户看房了。", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, False,
+     True, "链家"),
+    ("zh", "这个月起我在家办公。", Owner.SPEAKER, Mood.STATEMENT, Time.LASTING, False, True,
+     None),
 ]
 
 
@@ -356,3 +363,16 @@ def test_one_detector_serves_every_module() -> None:
 def test_read_keeps_the_order_of_mixed_languages() -> None:
     texts = ["I live in Porto.", "我住在杭州。", "I drive a Volvo."]
     assert [r.text for r in read(texts)] == texts
+
+
+@pytest.mark.parametrize("text", ["提成比以前高不少", "还不错", "不过我喜欢猫", "不久前搬到了苏州"])
+def test_a_word_that_only_begins_with_a_negation_negates_nothing(text: str) -> None:
+    # 不少 "quite a lot", 不错 "good", 不过 "but", 不久前 "not long ago"
+    [r] = read([text])
+    assert not r.negated
+
+
+@pytest.mark.parametrize("text", ["我不吃肉", "不能吃辣", "我不想去健身房了"])
+def test_a_verb_said_with_its_negation_is_negated(text: str) -> None:
+    [r] = read([text])
+    assert r.negated

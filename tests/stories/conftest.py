@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import pytest
 from story_suites import StoryPlace
-from support import REDIS_URL, wants_real_index
+from support import REDIS_URL, blas_threads, wants_real_index
 
 from sleepmem.core.settings import Settings
+from sleepmem.pipelines.ports import Embedder
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The default embedder, loaded once per test process for every story suite."""
+    from sleepmem.adapters.embedders import UsemEmbedder
+
+    return UsemEmbedder(threads=blas_threads())
 
 
 @pytest.fixture

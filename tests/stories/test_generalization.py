@@ -10,26 +10,17 @@ a whole must pass at the floor; the per-kind breakdown is printed with the resul
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from story_suites import StoryPlace, run_stories
-from support import blas_threads
+from story_suites import StoryPlace, check_floor, run_stories
 
 from sleepmem.pipelines.ports import Embedder
 
 SUITE = Path(__file__).parent.parent / "generalization"
 STORIES = sorted(SUITE.glob("*.toml"))
 FLOOR = 0.95
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    from sleepmem.adapters.embedders import UsemEmbedder
-
-    return UsemEmbedder(threads=blas_threads())
 
 
 def test_the_suite_has_at_least_five_stories_of_every_kind() -> None:
@@ -53,12 +44,4 @@ def test_the_generalisation_suite_passes_at_the_floor(
     embedder: Embedder, place: StoryPlace
 ) -> None:
     run = run_stories(STORIES, embedder, lambda path: [path.name[:2]], place=place)
-    failures, rate = run.failures, run.rate
-    report = {"passed": run.passed, "total": run.total, "rate": round(rate, 3),
-              "by_kind": run.by()}
-    # Plain print (shown with -s or -rA): capsys would hand run_story's log reset a stream
-    # that closes with this test and break every later test's logging.
-    print("\ngeneralisation suite:", json.dumps(report))
-    for line in failures:
-        print("  FAILED", line[:600])
-    assert rate >= FLOOR, json.dumps(report) + "\n" + "\n".join(failures)
+    check_floor(run, "generalisation suite", FLOOR)

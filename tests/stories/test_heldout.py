@@ -11,25 +11,16 @@ lower it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from story_suites import StoryPlace, run_stories
-from support import blas_threads
+from story_suites import StoryPlace, check_floor, run_stories
 
 from sleepmem.pipelines.ports import Embedder
 
 SUITE = Path(__file__).parent.parent / "heldout"
 STORIES = sorted(SUITE.glob("[fg]*.toml"))
 FLOOR = 0.41
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    from sleepmem.adapters.embedders import UsemEmbedder
-
-    return UsemEmbedder(threads=blas_threads())
 
 
 def test_both_batches_hold_every_language_and_mechanism_they_name() -> None:
@@ -48,10 +39,4 @@ def test_the_held_out_batches_pass_at_the_floor(embedder: Embedder, place: Story
         return [f"batch:{batch[0]}", f"lang:{lang}", f"kind:{kind}"]
 
     run = run_stories(STORIES, embedder, groups, place=place)
-    report = {"passed": run.passed, "total": run.total, "rate": round(run.rate, 3),
-              "by": run.by()}
-    print("\nheld-out batches:", json.dumps(report))
-    for line in run.failures:
-        print("  FAILED", line[:400])
-    assert run.passed / len(STORIES) >= FLOOR, json.dumps(report) + "\n" + "\n".join(
-        run.failures)
+    check_floor(run, "held-out batches", FLOOR, width=400)

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from story_suites import StoryPlace, run_stories
-from support import blas_threads
+from story_suites import StoryPlace, check_floor, run_stories
 
 from sleepmem.evals.scenarios import validate_story
 from sleepmem.pipelines.ports import Embedder
@@ -70,13 +69,6 @@ def _without_user_contents(story: dict[str, Any]) -> list[dict[str, Any]]:
     return steps
 
 
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    from sleepmem.adapters.embedders import UsemEmbedder
-
-    return UsemEmbedder(threads=blas_threads())
-
-
 def test_every_paraphrase_is_a_complete_variant_of_an_existing_story() -> None:
     assert STORIES, "tests/paraphrases/ holds no story: run scripts/paraphrase_stories.py"
     for path in STORIES:
@@ -111,12 +103,4 @@ def test_the_suite_holds_every_kind_the_generalisation_suite_has() -> None:
 @pytest.mark.timeout(5400)  # 155 stories, each on a fresh instance (story_suites.py)
 def test_the_paraphrase_suite_passes_at_the_floor(embedder: Embedder, place: StoryPlace) -> None:
     run = run_stories(STORIES, embedder, lambda path: [path.name[:2]], place=place)
-    failures, rate = run.failures, run.rate
-    report = {"passed": run.passed, "total": run.total, "rate": round(rate, 3),
-              "by_kind": run.by(), "failures": [f.split(":", 1)[0] for f in failures]}
-    # Plain print (shown with -s or -rA): capsys would hand run_story's log reset a stream
-    # that closes with this test and break every later test's logging.
-    print("\nparaphrase suite:", json.dumps(report))
-    for line in failures:
-        print("  FAILED", line[:600])
-    assert rate >= FLOOR, json.dumps(report) + "\n" + "\n".join(failures)
+    check_floor(run, "paraphrase suite", FLOOR)

@@ -19,25 +19,16 @@ Raise it as the code passes more; never lower it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from story_suites import StoryPlace, run_stories
-from support import blas_threads
+from story_suites import StoryPlace, check_floor, run_stories
 
 from sleepmem.pipelines.ports import Embedder
 
 SUITE = Path(__file__).parent.parent / "probes"
 STORIES = sorted(SUITE.glob("p*.toml"))
 FLOOR = 0.825
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    from sleepmem.adapters.embedders import UsemEmbedder
-
-    return UsemEmbedder(threads=blas_threads())
 
 
 def test_the_batch_holds_every_language_and_mechanism_it_names() -> None:
@@ -55,9 +46,4 @@ def test_the_probe_batch_passes_at_the_floor(embedder: Embedder, place: StoryPla
         return [f"lang:{lang}", f"mechanism:{mechanism}"]
 
     run = run_stories(STORIES, embedder, groups, place=place)
-    failures, passed = run.failures, run.passed
-    report = {"passed": passed, "total": run.total, "rate": round(run.rate, 3), "by": run.by()}
-    print("\nprobe batch:", json.dumps(report))
-    for line in failures:
-        print("  FAILED", line[:400])
-    assert passed / len(STORIES) >= FLOOR, json.dumps(report) + "\n" + "\n".join(failures)
+    check_floor(run, "probe batch", FLOOR, width=400)

@@ -12,7 +12,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support import blas_threads
 
 from sleepmem.evals.scenarios import StoryFormatError, run_story, validate_story
 from sleepmem.pipelines.ports import Embedder
@@ -75,13 +74,6 @@ def test_a_typo_in_a_check_fails_the_story_naming_file_and_step(tmp_path: Path) 
                      encoding="utf-8")
     with pytest.raises(StoryFormatError, match=r"typo\.toml step 4.*'chek'"):
         run_story(story)
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    from sleepmem.adapters.embedders import UsemEmbedder
-
-    return UsemEmbedder(threads=blas_threads())
 
 
 @pytest.mark.skipif(not STORIES, reason=f"no scenarios found in {SCENARIOS}")

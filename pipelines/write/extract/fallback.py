@@ -293,7 +293,8 @@ def unjoined(text: str) -> str:
 
 def split_standalone(found: list[Found], clauses: list[Clause], zh: bool, *,
                       joined: bool = False,
-                      elsewhere: Callable[[str, set[str]], bool] | None = None) -> list[str]:
+                      elsewhere: Callable[[list[str], set[str]], list[bool]] | None = None,
+                      ) -> list[str]:
     """Several facts in one sentence: an unmatched clause that states a lasting fact about
     the speaker on its own ("I always prefer a window seat, and I'm allergic to peanuts")
     is a sentence of its own, not a rider on the matched one (which would type it as the
@@ -304,13 +305,19 @@ def split_standalone(found: list[Found], clauses: list[Clause], zh: bool, *,
     6am" one fact and what it means, read whole. ``elsewhere`` says whether a clause with
     no first person ("Name's Tomasz, I'm a marine biologist") states a fact its meaning
     places under another attribute than the matched ones: then it is a fact of its own,
-    where "I live in Leeds, the rent is cheap" keeps its second clause with the first.
-    English only: a Chinese clause leaves its subject to the sentence (是湘潭，不是长沙)."""
+    where "I live in Leeds, the rent is cheap" keeps its second clause with the first
+    (it is asked about every such clause at once). English only: a Chinese clause leaves
+    its subject to the sentence (是湘潭，不是长沙)."""
     matched = {f.clause_index for f in found}
-    slots = {f.slot.attribute for f in found}
-    alone = [i for i, c in enumerate(clauses) if i not in matched and not REDACTED.search(c.raw)
-             and (lasting_first_person(unjoined(c.raw)) or (
-                 elsewhere is not None and bool(found) and elsewhere(unjoined(c.raw), slots)))]
+    unmatched = [i for i, c in enumerate(clauses)
+                 if i not in matched and not REDACTED.search(c.raw)]
+    own = {i for i in unmatched if lasting_first_person(unjoined(clauses[i].raw))}
+    others = [i for i in unmatched if i not in own]
+    if elsewhere is not None and found and others:
+        own |= {i for i, placed in zip(others, elsewhere(
+            [unjoined(clauses[i].raw) for i in others], {f.slot.attribute for f in found}),
+            strict=True) if placed}
+    alone = sorted(own)
     # A later clause that ends something ("…, I've given up squash") is a fact of its own
     # however it is joined: what it ended is another memory's value, not this one's. Not in
     # Chinese, whose clauses leave their subject to the sentence (这个过时了，我早就离开腾讯，

@@ -28,12 +28,19 @@ CONVERSATION_KEYS = ("conversation_id", "thread_id", "session_id", "conversation
 
 
 
+def dispute(text: str, readings: dict[str, Understood]) -> str | None:
+    """What feedback says the agent got wrong: the value its contrast denies ("no, it's a
+    ferry, not a train": "a train"; 是二中不是一中: 一中), "" when it says so in so many
+    words and names none ("you got that wrong", 你记混了), None when it disputes nothing."""
+    denied = next((seen.reading.replaces for s in split_sentences(text)
+                   if (seen := readings.get(as_read(s))) is not None and seen.reading.replaces),
+                  "")
+    return denied if denied or NEGATIVE_FEEDBACK.search(text) else None
+
+
 def contradicts(text: str, readings: dict[str, Understood]) -> bool:
-    """Whether feedback says the agent erred: in so many words ("you got that wrong", 你记混
-    了), or by a contrast that denies a value ("no, it's a ferry, not a train", 是二中不是一中)."""
-    return bool(NEGATIVE_FEEDBACK.search(text)) or any(
-        (seen := readings.get(as_read(s))) is not None and bool(seen.reading.replaces)
-        for s in split_sentences(text))
+    """Whether feedback says the agent erred (see dispute)."""
+    return dispute(text, readings) is not None
 
 
 

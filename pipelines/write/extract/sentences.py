@@ -57,7 +57,7 @@ from sleepmem.pipelines.write.extract.fallback import (
 from sleepmem.pipelines.write.extract.forget_topic import clean_forget_topic
 from sleepmem.pipelines.write.extract.frames import frames_of
 from sleepmem.pipelines.write.extract.matchers import EN_TABLE, ZH_TABLE
-from sleepmem.pipelines.write.extract.pairs import contradicts
+from sleepmem.pipelines.write.extract.pairs import dispute
 from sleepmem.pipelines.write.extract.slots import (
     Clause,
     Slot,
@@ -248,13 +248,12 @@ def _joined(sentences: list[str]) -> str:
     return out
 
 
-def _placed_elsewhere(turn: Turn, clause: str, slots: set[str]) -> bool:
-    """Whether a clause states, as a whole clause of the speaker's or of no one's, what
+def _placed_elsewhere(turn: Turn, clauses: list[str], slots: set[str]) -> list[bool]:
+    """Whether each clause states, as a whole clause of the speaker's or of no one's, what
     its meaning places under an attribute other than ``slots``."""
-    seen = turn.understood(clause)
-    reading = seen.reading
-    return seen.frame is not None and seen.frame.slot not in slots and not reading.fragment and (
-        reading.owner in (Owner.SPEAKER, Owner.IMPLICIT)) and reading.holds
+    return [seen.frame is not None and seen.frame.slot not in slots and not (
+        seen.reading.fragment) and seen.reading.owner in (Owner.SPEAKER, Owner.IMPLICIT)
+        and seen.reading.holds for seen in turn.understood_all(clauses)]
 
 
 def placed(readings: list[Reading], embedder: Embedder | None,
@@ -381,7 +380,8 @@ def as_event(turn: Turn, text: str, *, feedback: bool = False,
     text = text.strip()
     # Feedback that says the agent erred is a correction however it is said: a chat word
     # ("it's Pappas, not Petrakis lol") makes no small talk of it.
-    negative = feedback and contradicts(text, turn.readings)
+    denied = dispute(text, turn.readings) if feedback else None
+    negative = denied is not None
     chit = not negative and ((bool(CHITCHAT.search(text)) and len(text) < 160 and not (
         _OWN_WORDS.search(text))) or (bool(CHITCHAT.search(text)) and len(text) < 60))
     details: dict[str, Any] = {}
@@ -400,9 +400,6 @@ def as_event(turn: Turn, text: str, *, feedback: bool = False,
     if feedback:
         details["feedback"] = "negative" if negative else True
         # What the feedback denies names the memory it corrects ("finance, not accounting").
-        denied = next((seen.reading.replaces for s in split_sentences(text)
-                       if (seen := turn.readings.get(as_read(s))) is not None
-                       and seen.reading.replaces), "")
         if denied:
             details["replaces"] = norm_value(denied)
     return turn.candidate("event", prefixed(turn.speaker.prefix, text),

@@ -117,10 +117,16 @@ class Turn:
         """The clause analysis of ``sentence``: read in the batch, or now if it was made
         from another sentence since ("I prefer coffee now, I've given up tea" read as two),
         placed by meaning as the batch places a sentence."""
-        if sentence not in self.readings:
-            told = {sentence} if self.speaker.person and NAMED_SPEAKERS_AS_FACTS else set()
-            self.readings.update(self.place(read([sentence]), self.embedder, told))
-        return self.readings[sentence]
+        return self.understood_all([sentence])[0]
+
+    def understood_all(self, sentences: list[str]) -> list[Understood]:
+        """The clause analyses of several sentences, those not read in the batch read and
+        placed together: one parse and one embedder call."""
+        missing = [s for s in dict.fromkeys(sentences) if s not in self.readings]
+        if missing:
+            told = set(missing) if self.speaker.person and NAMED_SPEAKERS_AS_FACTS else set()
+            self.readings.update(self.place(read(missing), self.embedder, told))
+        return [self.readings[s] for s in sentences]
 
     def candidate(self, slot_or_type: Slot | str, statement: str, **kw: Any) -> Candidate:
         ev, sp = self.event, self.speaker
