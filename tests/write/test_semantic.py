@@ -802,6 +802,27 @@ class TestToolFieldsTheUserNames:
         for side in sides:
             assert [m for m in pending if side in m.statement]
 
+    @pytest.mark.parametrize(("said", "record", "sides"), [
+        ("我家网速是500兆的，不过周末打游戏还是会卡。",
+         {"宽带账户": {"编号": "a7", "签约带宽": "200M"}}, ("500兆", "200M")),
+        ("My phone plan gives me 20GB of data, though I rarely use half of it.",
+         {"mobile_account": {"account_id": "a7", "data_allowance": "10GB"}}, ("20GB", "10GB")),
+    ])
+    def test_a_field_meets_the_one_clause_of_the_users_sentence_that_is_about_it(
+        self, usem: Embedder, said: str, record: dict[str, object], sides: tuple[str, str]
+    ) -> None:
+        # What else the sentence says ("though I rarely use half of it") blurs the whole;
+        # the sibling field ("account_id") pairs with nothing.
+        import json
+
+        scope = Scope_(usem)
+        scope.run(said)
+        scope.run(json.dumps(record), role="tool", kind="tool_result", meta=BILLING)
+        pending = [m for m in scope.current() if m.status == "pending_confirmation"]
+        assert len(pending) == 2 and len({m.conflict_set for m in pending}) == 1
+        for side in sides:
+            assert [m for m in pending if side in m.statement]
+
     def test_the_same_word_in_another_sense_pairs_nothing(self, usem: Embedder) -> None:
         scope = Scope_(usem)
         scope.run("I plan to travel to Japan next month.")
