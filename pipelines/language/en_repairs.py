@@ -133,3 +133,28 @@ def verb_after_i(doc: Any, *, base: bool) -> bool:
     tag = doc[i.i + 1].tag_
     # "I sounds great" agrees with no "I": what "sounds great" left out was "it".
     return tag in ("VBD", "VBN") if base else tag in ("VBD", "VBN", "VBP")
+
+
+def misread_request(doc: Any, verbs: frozenset[str]) -> bool:
+    """Whether a sentence may be a request whose verb the parser took for a noun ("Reply in
+    short sentences", "Report costs in euros"): it opens on a noun that ``verbs`` (the
+    lemmatizer's word list) knows as a verb ("Coffee with oat milk" is no request; nor is
+    an interjection, "thanks"), has no subject, and its root is no verb."""
+    words = [t for t in doc if not t.is_punct]
+    if not words or words[0].tag_ not in ("NN", "NNP") or words[0].lower_ not in verbs:
+        return False
+    root = next(iter(doc.sents)).root
+    return root.pos_ not in ("VERB", "AUX") and not any(t.dep_ in SUBJECT_DEPS for t in doc)
+
+
+def as_request(doc: Any) -> str:
+    """The sentence asked with "please" before it, which the parser reads as a request."""
+    first = next(t for t in doc if not t.is_punct)  # misread_request found a word
+    return str(doc.text[:first.idx] + "Please " + first.text.lower()
+               + doc.text[first.idx + len(first):])
+
+
+def asks_with_its_first_word(doc: Any) -> bool:
+    """Whether a sentence read with "please" before it has the word after it as its verb."""
+    root = next(iter(doc.sents)).root
+    return bool(root.pos_ == "VERB" and root.i == 1 and doc[0].lower_ == "please")

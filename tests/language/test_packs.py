@@ -376,3 +376,16 @@ def test_a_word_that_only_begins_with_a_negation_negates_nothing(text: str) -> N
 def test_a_verb_said_with_its_negation_is_negated(text: str) -> None:
     [r] = read([text])
     assert r.negated
+
+
+@pytest.mark.parametrize("text", ["Reply in short sentences.", "Report costs in euros.",
+                                  "Name files with the date first.", "Time the reminders for 8am."])
+def test_a_request_whose_verb_the_parser_took_for_a_noun_is_a_request(text: str) -> None:
+    [r] = read([text])
+    assert r.mood is Mood.INSTRUCTION and not r.fragment
+
+
+@pytest.mark.parametrize("text", ["Coffee with oat milk.", "Great answer.", "Thanks for the tip."])
+def test_a_noun_no_verb_list_knows_or_an_interjection_is_not_read_as_a_request(text: str) -> None:
+    [r] = read([text])
+    assert r.mood is not Mood.INSTRUCTION
