@@ -5,7 +5,9 @@ what fails, ``g`` stories were held out while the code changed.
 On the code before they were written (5dafeab): f 10/30, g 9/30. With the mechanisms the
 f batch showed missing (81c39a3): f 16/30, g 9/30, the same nine g stories: what was fixed
 from one batch did not carry to the other, which is what this suite is for. With a tool
-field met clause by clause (2026-12-08): f 17/30, g 9/30. The floor is
+field met clause by clause (2026-12-08): f 17/30, g 9/30; with a contrast that names the
+one episode of the speaker's that says what it denies: f 18/30, g 10/30 (g07, the first g
+story a change made from batch f passes). The floor is
 what the code passes now, not the goal (0.95): raise it as the code passes more; never
 lower it.
 """
@@ -21,7 +23,7 @@ from sleepmem.pipelines.ports import Embedder
 
 SUITE = Path(__file__).parent.parent / "heldout"
 STORIES = sorted(SUITE.glob("[fg]*.toml"))
-FLOOR = 0.43
+FLOOR = 0.46
 
 
 def test_both_batches_hold_every_language_and_mechanism_they_name() -> None:

@@ -663,6 +663,29 @@ CHANGES = [
 ]
 
 
+class TestAContrastNamesTheEpisodeItCorrects:
+    def test_feedback_denying_what_one_episode_of_the_speaker_says_corrects_that_episode(
+        self, usem: Embedder
+    ) -> None:
+        # Another person's fact is kept as the speaker's episode; the feedback shares little
+        # else with it in meaning (0.28 as a whole for the story this came from).
+        scope = Scope_(usem)
+        scope.run("My sister teaches piano at a music school in Leeds, so her evenings are busy.")
+        scope.run("she teaches the cello, not the piano! not that it matters much",
+                  kind="feedback")
+        assert not scope.holding("teaches piano"), [m.statement for m in scope.current()]
+        [fix] = scope.holding("cello")
+        assert fix.supersedes is not None
+
+    def test_a_value_two_episodes_say_names_neither(self, usem: Embedder) -> None:
+        scope = Scope_(usem)
+        scope.run("My sister teaches piano at a music school in Leeds.")
+        scope.run("My nephew has been learning piano since spring.")
+        scope.run("she teaches the cello, not the piano! not that it matters much",
+                  kind="feedback")
+        assert scope.holding("teaches piano") and scope.holding("learning piano")
+
+
 class TestChangesInAnyWording:
     @pytest.mark.parametrize(("before", "after", "kind", "gone", "kept"), CHANGES)
     def test_a_change_supersedes_the_memory_it_is_about(
