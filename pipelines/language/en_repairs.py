@@ -136,15 +136,19 @@ def verb_after_i(doc: Any, *, base: bool) -> bool:
 
 
 def misread_request(doc: Any, verbs: frozenset[str]) -> bool:
-    """Whether a sentence may be a request whose verb the parser took for a noun ("Reply in
-    short sentences", "Report costs in euros"): it opens on a noun that ``verbs`` (the
-    lemmatizer's word list) knows as a verb ("Coffee with oat milk" is no request; nor is
-    an interjection, "thanks"), has no subject, and its root is no verb."""
+    """Whether a sentence may be a request whose verb the parser misread: as a noun ("Reply
+    in short sentences", "Report costs in euros"; its root is then no verb), or as a
+    gerund of no verb the lemmatizer knows ("ping me about bills": "pe"). It opens on a
+    word that ``verbs`` (the lemmatizer's word list) knows as a verb ("Coffee with oat
+    milk" is no request; nor is an interjection, "thanks") and has no subject."""
     words = [t for t in doc if not t.is_punct]
-    if not words or words[0].tag_ not in ("NN", "NNP") or words[0].lower_ not in verbs:
+    if not words or words[0].lower_ not in verbs:
         return False
-    root = next(iter(doc.sents)).root
-    return root.pos_ not in ("VERB", "AUX") and not any(t.dep_ in SUBJECT_DEPS for t in doc)
+    first, root = words[0], next(iter(doc.sents)).root
+    if first.tag_ == "VBG":
+        return first.lemma_.lower() not in verbs and subject_of(first) is None
+    return first.tag_ in ("NN", "NNP") and root.pos_ not in ("VERB", "AUX") and not any(
+        t.dep_ in SUBJECT_DEPS for t in doc)
 
 
 def as_request(doc: Any) -> str:

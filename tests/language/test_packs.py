@@ -379,13 +379,16 @@ def test_a_verb_said_with_its_negation_is_negated(text: str) -> None:
 
 
 @pytest.mark.parametrize("text", ["Reply in short sentences.", "Report costs in euros.",
-                                  "Name files with the date first.", "Time the reminders for 8am."])
+                                  "Name files with the date first.", "Time the reminders for 8am.",
+                                  # a gerund of no verb: "ping" read as "pe" + "-ing"
+                                  "ping me about invoices a week before they're due"])
 def test_a_request_whose_verb_the_parser_took_for_a_noun_is_a_request(text: str) -> None:
     [r] = read([text])
     assert r.mood is Mood.INSTRUCTION and not r.fragment
 
 
-@pytest.mark.parametrize("text", ["Coffee with oat milk.", "Great answer.", "Thanks for the tip."])
+@pytest.mark.parametrize("text", ["Coffee with oat milk.", "Great answer.", "Thanks for the tip.",
+                                  "singing in the shower every morning"])
 def test_a_noun_no_verb_list_knows_or_an_interjection_is_not_read_as_a_request(text: str) -> None:
     [r] = read([text])
     assert r.mood is not Mood.INSTRUCTION
