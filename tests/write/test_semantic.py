@@ -7,6 +7,7 @@ loads once and embeds ~1,800 sentences/s), so these tests hold what production d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -806,6 +807,18 @@ class TestOneMentionPerEvent:
         assert sorted(m.attribute for m in scope.current()) == ["employer", "occupation"]
 
 
+def assert_a_conflict_set(usem: Embedder, said: str, record: dict[str, object],
+                          sides: tuple[str, str]) -> None:
+    """What the user said, then a trusted record: the two sides form one conflict set."""
+    scope = Scope_(usem)
+    scope.run(said)
+    scope.run(json.dumps(record), role="tool", kind="tool_result", meta=BILLING)
+    pending = [m for m in scope.current() if m.status == "pending_confirmation"]
+    assert len(pending) == 2 and len({m.conflict_set for m in pending}) == 1
+    for side in sides:
+        assert [m for m in pending if side in m.statement]
+
+
 class TestToolFieldsTheUserNames:
     @pytest.mark.parametrize(("said", "record", "sides"), [
         ("I'm on the Pro plan.", {"account": {"subscription_plan": "Basic"}}, ("Pro", "Basic")),
@@ -815,15 +828,7 @@ class TestToolFieldsTheUserNames:
     def test_a_field_named_in_the_users_words_that_disagrees_forms_a_conflict_set(
         self, usem: Embedder, said: str, record: dict[str, object], sides: tuple[str, str]
     ) -> None:
-        import json
-
-        scope = Scope_(usem)
-        scope.run(said)
-        scope.run(json.dumps(record), role="tool", kind="tool_result", meta=BILLING)
-        pending = [m for m in scope.current() if m.status == "pending_confirmation"]
-        assert len(pending) == 2 and len({m.conflict_set for m in pending}) == 1
-        for side in sides:
-            assert [m for m in pending if side in m.statement]
+        assert_a_conflict_set(usem, said, record, sides)
 
     @pytest.mark.parametrize(("said", "record", "sides"), [
         ("我家网速是500兆的，不过周末打游戏还是会卡。",
@@ -836,15 +841,7 @@ class TestToolFieldsTheUserNames:
     ) -> None:
         # What else the sentence says ("though I rarely use half of it") blurs the whole;
         # the sibling field ("account_id") pairs with nothing.
-        import json
-
-        scope = Scope_(usem)
-        scope.run(said)
-        scope.run(json.dumps(record), role="tool", kind="tool_result", meta=BILLING)
-        pending = [m for m in scope.current() if m.status == "pending_confirmation"]
-        assert len(pending) == 2 and len({m.conflict_set for m in pending}) == 1
-        for side in sides:
-            assert [m for m in pending if side in m.statement]
+        assert_a_conflict_set(usem, said, record, sides)
 
     def test_the_same_word_in_another_sense_pairs_nothing(self, usem: Embedder) -> None:
         scope = Scope_(usem)
