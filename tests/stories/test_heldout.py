@@ -1,13 +1,14 @@
-"""The held-out batches: 60 stories of the public kinds that helpers wrote in words this
+"""The held-out batches: 90 stories of the public kinds that helpers wrote in words this
 project had not seen (tests/heldout/README.md says how). ``f`` stories were used to find
-what fails, ``g`` stories were held out while the code changed.
+what fails, ``g`` and ``h`` stories were held out while the code changed.
 
 On the code before they were written (5dafeab): f 10/30, g 9/30. With the mechanisms the
 f batch showed missing (81c39a3): f 16/30, g 9/30, the same nine g stories: what was fixed
 from one batch did not carry to the other, which is what this suite is for. With a tool
 field met clause by clause (2026-12-08): f 17/30, g 9/30; with a contrast that names the
 one episode of the speaker's that says what it denies: f 18/30, g 10/30 (g07, the first g
-story a change made from batch f passes). The floor is
+story a change made from batch f passes). Batch h (2026-12-08, 26c0ea0, never read):
+16/30, so 44/90 in all. The floor is
 what the code passes now, not the goal (0.95): raise it as the code passes more; never
 lower it.
 """
@@ -22,14 +23,14 @@ from story_suites import StoryPlace, check_floor, run_stories
 from sleepmem.pipelines.ports import Embedder
 
 SUITE = Path(__file__).parent.parent / "heldout"
-STORIES = sorted(SUITE.glob("[fg]*.toml"))
-FLOOR = 0.46
+STORIES = sorted(SUITE.glob("[fgh]*.toml"))
+FLOOR = 0.48
 
 
-def test_both_batches_hold_every_language_and_mechanism_they_name() -> None:
+def test_the_batches_hold_every_language_and_mechanism_they_name() -> None:
     parts = [p.stem.split("-") for p in STORIES]
-    assert len(STORIES) == 60
-    assert {name[0] for name, *_ in parts} == {"f", "g"}
+    assert len(STORIES) == 90
+    assert {name[0] for name, *_ in parts} == {"f", "g", "h"}
     assert {lang for _, lang, *_ in parts} == {"en", "zh", "mix"}
     assert len({kind for _, _, kind, *_ in parts}) >= 8
 
