@@ -137,7 +137,7 @@ class EnglishPack:
         out = [replace(r, change=True) if changed else r for r, (_, changed) in zip(
             (read_doc(doc, text) for doc, text in zip(docs, texts, strict=True)), led,
             strict=True)]
-        # The small parser misreads casual English three ways, each read again in a
+        # The small parser misreads casual English four ways, each read again in a
         # standard form, all in one parse (the forms are chosen on the first parse):
         # - "allergic to sesame btw" leaves out the "I'm" before a state: read with it put
         #   back, and kept when it is the speaker's (a feeling, "happy with the answer", is
@@ -153,7 +153,8 @@ class EnglishPack:
         #   parser took for a noun. Read with "please" before it, kept when the word after
         #   it is then the verb.
         bare = [i for i, doc in enumerate(docs) if bare_state(doc)]
-        dropped = [i for i, doc in enumerate(docs) if i not in set(bare) and dropped_subject(doc)]
+        stated = set(bare)
+        dropped = [i for i, doc in enumerate(docs) if i not in stated and dropped_subject(doc)]
         verbless = [i for i, doc in enumerate(docs) if verbless_possessive(doc)]
         asked = [i for i, doc in enumerate(docs) if misread_request(doc, _verbs())]
         again = iter(_nlp().pipe([*("I'm " + docs[i].text for i in bare),

@@ -119,8 +119,13 @@ def first_word(doc: Any) -> Any:
 
 def with_i(doc: Any) -> str:
     """The sentence with its "I" put back before its first word."""
-    first = first_word(doc)
-    return str(doc.text[:first.idx] + "I " + first.text.lower() + doc.text[first.idx + len(first):])
+    return _said_before(doc, first_word(doc), "I")
+
+
+def _said_before(doc: Any, first: Any, words: str) -> str:
+    """The sentence with ``words`` said before its word ``first``, which then starts lower-case."""
+    return str(doc.text[:first.idx] + words + " " + first.text.lower()
+               + doc.text[first.idx + len(first):])
 
 
 def verb_after_i(doc: Any, *, base: bool) -> bool:
@@ -153,9 +158,8 @@ def misread_request(doc: Any, verbs: frozenset[str]) -> bool:
 
 def as_request(doc: Any) -> str:
     """The sentence asked with "please" before it, which the parser reads as a request."""
-    first = next(t for t in doc if not t.is_punct)  # misread_request found a word
-    return str(doc.text[:first.idx] + "Please " + first.text.lower()
-               + doc.text[first.idx + len(first):])
+    # misread_request found a word
+    return _said_before(doc, next(t for t in doc if not t.is_punct), "Please")
 
 
 def asks_with_its_first_word(doc: Any) -> bool:

@@ -50,6 +50,8 @@ MOMENT_WORDS = frozenset({"今天", "今晚", "这周", "本周", "这次", "这
 # those and tags the 这 as a pronoun, the subject of the clause; joined, they are a time.
 TIME_UNITS = frozenset({"周", "月", "年", "天", "星期", "礼拜", "阵子", "段时间", "学期", "季度",
                         "周末", "几天", "两天", "几周", "两周", "几个月", "两个月"})
+# What makes a time of the unit after it: 这周, 本月, 上个星期.
+_TIME_DEMONSTRATIVES = DEMONSTRATIVES | {"本", "上", "下", "上个", "下个"}
 # A time and then one of these is when something starts, and holds from then on: 这周开始,
 # 今天起, 下个月起.
 STARTS = frozenset({"开始", "起", "起来"})
@@ -111,8 +113,7 @@ def _times_joined(words: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The words with each demonstrative and the time unit after it as one time word."""
     out: list[tuple[str, str]] = []
     for word, flag in words:
-        if out and out[-1][0] in DEMONSTRATIVES | {"本", "上", "下", "上个", "下个"} and (
-                word in TIME_UNITS):
+        if out and out[-1][0] in _TIME_DEMONSTRATIVES and word in TIME_UNITS:
             out[-1] = (out[-1][0] + word, "t")
         else:
             out.append((word, flag))

@@ -82,9 +82,9 @@ class Feedback:
             # A contrast names what it corrects in the speaker's own words: the one
             # episode of theirs that says the value it denies ("he does the lighting, not
             # the sound" after "my husband does sound for touring bands": 0.28 as a whole).
-            told = [m for m in pool if not m.attribute and len(denied) >= 2
-                    and mentions(own_turn(m.statement, speaker), denied)]
-            if len(told) == 1 and told[0].trust != Trust.low.value and corrective(cand):
+            told = [m for m in pool if not m.attribute and mentions(
+                own_turn(m.statement, speaker), denied)] if len(denied) >= 2 else []
+            if len(told) == 1 and told[0].trust != Trust.low.value:
                 return told[0]
             for mem, sim, _same in self.pairs.near(cand, pool, own_turns=True)[:1]:
                 if disputes(cand):
